@@ -1,0 +1,807 @@
+//! `MiniCluster.spec`: the compatibility surface of `flux-framework.org/v1alpha2` plus the
+//! fields this operator adds (`suspend`, `startupOrder`, `ttlSecondsAfterFinished`,
+//! `network.clusterDomain`).
+
+use std::collections::BTreeMap;
+
+use garde::Validate;
+use k8s_openapi::api::core::v1::{
+    PodResourceClaim, PodSecurityContext, ResourceRequirements, SecurityContext, Toleration,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::status::MiniClusterStatus;
+
+/// The default application image of the Go operator, kept so old manifests mean the same.
+pub const DEFAULT_APP_IMAGE: &str = "ghcr.io/rse-ops/accounting:app-latest";
+/// The default flux view image (Flux built into a relocatable tree).
+pub const DEFAULT_VIEW_IMAGE: &str = "ghcr.io/converged-computing/flux-view-rocky:tag-9";
+/// Where the flux view is copied in every pod.
+pub const DEFAULT_VIEW_MOUNT: &str = "/mnt/flux";
+/// About a year: the Go operator's default active deadline.
+pub const DEFAULT_DEADLINE_SECONDS: i64 = 31_500_000;
+
+/// A MiniCluster: an on-demand Flux Framework cluster of `size` brokers, run as one JobSet.
+#[derive(CustomResource, KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq, Validate)]
+#[kube(
+    group = "flux-framework.org",
+    version = "v1alpha2",
+    kind = "MiniCluster",
+    plural = "miniclusters",
+    singular = "minicluster",
+    shortname = "mc",
+    category = "flux",
+    namespaced,
+    status = "MiniClusterStatus",
+    derive = "PartialEq",
+    scale(
+        spec_replicas_path = ".spec.size",
+        status_replicas_path = ".status.size",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(name = "Size", type_ = "integer", json_path = ".spec.size"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyBrokers"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    doc = "A MiniCluster is an on-demand Flux Framework cluster: a lead broker and followers run as one JobSet.",
+    validation = kube::core::Rule::new(
+        "size(self.metadata.name) + 17 + ((has(self.spec.maxSize) ? self.spec.maxSize : self.spec.size) < 12 ? 1 : string((has(self.spec.maxSize) ? self.spec.maxSize : self.spec.size) - 2).size()) <= 63"
+    ).message("metadata.name is too long: the longest pod name, <name>-workers-0-<maxSize-2> plus the 6-character suffix Kubernetes adds, must fit in 63 characters").field_path(".metadata.name"),
+    validation = kube::core::Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')")
+        .message("metadata.name must be a DNS label (lower-case letters, digits, '-', starting with a letter): it becomes the broker host names")
+        .field_path(".metadata.name"),
+)]
+#[serde(rename_all = "camelCase")]
+#[garde(allow_unvalidated)]
+#[x_kube(
+    validation = kube::core::Rule::new("!has(self.maxSize) || self.size <= self.maxSize")
+        .message("spec.size must not exceed spec.maxSize").field_path(".size"),
+    validation = kube::core::Rule::new("!has(self.maxSize) || self.maxSize == 1 || self.size >= 2")
+        .message("an elastic MiniCluster (maxSize > 1) needs size >= 2: JobSet keeps the followers Job at one pod or more")
+        .field_path(".size"),
+    validation = kube::core::Rule::new("!has(self.minSize) || self.minSize <= self.size")
+        .message("spec.minSize must not exceed spec.size").field_path(".minSize"),
+    validation = kube::core::Rule::new("self.containers.size() == 1 || self.containers.filter(c, has(c.runFlux) && c.runFlux).size() == 1")
+        .message("exactly one of several containers must set runFlux: true").field_path(".containers"),
+    validation = kube::core::Rule::new("self.containers.filter(c, has(c.runFlux) && c.runFlux).size() <= 1")
+        .message("only one container may set runFlux: true").field_path(".containers"),
+    validation = kube::core::Rule::new(
+        "(has(self.maxSize) == has(oldSelf.maxSize) && (!has(self.maxSize) || self.maxSize == oldSelf.maxSize)) && (has(self.minSize) == has(oldSelf.minSize) && (!has(self.minSize) || self.minSize == oldSelf.minSize)) && (has(self.backoffLimit) == has(oldSelf.backoffLimit) && (!has(self.backoffLimit) || self.backoffLimit == oldSelf.backoffLimit)) && (has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished))"
+    ).message("maxSize, minSize, backoffLimit and ttlSecondsAfterFinished are immutable: delete and re-create the MiniCluster to change them").reason(kube::core::Reason::FieldValueForbidden),
+)]
+pub struct MiniClusterSpec {
+    /// Containers of every broker pod. Exactly one runs Flux (`runFlux`; with a single
+    /// container it is that one).
+    #[schemars(length(min = 1, max = 32))]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("containers is immutable"))]
+    #[garde(length(min = 1), dive)]
+    pub containers: Vec<MiniClusterContainer>,
+
+    /// Service containers run beside the brokers (sidecars) in every pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("services is immutable"))]
+    #[garde(dive)]
+    pub services: Vec<MiniClusterContainer>,
+
+    /// Dynamic resource claims the containers may reference.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("resourceClaims is immutable"))]
+    pub resource_claims: Vec<PodResourceClaim>,
+
+    /// The headless Service (network namespace) of the brokers.
+    #[serde(default)]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("network is immutable"))]
+    #[garde(dive)]
+    pub network: Network,
+
+    /// Extra labels for the JobSet and its Jobs (the old way to set a Kueue queue name).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("jobLabels is immutable"))]
+    pub job_labels: BTreeMap<String, String>,
+
+    /// Keep the brokers up with no initial program until `flux shutdown` or deletion.
+    #[serde(default)]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("interactive is immutable"))]
+    pub interactive: bool,
+
+    /// Flux options shared by all brokers.
+    #[serde(default)]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("flux is immutable"))]
+    #[garde(dive)]
+    pub flux: FluxSpec,
+
+    /// What the entrypoints print.
+    #[serde(default)]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("logging is immutable"))]
+    pub logging: LoggingSpec,
+
+    /// Restore Flux state from an archive at start.
+    #[serde(default)]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("archive is immutable"))]
+    pub archive: MiniClusterArchive,
+
+    /// Share one process namespace between the containers of a pod.
+    #[serde(default)]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("shareProcessNamespace is immutable"))]
+    pub share_process_namespace: bool,
+
+    /// Delete the MiniCluster once the lead broker finished.
+    #[serde(default)]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("cleanup is immutable"))]
+    pub cleanup: bool,
+
+    /// Number of brokers (= pods). May change while running, between 1 and `maxSize`.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 100000))]
+    #[garde(range(min = 1))]
+    pub size: i32,
+
+    /// Largest size the cluster may grow to; the broker config lists this many hosts.
+    /// Defaults to `size`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub max_size: Option<i32>,
+
+    /// Retries of a failed cluster (JobSet restarts) before it counts as failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub backoff_limit: Option<i32>,
+
+    /// Broker quorum: how many brokers must be online before Flux starts work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100000))]
+    pub min_size: Option<i32>,
+
+    /// Tasks of the submitted job (`-n`); 0 means one per broker (`-N size` only).
+    #[serde(default = "one")]
+    #[schemars(range(min = 0))]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("tasks is immutable"))]
+    pub tasks: i32,
+
+    /// Active deadline of the whole run, in seconds.
+    #[serde(default = "default_deadline")]
+    #[schemars(range(min = 1))]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("deadlineSeconds is immutable"))]
+    pub deadline_seconds: i64,
+
+    /// Settings of the broker pods.
+    #[serde(default)]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("pod is immutable"))]
+    #[garde(dive)]
+    pub pod: PodSpec,
+
+    /// Create or hold the cluster without pods (Kueue uses the same switch).
+    #[serde(default)]
+    pub suspend: bool,
+
+    /// Whether followers start with the lead (`Together`) or wait for a ready lead broker
+    /// (`LeadFirst`).
+    #[serde(default)]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("startupOrder is immutable"))]
+    pub startup_order: StartupOrder,
+
+    /// Delete the cluster's workload this long after it finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub ttl_seconds_after_finished: Option<i32>,
+}
+
+fn one() -> i32 {
+    1
+}
+fn default_deadline() -> i64 {
+    DEFAULT_DEADLINE_SECONDS
+}
+
+/// When the followers start.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+pub enum StartupOrder {
+    /// All brokers start at once; followers retry until the lead answers.
+    #[default]
+    Together,
+    /// Followers start once the lead broker's pod is ready (JobSet `dependsOn`).
+    LeadFirst,
+}
+
+/// A container of the broker pods (or a service sidecar).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema, Validate)]
+#[serde(rename_all = "camelCase")]
+#[garde(allow_unvalidated)]
+#[x_kube(
+    validation = kube::core::Rule::new("!(has(self.launcher) && self.launcher && has(self.batch) && self.batch)")
+        .message("launcher and batch exclude each other"),
+    validation = kube::core::Rule::new("!(has(self.commands) && has(self.commands.script) && self.commands.script != '' && has(self.command) && self.command != '')")
+        .message("commands.script and command exclude each other"),
+)]
+pub struct MiniClusterContainer {
+    /// Container name; required unless this is the single Flux container.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 63))]
+    #[garde(custom(dns_label_or_empty))]
+    pub name: String,
+
+    /// Container image.
+    #[serde(default = "default_app_image")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub image: String,
+
+    /// Command: for the Flux container, what Flux runs (a bash command line); for a
+    /// service, the container's command.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 65536))]
+    pub command: String,
+
+    /// Working directory of the command.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 4096))]
+    pub working_dir: String,
+
+    /// Environment variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[garde(custom(env_names))]
+    pub environment: BTreeMap<String, String>,
+
+    /// Environment variables from existing Secrets: variable name -> {name, key}.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[garde(custom(env_names))]
+    pub secrets: BTreeMap<String, SecretKeyRef>,
+
+    /// Ports other pods may reach; a service container with ports gets a Service.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[garde(inner(range(min = 1, max = 65535)))]
+    pub ports: Vec<i32>,
+
+    /// Resource requests and limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+
+    /// Container security context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<SecurityContext>,
+
+    /// Always pull the image (shorthand for `imagePullPolicy: Always`).
+    #[serde(default)]
+    pub pull_always: bool,
+
+    /// Image pull policy; wins over `pullAlways`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<ImagePullPolicy>,
+
+    /// Name of an existing image pull Secret.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image_pull_secret: String,
+
+    /// postStart / preStop exec hooks.
+    #[serde(default)]
+    pub life_cycle: LifeCycle,
+
+    /// This container runs Flux (exactly one does).
+    #[serde(default)]
+    pub run_flux: bool,
+
+    /// The command is the Flux initial program itself (a workflow tool that submits its own
+    /// jobs), not a job submitted into Flux.
+    #[serde(default)]
+    pub launcher: bool,
+
+    /// Each line of the command is its own `flux submit`.
+    #[serde(default)]
+    pub batch: bool,
+
+    /// With `batch`, the lines are a Flux batch script taken verbatim.
+    #[serde(default)]
+    pub batch_raw: bool,
+
+    /// Directory for the output of batch jobs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub logs: String,
+
+    /// For services: keep the image's own entrypoint (no wrapper script).
+    #[serde(default)]
+    pub no_wrap_entrypoint: bool,
+
+    /// Existing volumes to mount, by volume name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[garde(dive)]
+    pub volumes: BTreeMap<String, ContainerVolume>,
+
+    /// Shell snippets run around Flux.
+    #[serde(default)]
+    pub commands: Commands,
+}
+
+fn default_app_image() -> String {
+    DEFAULT_APP_IMAGE.to_string()
+}
+
+/// Image pull policy of a container.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub enum ImagePullPolicy {
+    Always,
+    IfNotPresent,
+    Never,
+}
+
+/// A key of an existing Secret.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+pub struct SecretKeyRef {
+    /// Secret name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Key in the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// Container lifecycle hooks (each an exec command line).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LifeCycle {
+    /// Run after the container started.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub post_start_exec: String,
+    /// Run before the container stops.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pre_stop_exec: String,
+}
+
+/// Shell snippets the entrypoints run, in this order: `init`, `pre`, `brokerPre` (lead) or
+/// `workerPre` (followers), the broker, `post`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Commands {
+    /// Before anything else.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub init: String,
+    /// On every broker, before Flux starts.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pre: String,
+    /// On the lead broker only, before Flux starts.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub broker_pre: String,
+    /// On the followers only, before Flux starts.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub worker_pre: String,
+    /// In service containers, before their command.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub service_pre: String,
+    /// After Flux exits.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub post: String,
+    /// Words put before the lead's `flux start` (e.g. a profiler).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prefix: String,
+    /// A whole script used as the command.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub script: String,
+}
+
+/// An existing volume to mount. Exactly one source: `claimName`, `hostPath`, `secretName`,
+/// `configMapName`, `csiDriver` or `emptyDir`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema, Validate)]
+#[serde(rename_all = "camelCase")]
+#[garde(allow_unvalidated)]
+pub struct ContainerVolume {
+    /// Where the volume is mounted.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[garde(custom(absolute_path_or_empty))]
+    pub path: String,
+    /// An existing PersistentVolumeClaim.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub claim_name: String,
+    /// A directory of the node.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[garde(custom(absolute_path_or_empty))]
+    pub host_path: String,
+    /// An existing Secret.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub secret_name: String,
+    /// An existing ConfigMap.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub config_map_name: String,
+    /// ConfigMap keys -> paths inside the volume.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub items: BTreeMap<String, String>,
+    /// A CSI driver.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub csi_driver: String,
+    /// Attributes for the CSI driver.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub csi_driver_attributes: BTreeMap<String, String>,
+    /// A fresh emptyDir.
+    #[serde(default)]
+    pub empty_dir: bool,
+    /// emptyDir medium (`Memory` for tmpfs).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub empty_dir_medium: String,
+    /// emptyDir size limit (a quantity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty_dir_size_limit: Option<Quantity>,
+    /// Mount read-only.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+/// The brokers' network.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema, Validate)]
+#[serde(rename_all = "camelCase")]
+#[garde(allow_unvalidated)]
+pub struct Network {
+    /// Name of the headless Service (the pods' subdomain). Defaults to the MiniCluster name.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 63))]
+    #[garde(custom(dns_label_or_empty))]
+    pub headless_name: String,
+    /// Do not spread broker pods one per node.
+    #[serde(default)]
+    pub disable_affinity: bool,
+    /// **New.** The cluster's DNS domain for broker addresses; defaults to the operator's
+    /// `--cluster-domain` or what it discovers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 253))]
+    pub cluster_domain: String,
+}
+
+/// Output of the entrypoint scripts.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LoggingSpec {
+    /// Print only the application's output.
+    #[serde(default)]
+    pub quiet: bool,
+    /// The entrypoints stop at the first failing command (errexit, nounset, pipefail).
+    #[serde(default)]
+    pub strict: bool,
+    /// More verbose Flux and entrypoint output.
+    #[serde(default)]
+    pub debug: bool,
+    /// Time the Flux commands.
+    #[serde(default)]
+    pub timed: bool,
+    /// ZeroMQ debug in the TBON (rank 0 logs handshake failures).
+    #[serde(default)]
+    pub zeromq: bool,
+}
+
+/// Flux state archive.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+pub struct MiniClusterArchive {
+    /// Path of the archive to restore at start.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+}
+
+/// Pod-level settings of the broker pods.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema, Validate)]
+#[serde(rename_all = "camelCase")]
+#[garde(allow_unvalidated)]
+pub struct PodSpec {
+    /// Extra pod labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Extra pod annotations.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Service account of the pods.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub service_account_name: String,
+    /// Mount the service account token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub automount_service_account_token: Option<bool>,
+    /// Pod restart policy (`Never` or `OnFailure`; Jobs refuse `Always`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<RestartPolicy>,
+    /// Node selector.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity: node label -> allowed values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_affinity: BTreeMap<String, Vec<String>>,
+    /// Tolerations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Scheduler of the pods.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scheduler_name: String,
+    /// Runtime class of the pods.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub runtime_class_name: String,
+    /// DNS policy (defaults to ClusterFirst).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub dns_policy: String,
+    /// Use the host's IPC namespace.
+    #[serde(default, rename = "hostIPC")]
+    pub host_ipc: bool,
+    /// Use the host's PID namespace.
+    #[serde(default, rename = "hostPID")]
+    pub host_pid: bool,
+    /// Pod-level resource requests (and limits): the pod's total budget.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resources: BTreeMap<String, Quantity>,
+    /// Pod security context, passed through whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<PodSecurityContext>,
+}
+
+/// Pod restart policy allowed for Job pods.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub enum RestartPolicy {
+    Never,
+    OnFailure,
+}
+
+/// Flux options shared by every broker.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema, Validate)]
+#[serde(rename_all = "camelCase")]
+#[garde(allow_unvalidated)]
+pub struct FluxSpec {
+    /// The flux view init container that brings Flux into the pods.
+    #[serde(default)]
+    pub container: FluxContainer,
+    /// Architecture of the view (accepted for compatibility; the image decides).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub arch: String,
+    /// Replaces `flux submit` in single-command mode (e.g. `flux run`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub submit_command: String,
+    /// `flux start --wrap` arguments (comma-separated), e.g. `strace,-e,network`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub wrap: String,
+    /// TBON connect timeout of the followers (Flux duration, e.g. `5s`).
+    #[serde(default = "default_connect_timeout")]
+    #[schemars(regex(pattern = r"^[0-9]+(\.[0-9]+)?(ms|s|m|h|d)?$"))]
+    pub connect_timeout: String,
+    /// Extra flags for the submitted job (e.g. `-o cpu-affinity=per-task`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub option_flags: String,
+    /// Only the lead broker needs DNS: create a lead-only Service.
+    #[serde(default)]
+    pub minimal_service: bool,
+    /// Do not set the broker's local socket path.
+    #[serde(default)]
+    pub disable_socket: bool,
+    /// TBON topology, e.g. `kary:2` or `binomial`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = r"^(kary:[0-9]+|binomial|custom)?$"))]
+    pub topology: String,
+    /// Services do not wait for the broker socket.
+    #[serde(default)]
+    pub no_wait_socket: bool,
+    /// Followers whose broker fails exit 0 instead of being restarted.
+    #[serde(default)]
+    pub complete_workers: bool,
+    /// Broker log level (0-7; 6 is info).
+    #[serde(default = "default_log_level")]
+    #[schemars(range(min = 0, max = 7))]
+    pub log_level: i32,
+    /// A CURVE certificate to use instead of generating one (Flux's text format).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub curve_cert: String,
+    /// Scheduler options.
+    #[serde(default)]
+    pub scheduler: FluxScheduler,
+    /// Secret holding a munge key (for bursting).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub munge_secret: String,
+    /// Bursting to external clusters.
+    #[serde(default)]
+    pub bursting: Bursting,
+    /// A whole broker config (TOML) that replaces the generated one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub broker_config: String,
+    /// Extra environment for Flux (exported before the broker starts).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[garde(custom(env_names))]
+    pub environment: BTreeMap<String, String>,
+}
+
+impl Default for FluxSpec {
+    fn default() -> Self {
+        Self {
+            container: FluxContainer::default(),
+            arch: String::new(),
+            submit_command: String::new(),
+            wrap: String::new(),
+            connect_timeout: default_connect_timeout(),
+            option_flags: String::new(),
+            minimal_service: false,
+            disable_socket: false,
+            topology: String::new(),
+            no_wait_socket: false,
+            complete_workers: false,
+            log_level: default_log_level(),
+            curve_cert: String::new(),
+            scheduler: FluxScheduler::default(),
+            munge_secret: String::new(),
+            bursting: Bursting::default(),
+            broker_config: String::new(),
+            environment: BTreeMap::new(),
+        }
+    }
+}
+
+fn default_connect_timeout() -> String {
+    "5s".to_string()
+}
+fn default_log_level() -> i32 {
+    6
+}
+
+/// The flux view init container.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FluxContainer {
+    /// The application image already has Flux: no view.
+    #[serde(default)]
+    pub disable: bool,
+    /// Name of the init container.
+    #[serde(default = "default_view_name")]
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+    /// The view image.
+    #[serde(default = "default_view_image")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub image: String,
+    /// Where the view is copied in every container.
+    #[serde(default = "default_view_mount")]
+    #[schemars(regex(pattern = r"^/.*"))]
+    pub mount_path: String,
+    /// Python path of the view's Flux bindings (derived from the view when empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub python_path: String,
+    /// Working directory of the init container.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub working_dir: String,
+    /// Resources of the init container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Security context of the init container (defaults to non-root where allowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<SecurityContext>,
+    /// Always pull the view image.
+    #[serde(default)]
+    pub pull_always: bool,
+    /// Image pull Secret of the view image.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image_pull_secret: String,
+}
+
+impl Default for FluxContainer {
+    fn default() -> Self {
+        Self {
+            disable: false,
+            name: default_view_name(),
+            image: default_view_image(),
+            mount_path: default_view_mount(),
+            python_path: String::new(),
+            working_dir: String::new(),
+            resources: None,
+            security_context: None,
+            pull_always: false,
+            image_pull_secret: String::new(),
+        }
+    }
+}
+
+fn default_view_name() -> String {
+    "flux-view".to_string()
+}
+fn default_view_image() -> String {
+    DEFAULT_VIEW_IMAGE.to_string()
+}
+fn default_view_mount() -> String {
+    DEFAULT_VIEW_MOUNT.to_string()
+}
+
+/// Scheduler options.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FluxScheduler {
+    /// Use sched-simple instead of Fluxion.
+    #[serde(default)]
+    pub simple: bool,
+    /// Fluxion queue policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_policy: Option<QueuePolicy>,
+}
+
+/// Fluxion queue policy.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum QueuePolicy {
+    Fcfs,
+    Easy,
+}
+
+/// Bursting to external clusters (accepted; reported as not supported).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Bursting {
+    /// The lead broker of the cluster this one joins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lead_broker: Option<FluxBroker>,
+    /// A custom host list for the broker config.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hostlist: String,
+    /// External clusters to burst to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<BurstedCluster>,
+}
+
+/// An external lead broker.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FluxBroker {
+    /// Address (IP or host name).
+    pub address: String,
+    /// Name of the lead job.
+    pub name: String,
+    /// Size of the lead cluster.
+    pub size: i32,
+    /// Port.
+    #[serde(default = "default_port")]
+    pub port: i32,
+}
+
+fn default_port() -> i32 {
+    8050
+}
+
+/// A cluster burst to.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BurstedCluster {
+    /// Host name prefix of the bursted cluster.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Its size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<i32>,
+}
+
+// --- garde custom validators -------------------------------------------------------------
+
+fn dns_label_or_empty(value: &str, _: &()) -> garde::Result {
+    if value.is_empty() || is_dns_label(value) {
+        Ok(())
+    } else {
+        Err(garde::Error::new(format!(
+            "{value:?} is not a DNS label (lower-case letters, digits and '-', at most 63, starting and ending with a letter or digit)"
+        )))
+    }
+}
+
+/// Whether `s` is an RFC 1123 DNS label.
+pub fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn env_names<V>(map: &BTreeMap<String, V>, _: &()) -> garde::Result {
+    for name in map.keys() {
+        let mut chars = name.chars();
+        let ok = matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+            && chars.all(|c| c == '_' || c.is_ascii_alphanumeric());
+        if !ok {
+            return Err(garde::Error::new(format!(
+                "{name:?} is not a valid environment variable name (letters, digits, '_', not starting with a digit)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn absolute_path_or_empty(value: &str, _: &()) -> garde::Result {
+    if value.is_empty() || value.starts_with('/') {
+        Ok(())
+    } else {
+        Err(garde::Error::new(format!("{value:?} must be an absolute path")))
+    }
+}

@@ -1,0 +1,107 @@
+//! `MiniCluster.status`.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde::{Deserialize, Serialize};
+
+/// Observed state of a MiniCluster.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MiniClusterStatus {
+    /// The generation of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Coarse state for humans and printer columns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Current size (brokers the JobSet is asked to run): the scale subresource's status.
+    #[serde(default)]
+    pub size: i32,
+    /// Label selector of the broker pods (the scale subresource's selector).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub selector: String,
+    /// Largest size the broker config allows (`maxSize`).
+    #[serde(default)]
+    pub maximum_size: i32,
+    /// Broker pods that are ready.
+    #[serde(default)]
+    pub ready_brokers: i32,
+    /// Name of the owned JobSet.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub job_set: String,
+    /// When the cluster's pods were first allowed to run (created unsuspended or admitted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// When the lead broker's pod was first ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lead_ready_time: Option<Time>,
+    /// When all `size` brokers were first ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_time: Option<Time>,
+    /// When the cluster finished (Succeeded or Failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// When no broker pod was running any more after the cluster finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teardown_time: Option<Time>,
+    /// Standard conditions: Ready, Suspended, Admitted, Resizing, Succeeded, Failed,
+    /// InvalidSpec, Unsupported.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// Coarse lifecycle phase.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub enum Phase {
+    /// Objects are being created, or pods are not scheduled yet.
+    Pending,
+    /// Pods exist; not all brokers are ready.
+    Starting,
+    /// All `size` brokers are ready.
+    Running,
+    /// The lead broker finished successfully.
+    Succeeded,
+    /// The cluster failed (or its spec is invalid).
+    Failed,
+    /// Held without pods (`spec.suspend` or waiting for Kueue admission).
+    Suspended,
+}
+
+impl Phase {
+    /// Whether the phase is final.
+    pub fn is_finished(self) -> bool {
+        matches!(self, Phase::Succeeded | Phase::Failed)
+    }
+
+    /// The phase as it appears in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Starting => "Starting",
+            Phase::Running => "Running",
+            Phase::Succeeded => "Succeeded",
+            Phase::Failed => "Failed",
+            Phase::Suspended => "Suspended",
+        }
+    }
+}
+
+/// Condition types written by the operator.
+pub mod condition {
+    /// All `size` brokers' pods are ready.
+    pub const READY: &str = "Ready";
+    /// The JobSet is suspended (by `spec.suspend` or by Kueue).
+    pub const SUSPENDED: &str = "Suspended";
+    /// Kueue admitted the workload.
+    pub const ADMITTED: &str = "Admitted";
+    /// The followers Job is changing size.
+    pub const RESIZING: &str = "Resizing";
+    /// The lead broker finished successfully.
+    pub const SUCCEEDED: &str = "Succeeded";
+    /// The cluster failed.
+    pub const FAILED: &str = "Failed";
+    /// The spec has an error only the operator could detect.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// The spec asks for something this operator accepts but does not do.
+    pub const UNSUPPORTED: &str = "Unsupported";
+}

@@ -1,0 +1,203 @@
+//! What the API server cannot check: run by the operator before it creates anything.
+//!
+//! Errors name the field (`spec.containers[0].volumes.data.path`) and become an
+//! `InvalidSpec` condition plus a Warning Event. Fields that are accepted for compatibility
+//! but not acted on are listed by [`unsupported`] and reported as `Unsupported`.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use garde::Validate;
+
+use super::{MAX_POD_NAME, MiniCluster, MiniClusterContainer, POD_SUFFIX_LEN, WORKERS_JOB};
+
+/// One problem with a spec, naming the field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    /// JSON path of the field, e.g. `spec.containers[1].name`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+fn err(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError { field: field.into(), message: message.into() }
+}
+
+/// All errors in the MiniCluster's spec that the schema cannot express. Empty when valid.
+pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let Err(report) = mc.spec.validate() {
+        for (path, error) in report.iter() {
+            errors.push(err(format!("spec.{path}"), error.message().to_string()));
+        }
+    }
+    let spec = &mc.spec;
+
+    // The same checks the CRD's CEL rules make, so `render` and old API servers agree.
+    let max_size = spec.max_size.unwrap_or(spec.size);
+    if spec.size < 1 {
+        errors.push(err("spec.size", "must be at least 1"));
+    }
+    if spec.size > max_size {
+        errors.push(err("spec.size", format!("{} exceeds spec.maxSize {max_size}", spec.size)));
+    }
+    if max_size > 1 && spec.size < 2 {
+        errors.push(err(
+            "spec.size",
+            "an elastic MiniCluster (maxSize > 1) needs size >= 2: JobSet keeps the followers Job at one pod or more",
+        ));
+    }
+    if let Some(min) = spec.min_size
+        && min > spec.size
+    {
+        errors.push(err("spec.minSize", format!("{min} exceeds spec.size {}", spec.size)));
+    }
+    let name = mc.name();
+    let longest = longest_pod_name(name, max_size);
+    if longest > MAX_POD_NAME {
+        errors.push(err(
+            "metadata.name",
+            format!(
+                "{name:?} is too long: its longest pod name would have {longest} characters, more than {MAX_POD_NAME}"
+            ),
+        ));
+    }
+
+    let runners = spec.containers.iter().filter(|c| c.run_flux).count();
+    if runners > 1 || (runners == 0 && spec.containers.len() > 1) {
+        errors.push(err(
+            "spec.containers",
+            format!("exactly one container must set runFlux: true, found {runners}"),
+        ));
+    }
+
+    let mut names = BTreeSet::new();
+    let reserved = [spec.flux.container.name.as_str()];
+    for (i, c) in spec.containers.iter().enumerate() {
+        let field = format!("spec.containers[{i}]");
+        let is_runner = c.run_flux || spec.containers.len() == 1;
+        if !is_runner && c.name.is_empty() {
+            errors.push(err(format!("{field}.name"), "a container that does not run Flux needs a name"));
+        }
+        check_container(&field, c, &mut names, &reserved, &mut errors);
+        if c.launcher && c.batch {
+            errors.push(err(format!("{field}.launcher"), "launcher and batch exclude each other"));
+        }
+        if !c.commands.script.is_empty() && !c.command.is_empty() {
+            errors.push(err(format!("{field}.commands.script"), "script and command exclude each other"));
+        }
+        if c.batch_raw && !c.batch {
+            errors.push(err(format!("{field}.batchRaw"), "batchRaw needs batch: true"));
+        }
+    }
+    for (i, s) in spec.services.iter().enumerate() {
+        let field = format!("spec.services[{i}]");
+        if s.name.is_empty() {
+            errors.push(err(format!("{field}.name"), "service containers need a name"));
+        }
+        if s.run_flux {
+            errors.push(err(format!("{field}.runFlux"), "service containers do not run Flux"));
+        }
+        for (hook, value) in [
+            ("pre", &s.commands.pre),
+            ("brokerPre", &s.commands.broker_pre),
+            ("workerPre", &s.commands.worker_pre),
+        ] {
+            if !value.is_empty() {
+                errors.push(err(
+                    format!("{field}.commands.{hook}"),
+                    "service containers take only commands.servicePre and commands.init",
+                ));
+            }
+        }
+        check_container(&field, s, &mut names, &reserved, &mut errors);
+    }
+
+    if !spec.flux.broker_config.is_empty()
+        && let Err(e) = spec.flux.broker_config.parse::<toml::Table>()
+    {
+        errors.push(err("spec.flux.brokerConfig", format!("is not valid TOML: {}", e.message())));
+    }
+    errors
+}
+
+fn check_container(
+    field: &str,
+    c: &MiniClusterContainer,
+    names: &mut BTreeSet<String>,
+    reserved: &[&str],
+    errors: &mut Vec<FieldError>,
+) {
+    if !c.name.is_empty() {
+        if reserved.contains(&c.name.as_str()) {
+            errors.push(err(format!("{field}.name"), format!("{:?} is the flux view init container's name", c.name)));
+        }
+        if !names.insert(c.name.clone()) {
+            errors.push(err(format!("{field}.name"), format!("{:?} is used by another container", c.name)));
+        }
+    }
+    for (vname, v) in &c.volumes {
+        let vfield = format!("{field}.volumes.{vname}");
+        if !super::is_dns_label(vname) {
+            errors.push(err(vfield.clone(), "volume names must be DNS labels"));
+        }
+        let sources = [
+            !v.claim_name.is_empty(),
+            !v.host_path.is_empty(),
+            !v.secret_name.is_empty(),
+            !v.config_map_name.is_empty(),
+            !v.csi_driver.is_empty(),
+            v.empty_dir,
+        ]
+        .iter()
+        .filter(|s| **s)
+        .count();
+        if sources != 1 {
+            errors.push(err(
+                vfield.clone(),
+                format!(
+                    "needs exactly one of claimName, hostPath, secretName, configMapName, csiDriver, emptyDir; found {sources}"
+                ),
+            ));
+        }
+        if v.path.is_empty() {
+            errors.push(err(format!("{vfield}.path"), "a volume needs the path to mount it at"));
+        }
+        if !v.empty_dir && (!v.empty_dir_medium.is_empty() || v.empty_dir_size_limit.is_some()) {
+            errors.push(err(vfield, "emptyDirMedium and emptyDirSizeLimit need emptyDir: true"));
+        }
+    }
+}
+
+/// Length of the longest pod name JobSet will create for a MiniCluster called `name` that can
+/// grow to `max_size` brokers: `<name>-workers-0-<max_size-2>` plus the Job controller's suffix.
+pub fn longest_pod_name(name: &str, max_size: i32) -> usize {
+    let last_index = (max_size - 2).max(0);
+    name.len() + 1 + WORKERS_JOB.len() + 3 + last_index.to_string().len() + POD_SUFFIX_LEN
+}
+
+/// Fields accepted for compatibility with the Go operator but not acted on here, with why.
+pub fn unsupported(mc: &MiniCluster) -> Vec<FieldError> {
+    let flux = &mc.spec.flux;
+    let mut out = Vec::new();
+    if flux.bursting.lead_broker.is_some()
+        || !flux.bursting.hostlist.is_empty()
+        || !flux.bursting.clusters.is_empty()
+    {
+        out.push(err("spec.flux.bursting", "bursting to external clusters is not supported; the cluster runs without it"));
+    }
+    if !flux.munge_secret.is_empty() {
+        out.push(err("spec.flux.mungeSecret", "munge keys are only used for bursting, which is not supported"));
+    }
+    if !flux.arch.is_empty() {
+        out.push(err("spec.flux.arch", "ignored: the flux view image decides the architecture"));
+    }
+    out
+}

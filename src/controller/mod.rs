@@ -1,0 +1,192 @@
+//! The controller process: leader election, watches, the HTTP endpoints, graceful shutdown.
+//!
+//! The reconcile logic itself is in [`reconcile`]; status is computed by [`status`].
+
+mod cluster_domain;
+mod reconcile;
+pub mod status;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::watch;
+
+use crate::api::{MiniCluster, NAME_LABEL};
+use crate::jobset::JobSet;
+use crate::metrics::{self, Health, Metrics};
+
+pub use cluster_domain::discover_cluster_domain;
+pub use reconcile::{Context, FIELD_MANAGER};
+
+/// Settings of `flux-operator run`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Config {
+    /// Address of the metrics and health endpoints.
+    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+    /// The cluster's DNS domain for broker addresses. Discovered from /etc/resolv.conf when
+    /// running in a pod; required otherwise.
+    #[arg(long, env = "CLUSTER_DOMAIN")]
+    pub cluster_domain: Option<String>,
+    /// Only one replica reconciles at a time (a Lease in --lease-namespace).
+    #[arg(long, env = "LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_election: bool,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "flux-operator-leader")]
+    pub lease_name: String,
+    /// Namespace of the Lease (the operator's own namespace).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+    /// This replica's identity in the election.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Log format: `json` or `text`.
+    #[arg(long, env = "LOG_FORMAT", default_value = "json")]
+    pub log_format: crate::telemetry::LogFormat,
+}
+
+/// Run the controller until SIGTERM/SIGINT (or until leadership is lost).
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    crate::telemetry::init(config.log_format);
+    let client = Client::try_default().await?;
+    let cluster_domain = match config.cluster_domain.clone() {
+        Some(d) => d,
+        None => discover_cluster_domain(std::path::Path::new("/etc/resolv.conf")).ok_or_else(|| {
+            anyhow::anyhow!("cannot discover the cluster DNS domain from /etc/resolv.conf; pass --cluster-domain")
+        })?,
+    };
+    tracing::info!(%cluster_domain, "starting flux-operator");
+
+    let metrics = Arc::new(Metrics::new());
+    let health = Health::default();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutdown requested");
+        let _ = stop_tx.send(true);
+    });
+    let server = tokio::spawn(metrics::serve(
+        config.metrics_addr,
+        metrics.clone(),
+        health.clone(),
+        wait_true(stop_rx.clone()),
+    ));
+
+    // Leader election: wait for the lease; losing it later stops this replica.
+    let mut leader = None;
+    if config.leader_election {
+        let identity = config.identity.clone().unwrap_or_else(default_identity);
+        let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &config.lease_name)
+            .with_namespace(&config.lease_namespace)
+            .with_identity(&identity)
+            .with_duration(15)
+            .with_grace(5)
+            .build()
+            .await?;
+        let (mut rx, task) = manager.watch().await;
+        tracing::info!(%identity, lease = %config.lease_name, "waiting for leadership");
+        health.set_ready(true); // a standby is healthy and ready
+        let mut stop = stop_rx.clone();
+        while !*rx.borrow_and_update() {
+            tokio::select! {
+                changed = rx.changed() => changed?,
+                _ = stop.changed() => { drop(rx); let _ = task.await; return Ok(()); }
+            }
+        }
+        tracing::info!(%identity, "acquired leadership");
+        leader = Some((rx, task));
+    }
+    health.set_ready(false);
+
+    let stop_controller = {
+        let mut stop = stop_rx.clone();
+        let lost = leader.as_ref().map(|(rx, _)| rx.clone());
+        async move {
+            match lost {
+                Some(mut lost) => tokio::select! {
+                    _ = stop.wait_for(|s| *s) => {},
+                    _ = lost.wait_for(|l| !*l) => tracing::warn!("lost leadership; stopping"),
+                },
+                None => {
+                    let _ = stop.wait_for(|s| *s).await;
+                }
+            }
+        }
+    };
+
+    let mcs: Api<MiniCluster> = Api::all(client.clone());
+    let labelled = watcher::Config::default().labels(NAME_LABEL);
+    let controller = Controller::new(mcs, watcher::Config::default())
+        .owns(Api::<JobSet>::all(client.clone()), labelled.clone())
+        .watches(Api::<Pod>::all(client.clone()), labelled, |pod: Pod| {
+            let ns = pod.namespace();
+            pod.labels()
+                .get(NAME_LABEL)
+                .map(|name| ObjectRef::<MiniCluster>::new(name).within(ns.as_deref().unwrap_or("default")))
+        })
+        .graceful_shutdown_on(stop_controller);
+    let store = controller.store();
+    let recorder = Recorder::new(client.clone(), Reporter { controller: FIELD_MANAGER.into(), instance: config.identity.clone() });
+    let ctx = Arc::new(Context::new(client, recorder, metrics, cluster_domain, store.clone()));
+
+    let ready_flag = health.clone();
+    tokio::spawn(async move {
+        if store.wait_until_ready().await.is_ok() {
+            ready_flag.set_ready(true);
+        }
+    });
+
+    controller
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "reconcile round failed");
+            }
+        })
+        .await;
+    tracing::info!("controller stopped");
+
+    if let Some((rx, task)) = leader {
+        drop(rx); // releases the lease
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    Ok(())
+}
+
+async fn wait_true(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+fn default_identity() -> String {
+    std::env::var("HOSTNAME").unwrap_or_else(|_| format!("flux-operator-{}", std::process::id()))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

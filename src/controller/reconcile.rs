@@ -1,0 +1,369 @@
+//! One reconcile: observe, compute the desired objects (pure, in `render`), apply them with
+//! server-side apply, write status. Level-triggered and idempotent; watches on the
+//! MiniCluster, its JobSet and its pods wake it, nothing polls.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod, Secret, Service};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+
+use super::status::{self, Observed};
+use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition, validation};
+use crate::flux::curve::Certificate;
+use crate::jobset::JobSet;
+use crate::metrics::{Metrics, PhaseLabels, SharedMetrics};
+use crate::render::{self, Environment};
+
+/// The field manager of every server-side apply the operator makes.
+pub const FIELD_MANAGER: &str = "flux-operator";
+
+/// Shared state of the reconciler.
+pub struct Context {
+    client: Client,
+    recorder: Recorder,
+    metrics: SharedMetrics,
+    env: Environment,
+    store: Store<MiniCluster>,
+    failures: Mutex<HashMap<ObjectRef<MiniCluster>, u32>>,
+}
+
+impl Context {
+    /// Build the context.
+    pub fn new(
+        client: Client,
+        recorder: Recorder,
+        metrics: SharedMetrics,
+        cluster_domain: String,
+        store: Store<MiniCluster>,
+    ) -> Self {
+        Self {
+            client,
+            recorder,
+            metrics,
+            env: Environment { cluster_domain },
+            store,
+            failures: Mutex::default(),
+        }
+    }
+}
+
+/// Errors of a reconcile; all are retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("rendering: {0}")]
+    Render(#[from] render::Error),
+    #[error("certificate: {0}")]
+    Certificate(#[from] crate::flux::Error),
+    #[error("serialization: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Error {
+    fn reason(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(s)) if s.code == 409 => "conflict",
+            Error::Kube(_) => "api",
+            Error::Render(_) => "render",
+            Error::Certificate(_) => "certificate",
+            Error::Json(_) => "serialization",
+        }
+    }
+}
+
+/// Reconcile one MiniCluster.
+pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = reconcile_inner(&mc, &ctx).await;
+    ctx.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
+    if result.is_ok()
+        && let Ok(mut failures) = ctx.failures.lock()
+    {
+        failures.remove(&ObjectRef::from_obj(mc.as_ref()));
+    }
+    update_phase_gauge(&ctx);
+    result
+}
+
+/// Back off exponentially per MiniCluster: 1 s, 2 s, 4 s ... up to 5 minutes.
+pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = ObjectRef::from_obj(mc.as_ref());
+    let attempts = ctx
+        .failures
+        .lock()
+        .map(|mut f| {
+            let n = f.entry(key).or_insert(0);
+            *n += 1;
+            *n
+        })
+        .unwrap_or(1);
+    ctx.metrics
+        .reconcile_errors
+        .get_or_create(&crate::metrics::ErrorLabels { reason: error.reason().to_string() })
+        .inc();
+    let delay = Duration::from_secs(1u64 << attempts.min(9).saturating_sub(1)).min(Duration::from_secs(300));
+    tracing::warn!(minicluster = %mc.name_any(), namespace = ?mc.namespace(), %error, ?delay, "reconcile failed; retrying");
+    Action::requeue(delay)
+}
+
+async fn reconcile_inner(mc: &MiniCluster, ctx: &Context) -> Result<Action, Error> {
+    if mc.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let ns = mc.namespace().unwrap_or_else(|| "default".to_string());
+    let name = mc.name_any();
+    let now = Timestamp::now();
+    let span = tracing::info_span!("reconcile", minicluster = %name, namespace = %ns);
+    let _guard = span.enter();
+
+    // 1. What only the operator can check. Nothing is created for an invalid spec.
+    let errors = validation::validate(mc);
+    if !errors.is_empty() {
+        let message = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        return invalid_spec(mc, ctx, &message, now).await;
+    }
+
+    // 2. The certificate, once. A user-supplied one replaces the generated one.
+    let certificate_text = if mc.spec.flux.curve_cert.is_empty() {
+        None
+    } else {
+        match Certificate::parse(&mc.spec.flux.curve_cert) {
+            Ok(_) => Some(mc.spec.flux.curve_cert.clone()),
+            Err(e) => return invalid_spec(mc, ctx, &format!("spec.flux.curveCert: {e}"), now).await,
+        }
+    };
+    ensure_curve_secret(mc, ctx, &ns, certificate_text).await?;
+
+    // 3. Desired state, applied.
+    let desired = render::desired(mc, &ctx.env)?;
+    let params = PatchParams::apply(FIELD_MANAGER);
+    Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
+        .patch(&render::config_map_name(mc), &params, &Patch::Apply(&desired.config_map))
+        .await?;
+    for svc in &desired.services {
+        Api::<Service>::namespaced(ctx.client.clone(), &ns)
+            .patch(&svc.name_any(), &params, &Patch::Apply(svc))
+            .await?;
+    }
+    let jobsets = Api::<JobSet>::namespaced(ctx.client.clone(), &ns);
+    let observed = jobsets.get_opt(&name).await?;
+    if let Some(existing) = &observed
+        && !existing.owner_references().iter().any(|o| Some(&o.uid) == mc.uid().as_ref())
+    {
+        let message = format!("a JobSet named {name} exists and is not owned by this MiniCluster");
+        return invalid_spec(mc, ctx, &message, now).await;
+    }
+    let finished = observed.as_ref().is_some_and(|j| j.condition_true("Completed") || j.condition_true("Failed"));
+    let jobset = if finished {
+        // A finished JobSet is immutable in practice; leave it as it is.
+        observed.clone().unwrap_or_default()
+    } else {
+        let desired_js = render::jobset::with_observed_suspend(desired.jobset, observed.as_ref());
+        let applied = jobsets.patch(&name, &params, &Patch::Apply(&desired_js)).await?;
+        if observed.is_none() {
+            publish(ctx, mc, EventType::Normal, "Created", "CreateJobSet", format!("Created JobSet {name}")).await;
+        }
+        applied
+    };
+
+    // 4. Observe the pods and write status.
+    let pods = Api::<Pod>::namespaced(ctx.client.clone(), &ns)
+        .list(&ListParams::default().labels(&render::pod_selector(mc)))
+        .await?
+        .items;
+    let mut new_status = status::compute(mc, &Observed { jobset: Some(&jobset), pods: &pods, admission: None }, now);
+    let unsupported = validation::unsupported(mc);
+    status::set_condition(
+        &mut new_status.conditions,
+        condition::UNSUPPORTED,
+        !unsupported.is_empty(),
+        if unsupported.is_empty() { "AllSupported" } else { "FieldsIgnored" },
+        &unsupported.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+        mc.metadata.generation,
+        now,
+    );
+    status::set_condition(&mut new_status.conditions, condition::INVALID_SPEC, false, "Valid", "", mc.metadata.generation, now);
+    let old_status = mc.status.clone().unwrap_or_default();
+    if new_status != old_status {
+        patch_status(mc, ctx, &ns, &new_status).await?;
+        announce(mc, ctx, &old_status, &new_status, &unsupported).await;
+        observe_durations(mc, &ctx.metrics, &ns, &old_status, &new_status, &jobset);
+    }
+
+    // 5. Clean up a finished cluster when asked.
+    if mc.spec.cleanup && new_status.phase.is_some_and(Phase::is_finished) {
+        Api::<MiniCluster>::namespaced(ctx.client.clone(), &ns).delete(&name, &DeleteParams::background()).await?;
+        publish(ctx, mc, EventType::Normal, "Cleanup", "Delete", "Deleted the finished MiniCluster (spec.cleanup)".into())
+            .await;
+    }
+    Ok(Action::await_change())
+}
+
+/// Create the certificate Secret unless it exists. Never updated: the keypair lives as long
+/// as the cluster.
+async fn ensure_curve_secret(
+    mc: &MiniCluster,
+    ctx: &Context,
+    ns: &str,
+    user_certificate: Option<String>,
+) -> Result<(), Error> {
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), ns);
+    let name = render::curve_secret_name(mc);
+    if secrets.get_metadata_opt(&name).await?.is_some() {
+        return Ok(());
+    }
+    let text = match user_certificate {
+        Some(text) => text,
+        None => Certificate::generate(mc.name_any().as_str())?.to_text(),
+    };
+    let secret = render::curve_secret(mc, &text);
+    match secrets.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &secret).await {
+        Ok(_) => {
+            publish(ctx, mc, EventType::Normal, "Created", "CreateSecret", format!("Created CURVE certificate Secret {name}"))
+                .await;
+            Ok(())
+        }
+        // Created concurrently (e.g. by a previous leader): keep that one.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn invalid_spec(mc: &MiniCluster, ctx: &Context, message: &str, now: Timestamp) -> Result<Action, Error> {
+    let ns = mc.namespace().unwrap_or_else(|| "default".to_string());
+    let mut status = mc.status.clone().unwrap_or_default();
+    let already = status.conditions.iter().any(|c| {
+        c.type_ == condition::INVALID_SPEC
+            && c.status == "True"
+            && c.message == message
+            && c.observed_generation == mc.metadata.generation
+    });
+    if already {
+        return Ok(Action::await_change());
+    }
+    status.observed_generation = mc.metadata.generation;
+    status.phase = Some(Phase::Failed);
+    status::set_condition(&mut status.conditions, condition::INVALID_SPEC, true, "InvalidSpec", message, mc.metadata.generation, now);
+    patch_status(mc, ctx, &ns, &status).await?;
+    publish(ctx, mc, EventType::Warning, "InvalidSpec", "Validate", message.to_string()).await;
+    tracing::warn!(%message, "invalid MiniCluster spec");
+    Ok(Action::await_change())
+}
+
+async fn patch_status(mc: &MiniCluster, ctx: &Context, ns: &str, status: &MiniClusterStatus) -> Result<(), Error> {
+    let body = json!({
+        "apiVersion": MiniCluster::api_version(&()),
+        "kind": MiniCluster::kind(&()),
+        "status": status,
+    });
+    Api::<MiniCluster>::namespaced(ctx.client.clone(), ns)
+        .patch_status(&mc.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+        .await?;
+    Ok(())
+}
+
+/// Events for the transitions a user wants to see in `kubectl describe`.
+async fn announce(
+    mc: &MiniCluster,
+    ctx: &Context,
+    old: &MiniClusterStatus,
+    new: &MiniClusterStatus,
+    unsupported: &[validation::FieldError],
+) {
+    if old.phase != new.phase
+        && let Some(phase) = new.phase
+    {
+        let (kind, reason, note) = match phase {
+            Phase::Running => (EventType::Normal, "Running", format!("All {} brokers are ready", mc.spec.size)),
+            Phase::Succeeded => (EventType::Normal, "Succeeded", "The lead broker finished".to_string()),
+            Phase::Failed => (EventType::Warning, "Failed", "The cluster failed".to_string()),
+            Phase::Suspended => (EventType::Normal, "Suspended", "The cluster is suspended".to_string()),
+            Phase::Starting => (EventType::Normal, "Starting", "Broker pods are starting".to_string()),
+            Phase::Pending => (EventType::Normal, "Pending", "Waiting for broker pods".to_string()),
+        };
+        publish(ctx, mc, kind, reason, "Reconcile", note).await;
+    }
+    let was_unsupported = old.conditions.iter().any(|c| c.type_ == condition::UNSUPPORTED && c.status == "True");
+    if !unsupported.is_empty() && !was_unsupported {
+        let note = unsupported.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        publish(ctx, mc, EventType::Warning, "Unsupported", "Validate", note).await;
+    }
+}
+
+fn seconds_between(from: &Timestamp, to: &Timestamp) -> f64 {
+    (to.as_millisecond() - from.as_millisecond()) as f64 / 1000.0
+}
+
+/// Record each lifecycle duration the first time its status timestamp appears.
+fn observe_durations(
+    mc: &MiniCluster,
+    metrics: &Metrics,
+    ns: &str,
+    old: &MiniClusterStatus,
+    new: &MiniClusterStatus,
+    jobset: &JobSet,
+) {
+    let Some(created) = mc.metadata.creation_timestamp.as_ref().map(|t| t.0) else {
+        return;
+    };
+    if old.job_set.is_empty()
+        && !new.job_set.is_empty()
+        && let Some(js_created) = &jobset.metadata.creation_timestamp
+    {
+        Metrics::observe(&metrics.jobset_created, ns, seconds_between(&created, &js_created.0));
+    }
+    if old.lead_ready_time.is_none()
+        && let Some(t) = &new.lead_ready_time
+    {
+        Metrics::observe(&metrics.lead_ready, ns, seconds_between(&created, &t.0));
+    }
+    if old.ready_time.is_none()
+        && let Some(up) = &new.ready_time
+    {
+        Metrics::observe(&metrics.cluster_up, ns, seconds_between(&created, &up.0));
+        if render::jobset::is_queued(jobset)
+            && let Some(start) = &new.start_time
+        {
+            Metrics::observe(&metrics.admission_to_up, ns, seconds_between(&start.0, &up.0));
+        }
+    }
+    if old.start_time.is_none()
+        && render::jobset::is_queued(jobset)
+        && let Some(start) = &new.start_time
+    {
+        Metrics::observe(&metrics.admission_wait, ns, seconds_between(&created, &start.0));
+    }
+    if old.teardown_time.is_none()
+        && let (Some(done), Some(gone)) = (&new.completion_time, &new.teardown_time)
+    {
+        Metrics::observe(&metrics.teardown, ns, seconds_between(&done.0, &gone.0));
+    }
+}
+
+fn update_phase_gauge(ctx: &Context) {
+    let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for mc in ctx.store.state() {
+        let phase = mc.status.as_ref().and_then(|s| s.phase).unwrap_or(Phase::Pending);
+        *counts.entry((mc.namespace().unwrap_or_default(), phase.as_str().to_string())).or_default() += 1;
+    }
+    ctx.metrics.set_phase_counts(
+        counts.into_iter().map(|((namespace, phase), n)| (PhaseLabels { namespace, phase }, n)),
+    );
+}
+
+async fn publish(ctx: &Context, mc: &MiniCluster, type_: EventType, reason: &str, action: &str, note: String) {
+    let reference: ObjectReference = mc.object_ref(&());
+    let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
+    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
+        tracing::warn!(%error, "could not publish event");
+    }
+}

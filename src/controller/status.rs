@@ -1,0 +1,206 @@
+//! Status from observation: a pure function of the MiniCluster, its JobSet and its pods.
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::api::{LEAD_JOB, MiniCluster, MiniClusterStatus, Phase, ROLE_LABEL, condition};
+use crate::jobset::JobSet;
+use crate::render;
+
+/// What was observed about a MiniCluster's workload.
+pub struct Observed<'a> {
+    pub jobset: Option<&'a JobSet>,
+    pub pods: &'a [Pod],
+    /// Kueue's Workload admission, if the JobSet is queued: (admitted, reason, message).
+    pub admission: Option<Admission>,
+}
+
+/// Kueue's verdict on the workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Admission {
+    pub admitted: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// Facts derived from the pods.
+#[derive(Debug, Default, PartialEq)]
+pub struct PodFacts {
+    /// Pods whose Ready condition is True (and are not terminating).
+    pub ready: i32,
+    /// Pods not yet finished (not Succeeded or Failed).
+    pub live: i32,
+    /// When the lead pod became Ready.
+    pub lead_ready_at: Option<Timestamp>,
+    /// When the last of the ready pods became Ready (valid when `ready >= size`).
+    pub all_ready_at: Option<Timestamp>,
+    /// Earliest pod creation.
+    pub first_pod_at: Option<Timestamp>,
+}
+
+/// Count ready and live pods and find the readiness timestamps.
+pub fn pod_facts(pods: &[Pod]) -> PodFacts {
+    let mut facts = PodFacts::default();
+    for pod in pods {
+        let terminating = pod.metadata.deletion_timestamp.is_some();
+        let status = pod.status.as_ref();
+        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+        if !matches!(phase, "Succeeded" | "Failed") && !terminating {
+            facts.live += 1;
+        }
+        if let Some(created) = &pod.metadata.creation_timestamp {
+            facts.first_pod_at = Some(facts.first_pod_at.map_or(created.0, |t| t.min(created.0)));
+        }
+        let ready = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"));
+        if let Some(ready) = ready
+            && !terminating
+            && phase == "Running"
+        {
+            facts.ready += 1;
+            let at = ready.last_transition_time.as_ref().map(|t| t.0);
+            if let Some(at) = at {
+                facts.all_ready_at = Some(facts.all_ready_at.map_or(at, |t| t.max(at)));
+                let is_lead = pod.metadata.labels.as_ref().and_then(|l| l.get(ROLE_LABEL)).map(String::as_str)
+                    == Some(LEAD_JOB);
+                if is_lead {
+                    facts.lead_ready_at = Some(at);
+                }
+            }
+        }
+    }
+    facts
+}
+
+/// The new status, keeping first-seen timestamps of `old`.
+pub fn compute(mc: &MiniCluster, observed: &Observed<'_>, now: Timestamp) -> MiniClusterStatus {
+    let old = mc.status.clone().unwrap_or_default();
+    let generation = mc.metadata.generation;
+    let size = mc.spec.size;
+    let facts = pod_facts(observed.pods);
+    let js = observed.jobset;
+
+    let completed = js.and_then(|j| j.condition("Completed")).filter(|c| c.status == "True");
+    let failed = js.and_then(|j| j.condition("Failed")).filter(|c| c.status == "True");
+    let suspended = js.is_some_and(|j| j.spec.suspend == Some(true));
+    let workers = js
+        .and_then(|j| j.spec.replicated_jobs.iter().find(|r| r.name == crate::api::WORKERS_JOB))
+        .and_then(|r| r.template.spec.as_ref()?.parallelism)
+        .unwrap_or(0);
+    let current_size = if js.is_some() { 1 + workers.max(0) } else { 0 };
+    let all_ready = facts.ready >= size && !suspended;
+
+    let phase = if let Some(_c) = completed {
+        Phase::Succeeded
+    } else if failed.is_some() {
+        Phase::Failed
+    } else if suspended {
+        Phase::Suspended
+    } else if all_ready {
+        Phase::Running
+    } else if facts.live > 0 {
+        Phase::Starting
+    } else {
+        Phase::Pending
+    };
+
+    let mut status = MiniClusterStatus {
+        observed_generation: generation,
+        phase: Some(phase),
+        size: current_size,
+        selector: render::pod_selector(mc),
+        maximum_size: render::max_size(mc),
+        ready_brokers: if phase.is_finished() { 0 } else { facts.ready },
+        job_set: js.and_then(|j| j.metadata.name.clone()).unwrap_or_default(),
+        start_time: old.start_time.clone().or_else(|| facts.first_pod_at.map(Time)),
+        lead_ready_time: old.lead_ready_time.clone().or_else(|| facts.lead_ready_at.map(Time)),
+        ready_time: old.ready_time.clone().or_else(|| all_ready.then(|| facts.all_ready_at.unwrap_or(now)).map(Time)),
+        completion_time: old.completion_time.clone().or_else(|| {
+            completed.or(failed).map(|c| c.last_transition_time.clone())
+        }),
+        teardown_time: old.teardown_time.clone(),
+        conditions: old.conditions.clone(),
+    };
+    if phase.is_finished() && status.teardown_time.is_none() && facts.live == 0 {
+        status.teardown_time = Some(Time(now));
+    }
+
+    let set = |status: &mut MiniClusterStatus, type_: &str, on: bool, reason: &str, message: String| {
+        set_condition(&mut status.conditions, type_, on, reason, &message, generation, now);
+    };
+    set(
+        &mut status,
+        condition::READY,
+        all_ready && !phase.is_finished(),
+        if all_ready { "BrokersReady" } else { "BrokersNotReady" },
+        format!("{} of {size} broker pods ready", facts.ready),
+    );
+    set(
+        &mut status,
+        condition::SUSPENDED,
+        suspended,
+        if suspended { "JobSetSuspended" } else { "JobSetRunning" },
+        if suspended {
+            match &observed.admission {
+                Some(a) if !a.admitted => format!("waiting for Kueue admission: {}", a.message),
+                _ if mc.spec.suspend => "spec.suspend is true".to_string(),
+                _ => "the JobSet is suspended".to_string(),
+            }
+        } else {
+            "the JobSet may run pods".to_string()
+        },
+    );
+    if let Some(a) = &observed.admission {
+        set(&mut status, condition::ADMITTED, a.admitted, &a.reason, a.message.clone());
+    }
+    let resizing = js.is_some() && !phase.is_finished() && !suspended && facts.live != size && old.ready_time.is_some();
+    set(
+        &mut status,
+        condition::RESIZING,
+        resizing,
+        if resizing { "BrokersChanging" } else { "Stable" },
+        format!("{} broker pods for size {size}", facts.live),
+    );
+    if let Some(c) = completed {
+        set(&mut status, condition::SUCCEEDED, true, "LeadBrokerCompleted", c.message.clone());
+    }
+    if let Some(c) = failed {
+        set(&mut status, condition::FAILED, true, &c.reason, c.message.clone());
+    }
+    status
+}
+
+/// Set (or update) a condition, keeping its transition time when the status is unchanged.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    on: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let status = if on { "True" } else { "False" };
+    let reason = if reason.is_empty() { "Unknown" } else { reason };
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = Time(now);
+            }
+            c.status = status.to_string();
+            c.reason = reason.to_string();
+            c.message = message.to_string();
+            c.observed_generation = generation;
+        }
+        None => conditions.push(Condition {
+            type_: type_.to_string(),
+            status: status.to_string(),
+            reason: reason.to_string(),
+            message: message.to_string(),
+            observed_generation: generation,
+            last_transition_time: Time(now),
+        }),
+    }
+}

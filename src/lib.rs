@@ -1,0 +1,17 @@
+//! The Flux Operator: runs Flux Framework MiniClusters on Kubernetes as JobSets.
+//!
+//! - [`api`]: the `MiniCluster` types, schema and validation.
+//! - [`flux`]: Flux domain knowledge: broker config, CURVE certificate, entrypoint scripts.
+//! - [`render`]: pure desired state, `MiniCluster` -> JobSet, ConfigMap, Secret, Services.
+//! - [`controller`]: the thin reconciler that applies the desired state and writes status.
+//! - [`metrics`]: Prometheus metrics and the HTTP endpoints.
+//! - [`jobset`]: the part of JobSet's API the operator uses.
+
+pub mod api;
+pub mod cli;
+pub mod controller;
+pub mod flux;
+pub mod jobset;
+pub mod metrics;
+pub mod render;
+pub mod telemetry;

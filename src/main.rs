@@ -1,0 +1,48 @@
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use flux_operator::{api, cli};
+
+/// The Flux Operator: Flux Framework MiniClusters on Kubernetes, run as JobSets.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the controller.
+    Run(Box<flux_operator::controller::Config>),
+    /// Print the MiniCluster CustomResourceDefinition (YAML).
+    Crd,
+    /// Print the objects a MiniCluster would create, offline.
+    Render {
+        /// MiniCluster manifest ("-" for standard input).
+        #[arg(short = 'f', long = "filename")]
+        file: PathBuf,
+        /// The cluster DNS domain to write into broker addresses.
+        #[arg(long, default_value = "cluster.local")]
+        cluster_domain: String,
+        /// Print only the broker config and scripts, as files, not the Kubernetes objects.
+        #[arg(long)]
+        files: bool,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Crd => {
+            print!("{}", api::crd_yaml()?);
+            Ok(())
+        }
+        Command::Render { file, cluster_domain, files } => cli::render(&file, &cluster_domain, files),
+        Command::Run(config) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            runtime.block_on(flux_operator::controller::run(*config))
+        }
+    }
+}

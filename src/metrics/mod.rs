@@ -1,0 +1,196 @@
+//! Prometheus metrics (text format on `/metrics`) and the HTTP endpoints.
+//!
+//! Durations are computed from API timestamps (creation, pod conditions, JobSet conditions),
+//! never from when the operator happened to notice, so a restart does not distort them. Each
+//! lifecycle duration is observed once per MiniCluster: the status field that records the
+//! moment (`readyTime`, `teardownTime`, ...) is the marker that it was counted. Labels carry
+//! the namespace, never the MiniCluster name, to keep cardinality bounded.
+
+mod server;
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+pub use server::{serve, Health};
+
+/// Labels of the per-namespace lifecycle histograms.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NamespaceLabels {
+    pub namespace: String,
+}
+
+/// Labels of the phase gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabels {
+    pub namespace: String,
+    pub phase: String,
+}
+
+/// Labels of reconcile errors.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    pub reason: String,
+}
+
+type Durations = Family<NamespaceLabels, Histogram, fn() -> Histogram>;
+
+fn lifecycle_histogram() -> Histogram {
+    // 0.25 s .. about 68 min.
+    Histogram::new(exponential_buckets(0.25, 2.0, 15))
+}
+
+fn reconcile_histogram() -> Histogram {
+    // 1 ms .. about 16 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+/// All metrics of the operator.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// MiniCluster creation -> JobSet created.
+    pub jobset_created: Durations,
+    /// MiniCluster creation -> lead broker pod ready.
+    pub lead_ready: Durations,
+    /// MiniCluster creation -> all `size` broker pods ready ("cluster up").
+    pub cluster_up: Durations,
+    /// Kueue admission (JobSet resumed) -> cluster up.
+    pub admission_to_up: Durations,
+    /// MiniCluster creation -> Kueue admission (time spent queued).
+    pub admission_wait: Durations,
+    /// Lead broker finished -> no broker pod running ("teardown").
+    pub teardown: Durations,
+    /// Duration of one reconcile.
+    pub reconcile_duration: Histogram,
+    /// Reconciles that ended in an error, by reason.
+    pub reconcile_errors: Family<ErrorLabels, Counter>,
+    /// MiniClusters by namespace and phase.
+    pub miniclusters: Family<PhaseLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Create and register every metric under the `flux_operator` prefix.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("flux_operator");
+        let durations = || Durations::new_with_constructor(lifecycle_histogram as fn() -> Histogram);
+        let m = Self {
+            jobset_created: durations(),
+            lead_ready: durations(),
+            cluster_up: durations(),
+            admission_to_up: durations(),
+            admission_wait: durations(),
+            teardown: durations(),
+            reconcile_duration: reconcile_histogram(),
+            reconcile_errors: Family::default(),
+            miniclusters: Family::default(),
+            registry: Registry::default(),
+        };
+        let sub = &mut registry;
+        sub.register_with_unit(
+            "minicluster_jobset_created",
+            "Time from MiniCluster creation to its JobSet's creation",
+            Unit::Seconds,
+            m.jobset_created.clone(),
+        );
+        sub.register_with_unit(
+            "minicluster_lead_ready",
+            "Time from MiniCluster creation to the lead broker pod ready",
+            Unit::Seconds,
+            m.lead_ready.clone(),
+        );
+        sub.register_with_unit(
+            "minicluster_up",
+            "Time from MiniCluster creation to all size broker pods ready (cluster up)",
+            Unit::Seconds,
+            m.cluster_up.clone(),
+        );
+        sub.register_with_unit(
+            "minicluster_admission_to_up",
+            "Time from Kueue admission (JobSet resumed) to cluster up",
+            Unit::Seconds,
+            m.admission_to_up.clone(),
+        );
+        sub.register_with_unit(
+            "minicluster_admission_wait",
+            "Time from MiniCluster creation to Kueue admission (JobSet resumed)",
+            Unit::Seconds,
+            m.admission_wait.clone(),
+        );
+        sub.register_with_unit(
+            "minicluster_teardown",
+            "Time from the lead broker's completion to no broker pod running",
+            Unit::Seconds,
+            m.teardown.clone(),
+        );
+        sub.register_with_unit(
+            "reconcile_duration",
+            "Duration of one MiniCluster reconcile",
+            Unit::Seconds,
+            m.reconcile_duration.clone(),
+        );
+        sub.register("reconcile_errors", "Reconciles that ended in an error", m.reconcile_errors.clone());
+        sub.register("miniclusters", "MiniClusters by namespace and phase", m.miniclusters.clone());
+        Self { registry, ..m }
+    }
+
+    /// The metrics in Prometheus' text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Record one observation for a namespace.
+    pub fn observe(family: &Durations, namespace: &str, seconds: f64) {
+        family.get_or_create(&NamespaceLabels { namespace: namespace.to_string() }).observe(seconds.max(0.0));
+    }
+
+    /// Replace the phase gauge with fresh counts.
+    pub fn set_phase_counts(&self, counts: impl IntoIterator<Item = (PhaseLabels, i64)>) {
+        self.miniclusters.clear();
+        for (labels, count) in counts {
+            self.miniclusters.get_or_create(&labels).set(count);
+        }
+    }
+}
+
+/// Shared handle to the metrics.
+pub type SharedMetrics = Arc<Metrics>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_up_observation_is_exported_by_namespace() {
+        let m = Metrics::new();
+        Metrics::observe(&m.cluster_up, "science", 12.5);
+        let text = m.encode();
+        assert!(text.contains("flux_operator_minicluster_up_seconds_count{namespace=\"science\"} 1"), "{text}");
+        assert!(text.contains("flux_operator_minicluster_up_seconds_sum{namespace=\"science\"} 12.5"), "{text}");
+    }
+
+    #[test]
+    fn phase_counts_replace_old_ones() {
+        let m = Metrics::new();
+        let l = |phase: &str| PhaseLabels { namespace: "a".into(), phase: phase.into() };
+        m.set_phase_counts([(l("Running"), 2)]);
+        m.set_phase_counts([(l("Succeeded"), 1)]);
+        let text = m.encode();
+        assert!(text.contains("flux_operator_miniclusters{namespace=\"a\",phase=\"Succeeded\"} 1"), "{text}");
+        assert!(!text.contains("phase=\"Running\""), "{text}");
+    }
+}

@@ -1,0 +1,102 @@
+//! The JobSet of a MiniCluster: a `lead` replicated job (rank 0) and a `workers` replicated
+//! job (ranks 1..), one subdomain, success tied to the lead broker.
+
+use k8s_openapi::api::batch::v1::{JobSpec, JobTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::{common_labels, max_size, owned_meta, pod_template, subdomain};
+use crate::api::{KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, LEAD_JOB, MiniCluster, StartupOrder, WORKERS_JOB};
+use crate::flux::Role;
+use crate::jobset::{DependsOn, FailurePolicy, JobSet, JobSetSpec, Network, ReplicatedJob, SuccessPolicy};
+
+/// Pod retries per Job when `spec.backoffLimit` is unset (Kubernetes' own default).
+pub const DEFAULT_BACKOFF_LIMIT: i32 = 6;
+
+/// The desired JobSet.
+///
+/// `suspend` is `spec.suspend` for clusters outside Kueue. For a cluster in a Kueue queue,
+/// Kueue owns the field: the JobSet is created suspended and the caller passes the observed
+/// value on later applies (see [`with_observed_suspend`]), so the operator never flips it.
+pub fn jobset(mc: &MiniCluster) -> JobSet {
+    let mut replicated_jobs = vec![replicated_job(mc, Role::Lead, 1)];
+    let workers = mc.spec.size - 1;
+    if max_size(mc) > 1 {
+        let mut rj = replicated_job(mc, Role::Worker, workers.max(1));
+        if mc.spec.startup_order == StartupOrder::LeadFirst {
+            rj.depends_on = vec![DependsOn { name: LEAD_JOB.to_string(), status: "Ready".to_string() }];
+        }
+        replicated_jobs.push(rj);
+    }
+
+    let mut metadata = owned_meta(mc, mc.name().to_string());
+    let labels = metadata.labels.get_or_insert_default();
+    labels.extend(mc.spec.job_labels.clone());
+    for key in [KUEUE_QUEUE_LABEL, KUEUE_PRIORITY_LABEL] {
+        if let Some(v) = mc.metadata.labels.as_ref().and_then(|l| l.get(key)) {
+            labels.insert(key.to_string(), v.clone());
+        }
+    }
+    let queued = labels.contains_key(KUEUE_QUEUE_LABEL);
+
+    JobSet {
+        metadata,
+        spec: JobSetSpec {
+            replicated_jobs,
+            network: Some(Network {
+                enable_dns_hostnames: Some(true),
+                subdomain: Some(subdomain(mc)),
+                publish_not_ready_addresses: Some(true),
+            }),
+            success_policy: Some(SuccessPolicy {
+                operator: "All".to_string(),
+                target_replicated_jobs: vec![LEAD_JOB.to_string()],
+            }),
+            // A failed Job fails the cluster: recreating every broker would lose the instance's
+            // state anyway. Pod-level retries are the Jobs' backoffLimit.
+            failure_policy: Some(FailurePolicy { max_restarts: Some(0) }),
+            suspend: Some(mc.spec.suspend || queued),
+            ttl_seconds_after_finished: mc.spec.ttl_seconds_after_finished,
+        },
+        status: None,
+    }
+}
+
+/// Whether Kueue manages this JobSet (it carries a queue name).
+pub fn is_queued(js: &JobSet) -> bool {
+    js.metadata.labels.as_ref().is_some_and(|l| l.contains_key(KUEUE_QUEUE_LABEL))
+}
+
+/// For a JobSet Kueue manages, keep whatever `suspend` Kueue last set, so an apply never
+/// changes it. Outside Kueue the desired value stands.
+pub fn with_observed_suspend(mut desired: JobSet, observed: Option<&JobSet>) -> JobSet {
+    if is_queued(&desired)
+        && let Some(observed) = observed
+    {
+        desired.spec.suspend = observed.spec.suspend;
+    }
+    desired
+}
+
+fn replicated_job(mc: &MiniCluster, role: Role, pods: i32) -> ReplicatedJob {
+    let name = match role {
+        Role::Lead => LEAD_JOB,
+        Role::Worker => WORKERS_JOB,
+    };
+    ReplicatedJob {
+        name: name.to_string(),
+        replicas: Some(1),
+        depends_on: Vec::new(),
+        template: JobTemplateSpec {
+            metadata: Some(ObjectMeta { labels: Some(common_labels(mc)), ..ObjectMeta::default() }),
+            spec: Some(JobSpec {
+                parallelism: Some(pods),
+                completions: Some(pods),
+                completion_mode: Some("Indexed".to_string()),
+                active_deadline_seconds: Some(mc.spec.deadline_seconds),
+                backoff_limit: Some(mc.spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT)),
+                template: pod_template(mc, role),
+                ..JobSpec::default()
+            }),
+        },
+    }
+}

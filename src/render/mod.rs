@@ -1,0 +1,136 @@
+//! Pure desired state: `MiniCluster` -> the objects that make it run.
+//!
+//! Nothing here does I/O. The reconciler applies what these functions return; the `render`
+//! command prints it; most unit tests exercise it directly.
+//!
+//! Per MiniCluster `mc` the operator owns:
+//! - Secret `mc-curve`: the CURVE certificate ([`curve_secret`], generated once by the
+//!   controller, never here);
+//! - ConfigMap `mc-flux`: broker config and entrypoint scripts ([`config_map`]);
+//! - JobSet `mc`: the lead and followers replicated jobs ([`jobset`]);
+//! - a Service per service container with ports ([`services`]).
+
+pub mod jobset;
+mod pod;
+mod services;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::ByteString;
+use kube::Resource;
+
+use crate::api::{MiniCluster, NAME_LABEL};
+use crate::flux;
+
+pub use self::jobset::jobset;
+pub use self::pod::pod_template;
+pub use self::services::services;
+
+/// Everything the operator creates for a MiniCluster except the certificate Secret.
+#[derive(Clone, Debug)]
+pub struct Desired {
+    pub config_map: ConfigMap,
+    pub jobset: crate::jobset::JobSet,
+    pub services: Vec<Service>,
+}
+
+/// Inputs that come from the operator's environment rather than the MiniCluster.
+#[derive(Clone, Debug)]
+pub struct Environment {
+    /// The cluster's DNS domain (e.g. `cluster.local`), already resolved.
+    pub cluster_domain: String,
+}
+
+/// Why a MiniCluster cannot be rendered. Each names the field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Flux(#[from] flux::Error),
+}
+
+/// Compute the desired objects of a valid MiniCluster.
+pub fn desired(mc: &MiniCluster, env: &Environment) -> Result<Desired, Error> {
+    Ok(Desired { config_map: config_map(mc, env)?, jobset: jobset(mc), services: services(mc) })
+}
+
+/// Name of the certificate Secret.
+pub fn curve_secret_name(mc: &MiniCluster) -> String {
+    format!("{}-curve", mc.name())
+}
+
+/// Name of the ConfigMap with the broker config and scripts.
+pub fn config_map_name(mc: &MiniCluster) -> String {
+    format!("{}-flux", mc.name())
+}
+
+/// The pods' subdomain and the headless Service's name.
+pub fn subdomain(mc: &MiniCluster) -> String {
+    if mc.spec.network.headless_name.is_empty() {
+        mc.name().to_string()
+    } else {
+        mc.spec.network.headless_name.clone()
+    }
+}
+
+/// Largest size the cluster can reach.
+pub fn max_size(mc: &MiniCluster) -> i32 {
+    mc.spec.max_size.unwrap_or(mc.spec.size).max(mc.spec.size)
+}
+
+/// Labels every owned object carries.
+pub fn common_labels(mc: &MiniCluster) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (NAME_LABEL.to_string(), mc.name().to_string()),
+        ("app.kubernetes.io/managed-by".to_string(), "flux-operator".to_string()),
+    ])
+}
+
+/// Label selector of all broker pods (the scale subresource's `status.selector`).
+pub fn pod_selector(mc: &MiniCluster) -> String {
+    format!("{NAME_LABEL}={}", mc.name())
+}
+
+/// Metadata of an owned object: name, namespace, labels and the controller reference.
+pub fn owned_meta(mc: &MiniCluster, name: String) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: mc.metadata.namespace.clone(),
+        labels: Some(common_labels(mc)),
+        owner_references: owner_reference(mc).map(|o| vec![o]),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The controller owner reference to the MiniCluster (None before it has a uid, e.g. offline).
+pub fn owner_reference(mc: &MiniCluster) -> Option<OwnerReference> {
+    mc.controller_owner_ref(&())
+}
+
+/// The ConfigMap holding the broker config and the entrypoint scripts.
+pub fn config_map(mc: &MiniCluster, env: &Environment) -> Result<ConfigMap, Error> {
+    let ctx = flux::Context { cluster_domain: env.cluster_domain.clone() };
+    Ok(ConfigMap {
+        metadata: owned_meta(mc, config_map_name(mc)),
+        data: Some(flux::config_map_data(mc, &ctx)?),
+        ..ConfigMap::default()
+    })
+}
+
+/// The Secret holding the CURVE certificate in Flux's text format.
+pub fn curve_secret(mc: &MiniCluster, certificate_text: &str) -> Secret {
+    Secret {
+        metadata: owned_meta(mc, curve_secret_name(mc)),
+        type_: Some("Opaque".to_string()),
+        data: Some(BTreeMap::from([(
+            flux::CURVE_SECRET_KEY.to_string(),
+            ByteString(certificate_text.as_bytes().to_vec()),
+        )])),
+        immutable: Some(true),
+        ..Secret::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

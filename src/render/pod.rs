@@ -1,0 +1,298 @@
+//! The broker pod template: the user's containers and services, the flux view init
+//! container, and the pod-level settings of `spec.pod`.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, CSIVolumeSource, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, ExecAction, HostPathVolumeSource, KeyToPath, Lifecycle, LifecycleHandler, LocalObjectReference,
+    NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimVolumeSource,
+    PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, ResourceRequirements, SecretKeySelector,
+    SecretVolumeSource, Volume, VolumeMount, WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+use super::{common_labels, config_map_name, curve_secret_name};
+use crate::api::{ContainerVolume, ImagePullPolicy, MiniCluster, MiniClusterContainer, NAME_LABEL, ROLE_LABEL};
+use crate::flux::{self, Role};
+
+/// Name given to the single Flux container when the user left it unnamed.
+pub const DEFAULT_CONTAINER_NAME: &str = "flux";
+
+/// The pod template of one role.
+pub fn pod_template(mc: &MiniCluster, role: Role) -> PodTemplateSpec {
+    let spec = &mc.spec;
+    let mut labels = common_labels(mc);
+    labels.extend(spec.pod.labels.clone());
+    labels.insert(ROLE_LABEL.to_string(), role_name(role).to_string());
+    let annotations = (!spec.pod.annotations.is_empty()).then(|| spec.pod.annotations.clone());
+
+    let single = spec.containers.len() == 1;
+    let mut containers: Vec<Container> = spec
+        .containers
+        .iter()
+        .map(|c| {
+            if c.run_flux || single {
+                flux_container(mc, c, role)
+            } else {
+                app_container(c)
+            }
+        })
+        .collect();
+    containers.extend(spec.services.iter().enumerate().map(|(i, s)| service_container(mc, s, i)));
+
+    let mut volumes = flux::pod_volumes(mc, &config_map_name(mc), &curve_secret_name(mc));
+    volumes.extend(user_volumes(mc));
+
+    let mut pull_secrets: Vec<String> = spec
+        .containers
+        .iter()
+        .chain(&spec.services)
+        .map(|c| c.image_pull_secret.clone())
+        .chain(std::iter::once(spec.flux.container.image_pull_secret.clone()))
+        .filter(|s| !s.is_empty())
+        .collect();
+    pull_secrets.sort();
+    pull_secrets.dedup();
+
+    let pod = &spec.pod;
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta { labels: Some(labels), annotations, ..ObjectMeta::default() }),
+        spec: Some(PodSpec {
+            containers,
+            init_containers: flux::view_init_container(mc).map(|c| vec![c]),
+            volumes: Some(volumes),
+            restart_policy: Some(
+                match pod.restart_policy {
+                    Some(crate::api::RestartPolicy::Never) => "Never",
+                    _ => "OnFailure",
+                }
+                .to_string(),
+            ),
+            share_process_namespace: spec.share_process_namespace.then_some(true),
+            service_account_name: non_empty(&pod.service_account_name),
+            automount_service_account_token: pod.automount_service_account_token,
+            node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.clone()),
+            affinity: affinity(mc),
+            tolerations: (!pod.tolerations.is_empty()).then(|| pod.tolerations.clone()),
+            scheduler_name: non_empty(&pod.scheduler_name),
+            runtime_class_name: non_empty(&pod.runtime_class_name),
+            dns_policy: non_empty(&pod.dns_policy),
+            host_ipc: pod.host_ipc.then_some(true),
+            host_pid: pod.host_pid.then_some(true),
+            resources: (!pod.resources.is_empty())
+                .then(|| ResourceRequirements { requests: Some(pod.resources.clone()), ..Default::default() }),
+            security_context: pod.security_context.clone(),
+            image_pull_secrets: (!pull_secrets.is_empty()).then(|| {
+                pull_secrets.into_iter().map(|name| LocalObjectReference { name }).collect()
+            }),
+            ..PodSpec::default()
+        }),
+    }
+}
+
+/// `lead` or `workers`, as in the role label.
+pub fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Lead => crate::api::LEAD_JOB,
+        Role::Worker => crate::api::WORKERS_JOB,
+    }
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+/// Fields every kind of container shares.
+fn base_container(c: &MiniClusterContainer, default_name: &str) -> Container {
+    let pull_policy = match (c.image_pull_policy, c.pull_always) {
+        (Some(ImagePullPolicy::Always), _) | (None, true) => Some("Always"),
+        (Some(ImagePullPolicy::IfNotPresent), _) => Some("IfNotPresent"),
+        (Some(ImagePullPolicy::Never), _) => Some("Never"),
+        (None, false) => None,
+    };
+    let exec = |cmd: &str| {
+        (!cmd.is_empty()).then(|| LifecycleHandler {
+            exec: Some(ExecAction { command: Some(vec!["/bin/sh".into(), "-c".into(), cmd.into()]) }),
+            ..LifecycleHandler::default()
+        })
+    };
+    let lifecycle = Lifecycle {
+        post_start: exec(&c.life_cycle.post_start_exec),
+        pre_stop: exec(&c.life_cycle.pre_stop_exec),
+        ..Lifecycle::default()
+    };
+    Container {
+        name: if c.name.is_empty() { default_name.to_string() } else { c.name.clone() },
+        image: Some(c.image.clone()),
+        image_pull_policy: pull_policy.map(str::to_string),
+        working_dir: non_empty(&c.working_dir),
+        ports: (!c.ports.is_empty()).then(|| {
+            c.ports.iter().map(|p| ContainerPort { container_port: *p, ..ContainerPort::default() }).collect()
+        }),
+        resources: c.resources.clone(),
+        security_context: c.security_context.clone(),
+        lifecycle: (lifecycle.post_start.is_some() || lifecycle.pre_stop.is_some()).then_some(lifecycle),
+        volume_mounts: Some(user_mounts(c)).filter(|m| !m.is_empty()),
+        env: Some(user_env(c)).filter(|e| !e.is_empty()),
+        ..Container::default()
+    }
+}
+
+fn flux_container(mc: &MiniCluster, c: &MiniClusterContainer, role: Role) -> Container {
+    let mut container = base_container(c, DEFAULT_CONTAINER_NAME);
+    container.command = Some(flux::flux_container_command(mc, role));
+    container.env = Some(flux::flux_container_env(mc, role)).filter(|e| !e.is_empty());
+    let mut mounts = flux::flux_container_mounts(mc);
+    mounts.extend(user_mounts(c));
+    container.volume_mounts = Some(mounts);
+    if role == Role::Lead && mc.spec.startup_order == crate::api::StartupOrder::LeadFirst {
+        container.readiness_probe = Some(flux::lead_readiness_probe(mc));
+    }
+    container
+}
+
+/// A container in `containers` that does not run Flux: its command runs under `/bin/sh -c`.
+fn app_container(c: &MiniClusterContainer) -> Container {
+    let mut container = base_container(c, DEFAULT_CONTAINER_NAME);
+    if !c.command.is_empty() {
+        container.command = Some(vec!["/bin/sh".into(), "-c".into(), c.command.clone()]);
+    }
+    container
+}
+
+/// A service (sidecar) container: wrapped by the service entrypoint unless
+/// `noWrapEntrypoint`, in which case the image's entrypoint gets `command` as arguments.
+fn service_container(mc: &MiniCluster, s: &MiniClusterContainer, index: usize) -> Container {
+    let mut container = base_container(s, "service");
+    match flux::service_container_command(mc, index) {
+        Some(command) => {
+            container.command = Some(command);
+            let mut mounts = flux::service_container_mounts(mc);
+            mounts.extend(user_mounts(s));
+            container.volume_mounts = Some(mounts);
+        }
+        None => {
+            if !s.command.is_empty() {
+                container.args = Some(shlex::split(&s.command).unwrap_or_else(|| vec![s.command.clone()]));
+            }
+        }
+    }
+    container
+}
+
+/// Environment from `environment` and `secrets`.
+pub fn user_env(c: &MiniClusterContainer) -> Vec<EnvVar> {
+    let plain = c.environment.iter().map(|(k, v)| EnvVar { name: k.clone(), value: Some(v.clone()), value_from: None });
+    let secret = c.secrets.iter().map(|(k, s)| EnvVar {
+        name: k.clone(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector { name: s.name.clone(), key: s.key.clone(), optional: None }),
+            ..EnvVarSource::default()
+        }),
+    });
+    plain.chain(secret).collect()
+}
+
+fn user_mounts(c: &MiniClusterContainer) -> Vec<VolumeMount> {
+    c.volumes
+        .iter()
+        .map(|(name, v)| VolumeMount {
+            name: name.clone(),
+            mount_path: v.path.clone(),
+            read_only: v.read_only.then_some(true),
+            ..VolumeMount::default()
+        })
+        .collect()
+}
+
+/// The pod volumes of every container's `volumes`, unique by name.
+fn user_volumes(mc: &MiniCluster) -> Vec<Volume> {
+    let mut by_name: BTreeMap<&str, &ContainerVolume> = BTreeMap::new();
+    for c in mc.spec.containers.iter().chain(&mc.spec.services) {
+        for (name, v) in &c.volumes {
+            by_name.entry(name).or_insert(v);
+        }
+    }
+    by_name.into_iter().map(|(name, v)| volume(name, v)).collect()
+}
+
+fn volume(name: &str, v: &ContainerVolume) -> Volume {
+    let mut vol = Volume { name: name.to_string(), ..Volume::default() };
+    if !v.claim_name.is_empty() {
+        vol.persistent_volume_claim = Some(PersistentVolumeClaimVolumeSource {
+            claim_name: v.claim_name.clone(),
+            read_only: v.read_only.then_some(true),
+        });
+    } else if !v.host_path.is_empty() {
+        vol.host_path = Some(HostPathVolumeSource { path: v.host_path.clone(), type_: None });
+    } else if !v.secret_name.is_empty() {
+        vol.secret = Some(SecretVolumeSource { secret_name: Some(v.secret_name.clone()), ..Default::default() });
+    } else if !v.config_map_name.is_empty() {
+        vol.config_map = Some(ConfigMapVolumeSource {
+            name: v.config_map_name.clone(),
+            items: (!v.items.is_empty()).then(|| {
+                v.items.iter().map(|(key, path)| KeyToPath { key: key.clone(), path: path.clone(), mode: None }).collect()
+            }),
+            ..Default::default()
+        });
+    } else if !v.csi_driver.is_empty() {
+        vol.csi = Some(CSIVolumeSource {
+            driver: v.csi_driver.clone(),
+            read_only: v.read_only.then_some(true),
+            volume_attributes: (!v.csi_driver_attributes.is_empty()).then(|| v.csi_driver_attributes.clone()),
+            ..Default::default()
+        });
+    } else {
+        vol.empty_dir = Some(EmptyDirVolumeSource {
+            medium: non_empty(&v.empty_dir_medium),
+            size_limit: v.empty_dir_size_limit.clone(),
+        });
+    }
+    vol
+}
+
+/// Required node affinity from `pod.nodeAffinity`, and (unless `network.disableAffinity`)
+/// a preference for one broker per node.
+fn affinity(mc: &MiniCluster) -> Option<Affinity> {
+    let node_affinity = (!mc.spec.pod.node_affinity.is_empty()).then(|| NodeAffinity {
+        required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+            node_selector_terms: vec![NodeSelectorTerm {
+                match_expressions: Some(
+                    mc.spec
+                        .pod
+                        .node_affinity
+                        .iter()
+                        .map(|(key, values)| NodeSelectorRequirement {
+                            key: key.clone(),
+                            operator: "In".to_string(),
+                            values: Some(values.clone()),
+                        })
+                        .collect(),
+                ),
+                match_fields: None,
+            }],
+        }),
+        ..NodeAffinity::default()
+    });
+    let pod_anti_affinity = (!mc.spec.network.disable_affinity).then(|| PodAntiAffinity {
+        preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
+            weight: 100,
+            pod_affinity_term: PodAffinityTerm {
+                label_selector: Some(LabelSelector {
+                    match_labels: Some(BTreeMap::from([(NAME_LABEL.to_string(), mc.name().to_string())])),
+                    match_expressions: None,
+                }),
+                topology_key: "kubernetes.io/hostname".to_string(),
+                ..PodAffinityTerm::default()
+            },
+        }]),
+        ..PodAntiAffinity::default()
+    });
+    (node_affinity.is_some() || pod_anti_affinity.is_some()).then_some(Affinity {
+        node_affinity,
+        pod_anti_affinity,
+        ..Affinity::default()
+    })
+}
