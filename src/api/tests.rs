@@ -1,0 +1,132 @@
+use super::*;
+use crate::api::validation::{longest_pod_name, validate};
+
+fn minicluster(yaml: &str) -> MiniCluster {
+    serde_norway::from_str(yaml).expect("test manifest parses")
+}
+
+const HELLO: &str = r#"
+apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata: {name: hello, namespace: science}
+spec:
+  size: 4
+  containers:
+    - image: ghcr.io/converged-computing/lammps:latest
+      command: lmp -in in.reaxc.hns
+"#;
+
+#[test]
+fn committed_crd_is_generated_from_the_types() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/flux-framework.org_miniclusters.yaml");
+    let committed = std::fs::read_to_string(path).expect("crds/ file exists");
+    let generated = crd_yaml().expect("CRD serializes");
+    assert!(committed == generated, "crds/ is stale: run `make crds` and commit the result");
+}
+
+#[test]
+fn defaults_match_the_go_operator() {
+    let mc = minicluster(HELLO);
+    assert_eq!(mc.spec.tasks, 1);
+    assert_eq!(mc.spec.deadline_seconds, 31_500_000);
+    assert_eq!(mc.spec.flux.log_level, 6);
+    assert_eq!(mc.spec.flux.connect_timeout, "5s");
+    assert_eq!(mc.spec.flux.container.mount_path, "/mnt/flux");
+    assert_eq!(mc.spec.flux.container.image, DEFAULT_VIEW_IMAGE);
+    assert_eq!(mc.spec.startup_order, StartupOrder::Together);
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+}
+
+#[test]
+fn old_operator_manifest_fields_parse() {
+    let mc = minicluster(
+        r#"
+apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata: {name: old}
+spec:
+  size: 2
+  maxSize: 4
+  tasks: 4
+  interactive: false
+  logging: {quiet: true, strict: true}
+  flux:
+    container: {image: ghcr.io/converged-computing/flux-view-ubuntu:tag-noble}
+    optionFlags: "-o cpu-affinity=per-task"
+    scheduler: {queuePolicy: easy}
+  pod:
+    nodeSelector: {node.kubernetes.io/instance-type: c2d}
+    hostIPC: true
+  containers:
+    - image: app:1
+      workingDir: /opt/app
+      environment: {OMP_NUM_THREADS: "2"}
+      volumes:
+        data: {path: /data, claimName: data-pvc, readOnly: true}
+      commands: {pre: "echo pre", brokerPre: "echo lead"}
+      resources: {limits: {cpu: 2}}
+"#,
+    );
+    assert_eq!(mc.spec.max_size, Some(4));
+    assert!(mc.spec.pod.host_ipc);
+    assert_eq!(mc.spec.flux.scheduler.queue_policy, Some(QueuePolicy::Easy));
+    assert_eq!(mc.spec.containers[0].volumes["data"].claim_name, "data-pvc");
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+}
+
+fn fields(mc: &MiniCluster) -> Vec<String> {
+    validate(mc).into_iter().map(|e| e.field).collect()
+}
+
+#[test]
+fn errors_name_the_field() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.max_size = Some(2);
+    assert!(fields(&mc).contains(&"spec.size".to_string()));
+
+    let mut mc = minicluster(HELLO);
+    let mut second = mc.spec.containers[0].clone();
+    second.name = "two".into();
+    second.run_flux = true;
+    mc.spec.containers[0].run_flux = true;
+    mc.spec.containers.push(second);
+    assert!(fields(&mc).contains(&"spec.containers".to_string()));
+
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].volumes.insert(
+        "scratch".into(),
+        ContainerVolume { path: "/scratch".into(), claim_name: "a".into(), host_path: "/b".into(), ..Default::default() },
+    );
+    assert!(fields(&mc).contains(&"spec.containers[0].volumes.scratch".to_string()), "{:?}", validate(&mc));
+
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].environment.insert("1BAD".into(), "x".into());
+    assert!(fields(&mc).iter().any(|f| f.starts_with("spec.containers[0].environment")), "{:?}", validate(&mc));
+
+    let mut mc = minicluster(HELLO);
+    mc.spec.flux.broker_config = "[bootstrap\nhosts = ".into();
+    assert!(fields(&mc).contains(&"spec.flux.brokerConfig".to_string()));
+}
+
+#[test]
+fn name_budget_matches_jobset_pod_names() {
+    // hello-workers-0-2-abcde: the longest pod of a 4-broker cluster.
+    assert_eq!(longest_pod_name("hello", 4), "hello-workers-0-2-abcde".len());
+    assert_eq!(longest_pod_name("hello", 12), "hello-workers-0-10-abcde".len());
+    let name = "a".repeat(47);
+    let mut mc = minicluster(HELLO);
+    mc.metadata.name = Some(name);
+    assert!(fields(&mc).contains(&"metadata.name".to_string()));
+    mc.metadata.name = Some("a".repeat(45));
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+}
+
+#[test]
+fn elastic_cluster_needs_two_brokers() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.size = 1;
+    mc.spec.max_size = Some(4);
+    assert!(fields(&mc).contains(&"spec.size".to_string()));
+    mc.spec.max_size = None;
+    assert!(validate(&mc).is_empty());
+}

@@ -3,6 +3,7 @@
 //! The reconcile logic itself is in [`reconcile`]; status is computed by [`status`].
 
 mod cluster_domain;
+pub mod kueue;
 mod reconcile;
 pub mod status;
 
@@ -15,6 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
+use kube::api::DynamicObject;
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
@@ -47,6 +49,9 @@ pub struct Config {
     /// This replica's identity in the election.
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    pub namespace: Option<String>,
     /// Log format: `json` or `text`.
     #[arg(long, env = "LOG_FORMAT", default_value = "json")]
     pub log_format: crate::telemetry::LogFormat,
@@ -121,20 +126,48 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         }
     };
 
-    let mcs: Api<MiniCluster> = Api::all(client.clone());
+    fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        match namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        }
+    }
+    let ns = config.namespace.as_deref();
     let labelled = watcher::Config::default().labels(NAME_LABEL);
-    let controller = Controller::new(mcs, watcher::Config::default())
-        .owns(Api::<JobSet>::all(client.clone()), labelled.clone())
-        .watches(Api::<Pod>::all(client.clone()), labelled, |pod: Pod| {
+    let kueue_installed = kueue::installed(&client).await;
+    tracing::info!(kueue = kueue_installed, "Kueue Workload API served");
+    let mut controller = Controller::new(scoped::<MiniCluster>(&client, ns), watcher::Config::default())
+        .owns(scoped::<JobSet>(&client, ns), labelled.clone())
+        .watches(scoped::<Pod>(&client, ns), labelled, |pod: Pod| {
             let ns = pod.namespace();
             pod.labels()
                 .get(NAME_LABEL)
                 .map(|name| ObjectRef::<MiniCluster>::new(name).within(ns.as_deref().unwrap_or("default")))
-        })
-        .graceful_shutdown_on(stop_controller);
+        });
+    if kueue_installed {
+        // A Workload changing (admitted, evicted, still pending for a new reason) wakes the
+        // MiniCluster whose JobSet owns it: same name, same namespace.
+        let resource = kueue::workload_resource();
+        let workloads = match ns {
+            Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource),
+            None => Api::<DynamicObject>::all_with(client.clone(), &resource),
+        };
+        controller = controller.watches_with(workloads, resource, watcher::Config::default(), |wl: DynamicObject| {
+            let ns = wl.namespace();
+            wl.owner_references()
+                .iter()
+                .find(|o| o.kind == "JobSet")
+                .map(|o| ObjectRef::<MiniCluster>::new(&o.name).within(ns.as_deref().unwrap_or("default")))
+        });
+    }
+    let controller = controller.graceful_shutdown_on(stop_controller);
     let store = controller.store();
     let recorder = Recorder::new(client.clone(), Reporter { controller: FIELD_MANAGER.into(), instance: config.identity.clone() });
-    let ctx = Arc::new(Context::new(client, recorder, metrics, cluster_domain, store.clone()));
+    let ctx = Arc::new(Context::new(client, recorder, metrics, cluster_domain, store.clone(), kueue_installed));
 
     let ready_flag = health.clone();
     tokio::spawn(async move {

@@ -32,6 +32,8 @@ pub struct Context {
     metrics: SharedMetrics,
     env: Environment,
     store: Store<MiniCluster>,
+    /// Whether Kueue's Workload API is served.
+    kueue: bool,
     failures: Mutex<HashMap<ObjectRef<MiniCluster>, u32>>,
 }
 
@@ -43,6 +45,7 @@ impl Context {
         metrics: SharedMetrics,
         cluster_domain: String,
         store: Store<MiniCluster>,
+        kueue: bool,
     ) -> Self {
         Self {
             client,
@@ -50,6 +53,7 @@ impl Context {
             metrics,
             env: Environment { cluster_domain },
             store,
+            kueue,
             failures: Mutex::default(),
         }
     }
@@ -180,7 +184,13 @@ async fn reconcile_inner(mc: &MiniCluster, ctx: &Context) -> Result<Action, Erro
         .list(&ListParams::default().labels(&render::pod_selector(mc)))
         .await?
         .items;
-    let mut new_status = status::compute(mc, &Observed { jobset: Some(&jobset), pods: &pods, admission: None }, now);
+    let admission = if ctx.kueue && render::jobset::is_queued(&jobset) {
+        super::kueue::admission(&ctx.client, &ns, &jobset).await?
+    } else {
+        None
+    };
+    let observed = Observed { jobset: Some(&jobset), pods: &pods, admission: admission.clone() };
+    let mut new_status = status::compute(mc, &observed, now);
     let unsupported = validation::unsupported(mc);
     status::set_condition(
         &mut new_status.conditions,
@@ -196,7 +206,7 @@ async fn reconcile_inner(mc: &MiniCluster, ctx: &Context) -> Result<Action, Erro
     if new_status != old_status {
         patch_status(mc, ctx, &ns, &new_status).await?;
         announce(mc, ctx, &old_status, &new_status, &unsupported).await;
-        observe_durations(mc, &ctx.metrics, &ns, &old_status, &new_status, &jobset);
+        observe_durations(mc, &ctx.metrics, &ns, &old_status, &new_status, &jobset, admission.as_ref());
     }
 
     // 5. Clean up a finished cluster when asked.
@@ -311,6 +321,7 @@ fn observe_durations(
     old: &MiniClusterStatus,
     new: &MiniClusterStatus,
     jobset: &JobSet,
+    admission: Option<&status::Admission>,
 ) {
     let Some(created) = mc.metadata.creation_timestamp.as_ref().map(|t| t.0) else {
         return;
@@ -326,21 +337,18 @@ fn observe_durations(
     {
         Metrics::observe(&metrics.lead_ready, ns, seconds_between(&created, &t.0));
     }
+    let admitted_at = admission.and_then(|a| a.admitted_at);
     if old.ready_time.is_none()
         && let Some(up) = &new.ready_time
     {
         Metrics::observe(&metrics.cluster_up, ns, seconds_between(&created, &up.0));
-        if render::jobset::is_queued(jobset)
-            && let Some(start) = &new.start_time
-        {
-            Metrics::observe(&metrics.admission_to_up, ns, seconds_between(&start.0, &up.0));
+        if let Some(at) = admitted_at {
+            Metrics::observe(&metrics.admission_to_up, ns, seconds_between(&at, &up.0));
         }
     }
-    if old.start_time.is_none()
-        && render::jobset::is_queued(jobset)
-        && let Some(start) = &new.start_time
-    {
-        Metrics::observe(&metrics.admission_wait, ns, seconds_between(&created, &start.0));
+    let was_admitted = old.conditions.iter().any(|c| c.type_ == condition::ADMITTED && c.status == "True");
+    if !was_admitted && let Some(at) = admitted_at {
+        Metrics::observe(&metrics.admission_wait, ns, seconds_between(&created, &at));
     }
     if old.teardown_time.is_none()
         && let (Some(done), Some(gone)) = (&new.completion_time, &new.teardown_time)

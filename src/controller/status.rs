@@ -12,7 +12,7 @@ use crate::render;
 pub struct Observed<'a> {
     pub jobset: Option<&'a JobSet>,
     pub pods: &'a [Pod],
-    /// Kueue's Workload admission, if the JobSet is queued: (admitted, reason, message).
+    /// Kueue's Workload admission, if the JobSet is queued.
     pub admission: Option<Admission>,
 }
 
@@ -22,6 +22,8 @@ pub struct Admission {
     pub admitted: bool,
     pub reason: String,
     pub message: String,
+    /// When Kueue admitted it (the Workload's Admitted condition).
+    pub admitted_at: Option<Timestamp>,
 }
 
 /// Facts derived from the pods.
