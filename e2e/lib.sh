@@ -1,0 +1,85 @@
+# Shared settings for the e2e scripts (sourced, not run).
+# shellcheck shell=bash
+# Everything built or cached lives outside the clone so a fresh clone on the
+# same machine (CI) reuses it.
+E2E_CACHE=${FLUX_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/flux-operator-rs}
+E2E_BIN=$E2E_CACHE/bin
+E2E_STATE=${E2E_STATE:-$E2E_CACHE/cluster}
+# Name of the kwokctl cluster; unique enough not to collide with a developer's own.
+E2E_CLUSTER=${E2E_CLUSTER:-flux-operator-e2e}
+# The kubeconfig the tests use (self-contained: certificates are embedded).
+E2E_KUBECONFIG=$E2E_STATE/kubeconfig
+# kwokctl keeps its clusters, logs and pids under $KWOK_WORKDIR/clusters/<name>.
+KWOK_WORKDIR=$E2E_STATE/kwok
+export E2E_CACHE E2E_BIN E2E_STATE E2E_CLUSTER E2E_KUBECONFIG KWOK_WORKDIR
+
+log() { printf '[e2e %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+now_ms() { date +%s%3N; }
+
+# phase NAME: end the previous phase (printing how long it took) and start NAME.
+# phase "": end the last one.
+_phase_name="" _phase_t0=0
+phase() {
+  local t; t=$(now_ms)
+  if [ -n "$_phase_name" ]; then
+    log "phase '$_phase_name' took $(( (t - _phase_t0) / 1000 )).$(printf '%03d' $(( (t - _phase_t0) % 1000 )))s"
+  fi
+  _phase_name=$1 _phase_t0=$t
+  if [ -n "$1" ]; then log "phase '$1' ..."; fi
+}
+
+# port_in_use PORT: true if something listens on 127.0.0.1:PORT.
+port_in_use() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# free_port START: print the first free loopback port at or above START that
+# is not already taken by an earlier call in this shell.
+_taken_ports=" "
+free_port() {
+  local p=$1
+  while port_in_use "$p" || [[ $_taken_ports == *" $p "* ]]; do
+    p=$((p + 1))
+    [ "$p" -lt 65000 ] || die "no free port above $1"
+  done
+  _taken_ports+="$p "
+  echo "$p"
+}
+
+# go_module_dir MODULE VERSION: the module's directory in the Go module cache
+# (downloads it through the Go module proxy if it is not there yet).
+go_module_dir() {
+  local dir
+  dir=$(cd "$E2E_CACHE" && go mod download -json "$1@$2" | jq -r '.Dir // empty')
+  if [ -z "$dir" ] || [ ! -d "$dir" ]; then die "cannot locate Go module $1@$2 in the module cache"; fi
+  echo "$dir"
+}
+
+# alive PID: true if the process runs (a zombie waiting to be reaped does not count).
+alive() {
+  kill -0 "$1" 2> /dev/null || return 1
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2> /dev/null) || return 1
+  [ "$state" != Z ]
+}
+
+# pid_alive PIDFILE: true if the process recorded in PIDFILE is still running.
+pid_alive() {
+  [ -s "$1" ] && alive "$(cat "$1")"
+}
+
+# stop_pid NAME PID [GRACE_SECONDS]: SIGTERM, wait, then SIGKILL a single process.
+stop_pid() {
+  local name=$1 pid=$2 grace=${3:-10} i
+  alive "$pid" || return 0
+  log "stopping $name (pid $pid)"
+  kill -TERM "$pid" 2> /dev/null || true
+  for ((i = 0; i < grace * 10; i++)); do
+    alive "$pid" || return 0
+    sleep 0.1
+  done
+  log "$name (pid $pid) ignored SIGTERM for ${grace}s, killing it"
+  kill -KILL "$pid" 2> /dev/null || true
+}
