@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# run-tests.sh COMMAND [ARGS...]: start the test cluster (e2e/up.sh), run COMMAND
+# with KUBECONFIG pointing at it, and always stop the cluster (e2e/down.sh),
+# whether COMMAND passes, fails or is interrupted. Exits with COMMAND's status
+# (or up.sh's, if the cluster did not come up).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+[ $# -gt 0 ] || die "usage: $0 COMMAND [ARGS...]"
+
+# shellcheck disable=SC2317  # called through the EXIT trap
+teardown() {
+  local rc=$?
+  trap - EXIT INT TERM
+  "$here/down.sh" || log "down.sh reported a problem"
+  exit "$rc"
+}
+trap teardown EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+"$here/up.sh" > /dev/null
+export KUBECONFIG=$E2E_KUBECONFIG
+log "running: $*"
+set +e
+"$@"
+rc=$?
+set -e
+if [ "$rc" -ne 0 ]; then
+  log "command failed (exit $rc); controller logs will be kept in $E2E_CACHE/last-logs"
+fi
+exit "$rc"
