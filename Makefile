@@ -1,0 +1,63 @@
+# Build, test and run the offline Kubernetes test control plane (see e2e/README.md).
+#
+#   make setup        install missing Debian packages (e2e/setup-host.sh)
+#   make e2e-build    build kube-apiserver & co., etcd, kwok, JobSet, Kueue (cached)
+#   make up / down    start / stop the test cluster; `up` prints `export KUBECONFIG=...`
+#   make test         unit tests, then the e2e tests against a fresh cluster
+#   make vendor-crds  refresh vendor-crds/ from the pinned JobSet and Kueue modules
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := test
+
+# Caches live outside the clone, so a fresh clone on the same machine (CI) reuses them.
+cache ?= $(or $(FLUX_OPERATOR_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/flux-operator-rs)
+export CARGO_TARGET_DIR ?= $(cache)/target
+export E2E_STATE ?= $(cache)/cluster
+E2E_KUBECONFIG := $(E2E_STATE)/kubeconfig
+
+# Two cores: the e2e tests share one cluster, each in its own namespace.
+E2E_TEST_THREADS ?= 2
+CARGO_E2E := cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_THREADS)
+
+SCRIPTS := $(wildcard e2e/*.sh) .ci/run
+
+.PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness \
+        test-e2e-running lint-scripts
+
+setup:
+	e2e/setup-host.sh
+
+e2e-build:
+	e2e/build.sh
+
+up: e2e-build
+	e2e/up.sh
+
+down:
+	e2e/down.sh
+
+vendor-crds: e2e-build
+	e2e/vendor-crds.sh
+
+test: test-unit test-e2e
+
+test-unit:
+	cargo test
+
+# Starts a fresh cluster, runs the e2e tests, and stops the cluster even when they fail.
+test-e2e: e2e-build
+	cargo build --features e2e --tests
+	e2e/run-tests.sh $(CARGO_E2E)
+
+# The e2e tests against a cluster that is already up (`make up`), for iterating.
+test-e2e-running:
+	KUBECONFIG=$(E2E_KUBECONFIG) $(CARGO_E2E)
+
+# The harness on its own: lint its scripts, bring a cluster up, check nodes and
+# pod stages with kubectl only, tear it down.
+test-e2e-harness: lint-scripts e2e-build
+	e2e/run-tests.sh e2e/smoke.sh
+
+lint-scripts:
+	shellcheck $(SCRIPTS)
