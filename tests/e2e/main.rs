@@ -1,0 +1,14 @@
+//! End-to-end tests against the offline test control plane from `e2e/`
+//! (real kube-apiserver, etcd, controller-manager, scheduler, kwok nodes, and the
+//! JobSet and Kueue controllers with their webhooks). Run with `make test`, or
+//! `make up` then `make test-e2e-running`. Each test gets its own namespace
+//! from `common::TestNamespace`.
+//!
+//! Keep this file a list of modules.
+
+mod common;
+
+mod jobset;
+mod kueue;
+mod operator;
+mod prometheus;
