@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 [ $# -gt 0 ] || die "usage: $0 COMMAND [ARGS...]"
 
-# shellcheck disable=SC2317  # called through the EXIT trap
+# shellcheck disable=SC2317  # called through the traps
 teardown() {
   local rc=$?
   trap - EXIT INT TERM
@@ -17,14 +17,24 @@ teardown() {
   exit "$rc"
 }
 trap teardown EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+# On INT/TERM, stop the command too, then tear down (through the EXIT trap).
+child=""
+# shellcheck disable=SC2317  # called through the traps
+interrupted() {
+  if [ -n "$child" ]; then kill -TERM "$child" 2> /dev/null || true; fi
+  exit "$1"
+}
+trap 'interrupted 130' INT
+trap 'interrupted 143' TERM
 
 "$here/up.sh" > /dev/null
 export KUBECONFIG=$E2E_KUBECONFIG
 log "running: $*"
+# In the background + wait, so a signal is handled at once, not when it ends.
 set +e
-"$@"
+"$@" &
+child=$!
+wait "$child"
 rc=$?
 set -e
 if [ "$rc" -ne 0 ]; then
