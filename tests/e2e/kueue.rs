@@ -15,7 +15,7 @@ const QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
 
 /// A ResourceFlavor, a ClusterQueue with `cpu` / `memory` quota in it and a
 /// LocalQueue in the test's namespace. Returns the LocalQueue's name.
-async fn queues(ns: &mut TestNamespace, cpu: &str, memory: &str) -> Result<String> {
+pub async fn queues(ns: &mut TestNamespace, cpu: &str, memory: &str) -> Result<String> {
     let flavor = ns.unique_name("flavor");
     let cluster_queue = ns.unique_name("cq");
     let local_queue = "queue".to_string();
@@ -60,7 +60,7 @@ async fn queues(ns: &mut TestNamespace, cpu: &str, memory: &str) -> Result<Strin
 }
 
 /// A queued JobSet: 1 leader pod + `workers` worker pods, each requesting 1 CPU.
-fn queued_jobset(name: &str, queue: &str, workers: u32, annotations: Value) -> Value {
+pub fn queued_jobset(name: &str, queue: &str, workers: u32, annotations: Value) -> Value {
     let mut js = jobset_json(name, 1, workers, annotations);
     js["metadata"]["labels"] = json!({ QUEUE_LABEL: queue });
     for rj in js["spec"]["replicatedJobs"].as_array_mut().unwrap() {
@@ -71,7 +71,7 @@ fn queued_jobset(name: &str, queue: &str, workers: u32, annotations: Value) -> V
 }
 
 /// The Workload Kueue made for the JobSet `name`.
-async fn workload_of(workloads: &Api<DynamicObject>, name: &str) -> Result<DynamicObject> {
+pub async fn workload_of(workloads: &Api<DynamicObject>, name: &str) -> Result<DynamicObject> {
     wait_for(&format!("a Workload owned by JobSet {name}"), TIMEOUT, || async {
         let list = workloads.list(&ListParams::default()).await?;
         Ok(list.items.into_iter().find(|w| {
