@@ -1,0 +1,344 @@
+//! The broker config, `broker.toml`.
+//!
+//! Every broker reads the same file (`flux start -o --config DIR`) and finds its rank as the
+//! index of its hostname in `[bootstrap] hosts`. JobSet fixes the hostnames (`<mc>-lead-0-0`,
+//! `<mc>-workers-0-<i>`), so the list is two hostlist entries: the lead, then the range of
+//! worker indices up to `maxSize - 2`. Brokers bind every interface (`tcp://*:%p`, a bind
+//! address may not be a DNS name) and connect by the pod's DNS name under the headless
+//! Service: `tcp://%h.<subdomain>.<namespace>.svc.<cluster domain>:%p`.
+//!
+//! What the file holds and why:
+//! - `[access]`: root (`kubectl exec`) may act as the instance owner, other users as guests.
+//! - `[bootstrap]`: only the keys Flux allows there (it rejects unknown ones).
+//! - `[tbon]`: `connect_timeout` from `spec.flux.connectTimeout` (a short timeout avoids
+//!   30-second stalls while a pod address is not routable yet) and `topo` from
+//!   `spec.flux.topology`.
+//! - `[sched-fluxion-qmanager] queue-policy` from `spec.flux.scheduler.queuePolicy`.
+//!
+//! The quorum (`broker.quorum`) is a broker attribute, not a config key: the entrypoints pass
+//! it as `-Sbroker.quorum=N` (see [`quorum`]). `spec.flux.brokerConfig` replaces the whole
+//! file (see [`broker_toml`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::{BROKER_PORT, CURVE_PRIVATE_PATH, Context, Error};
+use crate::api::{LEAD_JOB, MiniCluster, QueuePolicy, WORKERS_JOB, is_dns_label};
+
+/// The generated broker config. Serializes to the TOML Flux reads.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct BrokerConfig {
+    /// `[access]`.
+    pub access: Access,
+    /// `[bootstrap]`.
+    pub bootstrap: Bootstrap,
+    /// `[tbon]`.
+    #[serde(default, skip_serializing_if = "Tbon::is_empty")]
+    pub tbon: Tbon,
+    /// `[sched-fluxion-qmanager]` (absent with the simple scheduler or no queue policy).
+    #[serde(
+        default,
+        rename = "sched-fluxion-qmanager",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub sched_fluxion_qmanager: Option<QManager>,
+}
+
+/// `[access]`: who may connect to the broker's local socket.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "kebab-case")]
+pub struct Access {
+    /// Users other than the instance owner connect as guests.
+    pub allow_guest_user: bool,
+    /// Root connects with owner rights (e.g. `kubectl exec` into a non-root broker).
+    pub allow_root_owner: bool,
+}
+
+/// `[bootstrap]`: the strict table; only these keys are allowed by Flux.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Bootstrap {
+    /// Path of the CURVE certificate (the entrypoint's private copy).
+    pub curve_cert: String,
+    /// Port substituted for `%p`.
+    pub default_port: i32,
+    /// Where each broker listens for its children.
+    pub default_bind: String,
+    /// How children reach a broker (`%h` is the host entry's name).
+    pub default_connect: String,
+    /// Whether IPv6 is enabled (left to Flux's default when `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_ipv6: Option<bool>,
+    /// Rank-ordered host entries (hostlists allowed).
+    pub hosts: Vec<HostEntry>,
+}
+
+/// One `[bootstrap] hosts` entry: only `host`, `bind`, `connect` and `parent` are allowed.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostEntry {
+    /// A host name or an RFC 29 hostlist such as `mc-workers-0-[0-6]`.
+    pub host: String,
+    /// Bind address overriding `default_bind`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind: Option<String>,
+    /// Connect address overriding `default_connect`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect: Option<String>,
+    /// Name of this entry's TBON parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+}
+
+/// `[tbon]`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Tbon {
+    /// Tree shape, e.g. `kary:2` or `binomial` (Flux's default with a config is flat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topo: Option<String>,
+    /// How long one connect attempt to the parent may take (Flux duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_timeout: Option<String>,
+}
+
+impl Tbon {
+    fn is_empty(&self) -> bool {
+        self.topo.is_none() && self.connect_timeout.is_none()
+    }
+}
+
+/// `[sched-fluxion-qmanager]`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct QManager {
+    /// `fcfs` or `easy`.
+    #[serde(rename = "queue-policy")]
+    pub queue_policy: String,
+}
+
+/// The pods' subdomain: `spec.network.headlessName`, or the MiniCluster's name.
+pub fn subdomain(mc: &MiniCluster) -> &str {
+    let headless = mc.spec.network.headless_name.as_str();
+    if headless.is_empty() {
+        mc.name()
+    } else {
+        headless
+    }
+}
+
+/// `spec.maxSize`, defaulting to `spec.size`, never below 1.
+pub fn max_size(mc: &MiniCluster) -> i32 {
+    mc.spec.max_size.unwrap_or(mc.spec.size).max(1)
+}
+
+/// Hostname of the lead broker's pod (rank 0).
+pub fn lead_hostname(mc: &MiniCluster) -> String {
+    format!("{}-{LEAD_JOB}-0-0", mc.name())
+}
+
+/// Prefix of the follower pods' hostnames; worker `i` is `<prefix><i>` (rank `i + 1`).
+pub fn worker_hostname_prefix(mc: &MiniCluster) -> String {
+    format!("{}-{WORKERS_JOB}-0-", mc.name())
+}
+
+/// All `maxSize` broker hostnames in rank order, expanded.
+pub fn hostnames(mc: &MiniCluster) -> Vec<String> {
+    let prefix = worker_hostname_prefix(mc);
+    std::iter::once(lead_hostname(mc))
+        .chain((0..max_size(mc) - 1).map(|i| format!("{prefix}{i}")))
+        .collect()
+}
+
+/// The `[bootstrap] hosts` entries: the lead, then the workers as one hostlist.
+pub fn host_entries(mc: &MiniCluster) -> Vec<HostEntry> {
+    let entry = |host: String| HostEntry {
+        host,
+        bind: None,
+        connect: None,
+        parent: None,
+    };
+    let mut entries = vec![entry(lead_hostname(mc))];
+    let workers = max_size(mc) - 1;
+    let prefix = worker_hostname_prefix(mc);
+    match workers {
+        0 => {}
+        1 => entries.push(entry(format!("{prefix}0"))),
+        n => entries.push(entry(format!("{prefix}[0-{}]", n - 1))),
+    }
+    entries
+}
+
+/// Fully qualified DNS name of a broker pod.
+pub fn fqdn(host: &str, subdomain: &str, namespace: &str, cluster_domain: &str) -> String {
+    format!("{host}.{subdomain}.{namespace}.svc.{cluster_domain}")
+}
+
+/// The cluster's DNS domain for broker addresses: `spec.network.clusterDomain` when set,
+/// otherwise what the operator resolved ([`Context::cluster_domain`]). A trailing dot is
+/// dropped. Never assumed.
+pub fn cluster_domain(mc: &MiniCluster, ctx: &Context) -> Result<String, Error> {
+    let (field, value) = if mc.spec.network.cluster_domain.is_empty() {
+        (
+            "the operator's cluster domain (--cluster-domain)",
+            ctx.cluster_domain.as_str(),
+        )
+    } else {
+        (
+            "spec.network.clusterDomain",
+            mc.spec.network.cluster_domain.as_str(),
+        )
+    };
+    let domain = value.strip_suffix('.').unwrap_or(value);
+    let valid = !domain.is_empty()
+        && domain.len() <= 253
+        && domain.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    if !valid {
+        return Err(Error::ClusterDomain {
+            field,
+            message: format!("{value:?} is not a DNS domain (e.g. cluster.local)"),
+        });
+    }
+    Ok(domain.to_ascii_lowercase())
+}
+
+/// The broker config for `mc` (ignores `spec.flux.brokerConfig`; see [`broker_toml`]).
+pub fn broker_config(mc: &MiniCluster, ctx: &Context) -> Result<BrokerConfig, Error> {
+    if !is_dns_label(mc.name()) {
+        return Err(Error::Field {
+            field: "metadata.name".into(),
+            message: format!(
+                "{:?} is not a DNS label; it becomes the broker host names",
+                mc.name()
+            ),
+        });
+    }
+    let sub = subdomain(mc);
+    if !is_dns_label(sub) {
+        return Err(Error::Field {
+            field: "spec.network.headlessName".into(),
+            message: format!("{sub:?} is not a DNS label"),
+        });
+    }
+    let ns = mc.namespace_or_default();
+    if !is_dns_label(ns) {
+        return Err(Error::Field {
+            field: "metadata.namespace".into(),
+            message: format!("{ns:?} is not a DNS label"),
+        });
+    }
+    let domain = cluster_domain(mc, ctx)?;
+    let flux = &mc.spec.flux;
+    let topology = flux.topology.trim();
+    let sched = &flux.scheduler;
+    Ok(BrokerConfig {
+        access: Access {
+            allow_guest_user: true,
+            allow_root_owner: true,
+        },
+        bootstrap: Bootstrap {
+            curve_cert: CURVE_PRIVATE_PATH.to_string(),
+            default_port: BROKER_PORT,
+            default_bind: "tcp://*:%p".to_string(),
+            default_connect: format!("tcp://{}:%p", fqdn("%h", sub, ns, &domain)),
+            enable_ipv6: None,
+            hosts: host_entries(mc),
+        },
+        tbon: Tbon {
+            // `custom` is Flux's default with a config file (flat unless `parent` keys).
+            topo: (!topology.is_empty() && topology != "custom").then(|| topology.to_string()),
+            connect_timeout: (!flux.connect_timeout.trim().is_empty())
+                .then(|| flux.connect_timeout.trim().to_string()),
+        },
+        sched_fluxion_qmanager: match (sched.simple, sched.queue_policy) {
+            (false, Some(policy)) => Some(QManager {
+                queue_policy: match policy {
+                    QueuePolicy::Fcfs => "fcfs",
+                    QueuePolicy::Easy => "easy",
+                }
+                .to_string(),
+            }),
+            _ => None,
+        },
+    })
+}
+
+/// TOML text of a generated broker config, with a header saying where it comes from.
+pub fn to_toml(config: &BrokerConfig) -> String {
+    let body =
+        toml::to_string(config).expect("a BrokerConfig of strings and integers always serializes");
+    format!(
+        "# Flux broker config generated by flux-operator (every broker reads this file).\n\
+         # A broker's rank is the index of its hostname in [bootstrap] hosts.\n\
+         # broker.quorum is a broker attribute: the entrypoints pass -Sbroker.quorum when needed.\n\n{body}"
+    )
+}
+
+/// The text of `broker.toml`: `spec.flux.brokerConfig` verbatim when set (it must parse as
+/// TOML), otherwise the generated config.
+pub fn broker_toml(mc: &MiniCluster, ctx: &Context) -> Result<String, Error> {
+    let user = &mc.spec.flux.broker_config;
+    if !user.trim().is_empty() {
+        return match user.parse::<toml::Table>() {
+            Ok(_) => Ok(user.clone()),
+            Err(e) => Err(Error::Field {
+                field: "spec.flux.brokerConfig".into(),
+                message: format!("is not valid TOML: {}", e.message()),
+            }),
+        };
+    }
+    Ok(to_toml(&broker_config(mc, ctx)?))
+}
+
+/// The broker quorum passed as `-Sbroker.quorum`: `spec.minSize` when set, otherwise
+/// `spec.size` when the config lists more hosts (`maxSize > size`) so absent ranks are
+/// simply offline; `None` keeps Flux's default (all ranks).
+pub fn quorum(mc: &MiniCluster) -> Option<i32> {
+    match mc.spec.min_size {
+        Some(min) => Some(min.max(1)),
+        None if max_size(mc) > mc.spec.size => Some(mc.spec.size.max(1)),
+        None => None,
+    }
+}
+
+/// Expands an RFC 29 hostlist with at most one bracketed range set, such as
+/// `mc-workers-0-[0-2,5]`, in order. A plain name expands to itself.
+pub fn expand_hostlist(hostlist: &str) -> Result<Vec<String>, String> {
+    let Some(open) = hostlist.find('[') else {
+        return Ok(vec![hostlist.to_string()]);
+    };
+    let close = hostlist[open..]
+        .find(']')
+        .map(|i| open + i)
+        .ok_or_else(|| format!("{hostlist:?}: unclosed '['"))?;
+    let (prefix, ranges, suffix) = (
+        &hostlist[..open],
+        &hostlist[open + 1..close],
+        &hostlist[close + 1..],
+    );
+    if suffix.contains('[') {
+        return Err(format!("{hostlist:?}: more than one bracket set"));
+    }
+    let mut out = Vec::new();
+    for part in ranges.split(',') {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let width = lo.len();
+        let parse = |s: &str| {
+            s.parse::<u64>()
+                .map_err(|_| format!("{hostlist:?}: bad number {s:?}"))
+        };
+        let (lo_n, hi_n) = (parse(lo)?, parse(hi)?);
+        if lo_n > hi_n {
+            return Err(format!("{hostlist:?}: descending range {part:?}"));
+        }
+        for n in lo_n..=hi_n {
+            out.push(format!("{prefix}{n:0width$}{suffix}"));
+        }
+    }
+    Ok(out)
+}

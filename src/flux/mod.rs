@@ -1,0 +1,207 @@
+//! Flux domain knowledge: everything that turns the pods of a MiniCluster into one working
+//! Flux instance (the contract is `flux-runtime.md`). Pure functions of the MiniCluster; the
+//! render module puts the results into the ConfigMap, Secret, JobSet and Services.
+//!
+//! # Layout in the pod
+//!
+//! | path | what | from |
+//! |---|---|---|
+//! | [`CONFIG_MOUNT`] `/etc/flux-operator/config` | `broker.toml`, `lead.sh`, `worker.sh`, `view-init.sh`, `service-<name>.sh`, hook files, `script.sh`, `batch.sh` | the ConfigMap ([`config_map_data`]), read-only |
+//! | [`CURVE_MOUNT`] `/etc/flux-operator/curve` | `curve.cert` | the CURVE Secret, read-only ([`pod::curve_secret_mode`]) |
+//! | [`RUN_MOUNT`] `/run/flux-operator` | `curve.cert` (private copy, 0400), `local` (the broker socket) | emptyDir, shared with sidecars (read-only there) |
+//! | `flux.container.mountPath` (`/mnt/flux`) | `view/` (Flux), `software/` | emptyDir filled by the view init container, read-only in the app |
+//! | [`SOFTWARE_MOUNT`] `/opt/software` | the view's install tree | subPath `software` of the view volume |
+//!
+//! Flux reads every `*.toml` in its config directory; `broker.toml` is the only such file in
+//! the ConfigMap, so the directory doubles as the script directory.
+//!
+//! The Flux container runs `/bin/bash <CONFIG_MOUNT>/lead.sh` (pod `<mc>-lead-0-0`, rank 0) or
+//! `worker.sh` (`<mc>-workers-0-<i>`, rank i+1). Its environment ([`flux_container_env`]):
+//! `FLUX_OPERATOR_CONFIG_DIR`, `FLUX_OPERATOR_CURVE_DIR`, `FLUX_OPERATOR_RUN_DIR`,
+//! `FLUX_OPERATOR_VIEW` (empty without a view), `FLUX_OPERATOR_ROLE`, then the container's
+//! `environment` and `secrets`. The scripts default to the same paths, and tests point the
+//! variables at a temporary directory.
+//!
+//! # What the entrypoints do
+//!
+//! In order: `commands.init`; the view (its `bin` appended to `PATH`, its Python packages to
+//! `PYTHONPATH`); `flux.environment` exports; the certificate copied from the Secret to a
+//! private 0400 file; `commands.pre`; `commands.brokerPre` (lead) or `commands.workerPre`
+//! (followers); the broker; `commands.post`. The lead runs
+//! `[commands.prefix] flux start [--wrap=W] -o --config DIR <options> [program]` and exits with
+//! its status. Options: `-Slog-stderr-level=<logLevel>` (0 with `logging.quiet`),
+//! `-Slog-stderr-mode=local`, `-Sbroker.quorum=N` ([`config::quorum`]), `-Stbon.zmqdebug=1`
+//! (`logging.zeromq`), `-Slocal-uri=local://<RUN_MOUNT>/local` (unless `flux.disableSocket`),
+//! `-Sbroker.rc2_none=1` (interactive lead), `-Scontent.restore=<archive.path>` (when the
+//! archive exists). Followers run the same `flux start` without a program; exit status 0 means
+//! the lead shut the instance down and the follower exits 0; any other status restarts the
+//! broker after `FLUX_OPERATOR_RETRY_SECONDS` (2 s), or with `flux.completeWorkers` exits 0.
+//!
+//! The lead's program by mode ([`scripts::Mode`]):
+//! - single command: `flux submit -N<size> -n<tasks> <optionFlags> --quiet --watch [-vvv] CMD`
+//!   (`flux.submitCommand` replaces `flux submit`; `--quiet --watch` are only added for a
+//!   `flux submit` command). `-n tasks`, plus `-N size` when tasks >= size; tasks 0: `-N size`.
+//! - `batch`: `bash -c 'flux batch "$@" && flux job wait --all' flux-batch -N.. -n..
+//!   <optionFlags> --flags=waitable --output=<logs>/flux-batch-{{id}}.out <CONFIG>/batch.sh`;
+//!   `batch.sh` has one `flux submit --flags=waitable --output=<logs>/job-<i>.out
+//!   --error=<logs>/job-<i>.err CMD` per non-blank, non-comment line, then `flux job wait
+//!   --all`. `logs` defaults to [`scripts::DEFAULT_BATCH_LOGS`] and is created on every pod.
+//! - `batchRaw`: `batch.sh` is the command verbatim (`#!/bin/bash` added when it has no `#!`).
+//! - `launcher`: CMD itself is the initial program.
+//! - `interactive` or no command: no program, `-Sbroker.rc2_none=1`; up until `flux shutdown`.
+//!
+//! `commands.script` replaces `command`: `bash <CONFIG>/script.sh` as CMD (batch modes use its
+//! lines). With `logging.timed` the program runs under bash's `time` (label `submit`, `batch`
+//! or `launcher`) and `flux start` too (`FLUXTIME ... wall time`), with no `/usr/bin/time`.
+//! `logging.strict`: errexit, nounset, pipefail (a failing hook stops the entrypoint).
+//! `logging.quiet`: no entrypoint messages, hooks' stdout discarded. `logging.debug`: xtrace
+//! and `-vvv` on the submit command. `flux.scheduler.simple`: the entrypoint exports
+//! `FLUXION_QMANAGER_RC_NOOP=1 FLUXION_RESOURCE_RC_NOOP=1` and
+//! `FLUX_MODPROBE_DISABLE=sched-fluxion-qmanager,sched-fluxion-resource`, so Flux's rc scripts
+//! load sched-simple instead of Fluxion; queue policy goes to `broker.toml` otherwise.
+//!
+//! # User strings are data
+//!
+//! CMD follows [`command`]: a command line without shell syntax is split into words, each its
+//! own argv element; anything else is passed as `bash -c '<command exactly as written>'`.
+//! Words reach the scripts only single-quoted ([`command::quote`]); `optionFlags`,
+//! `submitCommand` and `commands.prefix` are split into words (never expanded). Hooks are
+//! shell code by intent: each is its own file in the ConfigMap, sourced by the entrypoint, so
+//! a broken hook cannot break the entrypoint's structure.
+//!
+//! # Sidecars
+//!
+//! A service container with a `command` runs `/bin/sh <CONFIG>/service-<name>.sh` (POSIX sh):
+//! `commands.init`, the view's `bin` on `PATH`, `FLUX_URI=local://<RUN_MOUNT>/local`, a wait for
+//! the broker socket (unless `flux.noWaitSocket`; none with `flux.disableSocket`),
+//! `commands.servicePre`, then `exec /bin/sh -c '<command>'`. With `noWrapEntrypoint` (or no
+//! command) the image's entrypoint stays and [`service_container_args`] gives the args.
+
+pub mod command;
+pub mod config;
+pub mod curve;
+pub mod pod;
+pub mod scripts;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use crate::api::MiniCluster;
+
+pub use pod::{
+    flux_container_command, flux_container_env, flux_container_mounts, lead_readiness_probe,
+    minimal_service, pod_volumes, service_container_args, service_container_command,
+    service_container_mounts, sidecar_services, view_init_container,
+};
+
+/// Where the ConfigMap (broker config and scripts) is mounted in containers.
+pub const CONFIG_MOUNT: &str = "/etc/flux-operator/config";
+/// Where the CURVE Secret is mounted in the Flux container.
+pub const CURVE_MOUNT: &str = "/etc/flux-operator/curve";
+/// The key of the certificate in the CURVE Secret (and its file name).
+pub const CURVE_SECRET_KEY: &str = "curve.cert";
+/// The private run directory (emptyDir) of every pod.
+pub const RUN_MOUNT: &str = "/run/flux-operator";
+/// The private certificate copy Flux reads (`[bootstrap] curve_cert`).
+pub const CURVE_PRIVATE_PATH: &str = "/run/flux-operator/curve.cert";
+/// The broker's local socket (`-Slocal-uri=local://...`), for sidecars and `flux proxy`.
+pub const SOCKET_PATH: &str = "/run/flux-operator/local";
+/// Where the view's install tree appears in the containers (its links point there).
+pub const SOFTWARE_MOUNT: &str = "/opt/software";
+/// The TBON port of every broker.
+pub const BROKER_PORT: i32 = 8050;
+
+/// Which broker a pod runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Rank 0, pod `<mc>-lead-0-0`: runs the program.
+    Lead,
+    /// Ranks 1.., pods `<mc>-workers-0-<i>`.
+    Worker,
+}
+
+/// What the operator knows about the cluster it runs in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Context {
+    /// The cluster's DNS domain (from `--cluster-domain` or discovered), e.g. `cluster.local`.
+    /// `spec.network.clusterDomain` overrides it.
+    pub cluster_domain: String,
+}
+
+/// Why Flux's files for a MiniCluster cannot be produced. Spec problems name the field.
+#[derive(thiserror::Error, Debug)]
+pub enum Error {
+    /// A spec field is unusable.
+    #[error("{field}: {message}")]
+    Field {
+        /// JSON path of the field, e.g. `spec.flux.optionFlags`.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The cluster domain is unusable.
+    #[error("{field}: {message}")]
+    ClusterDomain {
+        /// `spec.network.clusterDomain` or the operator's setting.
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A CURVE certificate is unusable (`spec.flux.curveCert`, or `metadata.name` for its name).
+    #[error("{field}: {message}")]
+    Certificate {
+        /// The field the certificate or its name comes from.
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// libzmq failed (not a spec problem).
+    #[error("libzmq: {0}")]
+    Curve(String),
+    /// A built-in template failed to render (a bug, not a spec problem).
+    #[error("rendering {template}: {message}")]
+    Template {
+        /// Template name.
+        template: String,
+        /// minijinja's message.
+        message: String,
+    },
+}
+
+impl Error {
+    /// The spec field at fault, when the error is about the spec.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            Error::Field { field, .. } => Some(field),
+            Error::ClusterDomain { field, .. } | Error::Certificate { field, .. } => Some(field),
+            Error::Curve(_) | Error::Template { .. } => None,
+        }
+    }
+}
+
+/// ConfigMap data: file name -> contents (`broker.toml`, the entrypoints, hook files,
+/// `script.sh`, `batch.sh`, service wrappers, `view-init.sh`).
+pub fn config_map_data(mc: &MiniCluster, ctx: &Context) -> Result<BTreeMap<String, String>, Error> {
+    let mut data = scripts::script_files(mc)?;
+    data.insert(
+        scripts::files::BROKER_TOML.to_string(),
+        config::broker_toml(mc, ctx)?,
+    );
+    Ok(data)
+}
+
+/// The certificate text for the CURVE Secret: `flux.curveCert` when given (parsed, checked
+/// with a CURVE handshake, and written back in the canonical format), otherwise a fresh
+/// keypair named after the MiniCluster. The operator calls this once, when the Secret does
+/// not exist yet; the certificate is never rotated while the cluster lives.
+pub fn curve_certificate(mc: &MiniCluster) -> Result<curve::Certificate, Error> {
+    let user = &mc.spec.flux.curve_cert;
+    if user.trim().is_empty() {
+        return curve::Certificate::generate(mc.name());
+    }
+    let cert = curve::Certificate::parse(user)?;
+    cert.verify()?;
+    Ok(cert)
+}

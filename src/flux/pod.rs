@@ -1,0 +1,395 @@
+//! The pod-facing pieces: volumes, mounts, the flux view init container, environment,
+//! readiness probe, and the Services that sidecar ports and `minimalService` need.
+
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    ExecAction, KeyToPath, Probe, SeccompProfile, SecretKeySelector, SecretVolumeSource,
+    SecurityContext, ServicePort, TCPSocketAction, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::config::{max_size, subdomain};
+use super::scripts::{files, flux_container};
+use super::{
+    BROKER_PORT, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, RUN_MOUNT, Role, SOCKET_PATH,
+    SOFTWARE_MOUNT,
+};
+use crate::api::{MiniCluster, is_dns_label};
+
+/// Volume holding the ConfigMap (broker.toml, scripts, hooks).
+pub const CONFIG_VOLUME: &str = "flux-operator-config";
+/// Volume holding the CURVE certificate Secret.
+pub const CURVE_VOLUME: &str = "flux-operator-curve";
+/// Private emptyDir: the certificate copy Flux reads and the broker's local socket.
+pub const RUN_VOLUME: &str = "flux-operator-run";
+/// emptyDir the init container copies the flux view into.
+pub const VIEW_VOLUME: &str = "flux-view";
+/// Volume names this module uses; user volumes must not take them.
+pub const RESERVED_VOLUMES: [&str; 4] = [CONFIG_VOLUME, CURVE_VOLUME, RUN_VOLUME, VIEW_VOLUME];
+/// User the view init container runs as unless `flux.container.securityContext` says
+/// otherwise (`nobody`: the view's files are world-readable, the emptyDir world-writable).
+pub const VIEW_INIT_USER: i64 = 65534;
+
+fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        read_only: read_only.then_some(true),
+        ..Default::default()
+    }
+}
+
+fn view_enabled(mc: &MiniCluster) -> bool {
+    !mc.spec.flux.container.disable
+}
+
+/// The mode of the certificate file in the Secret volume. Secret files are owned by root
+/// (group fsGroup when set), so the narrowest mode that the broker's user can still read:
+/// 0440 with `fsGroup` (the kubelet adds group read anyway), 0444 when the Flux container
+/// runs as a known non-root user without fsGroup, 0400 otherwise (root or the image's user).
+/// Flux itself reads the entrypoint's private copy, which is always 0400.
+pub fn curve_secret_mode(mc: &MiniCluster) -> i32 {
+    let pod = mc.spec.pod.security_context.as_ref();
+    if pod.and_then(|p| p.fs_group).is_some() {
+        return 0o440;
+    }
+    let container_user = flux_container(mc)
+        .ok()
+        .and_then(|(_, c)| c.security_context.as_ref())
+        .and_then(|s| s.run_as_user);
+    match container_user.or_else(|| pod.and_then(|p| p.run_as_user)) {
+        Some(uid) if uid != 0 => 0o444,
+        _ => 0o400,
+    }
+}
+
+/// Pod volumes Flux needs: the ConfigMap `config_map`, the CURVE Secret `curve_secret`, the
+/// private run directory, and the flux view (unless disabled).
+pub fn pod_volumes(mc: &MiniCluster, config_map: &str, curve_secret: &str) -> Vec<Volume> {
+    let mut volumes = vec![
+        Volume {
+            name: CONFIG_VOLUME.into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: config_map.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        Volume {
+            name: CURVE_VOLUME.into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(curve_secret.into()),
+                default_mode: Some(curve_secret_mode(mc)),
+                items: Some(vec![KeyToPath {
+                    key: CURVE_SECRET_KEY.into(),
+                    path: CURVE_SECRET_KEY.into(),
+                    mode: None,
+                }]),
+                optional: None,
+            }),
+            ..Default::default()
+        },
+        Volume {
+            name: RUN_VOLUME.into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        },
+    ];
+    if view_enabled(mc) {
+        volumes.push(Volume {
+            name: VIEW_VOLUME.into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        });
+    }
+    volumes
+}
+
+fn view_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
+    if !view_enabled(mc) {
+        return Vec::new();
+    }
+    vec![
+        mount(VIEW_VOLUME, &mc.spec.flux.container.mount_path, true),
+        // The view's links and library paths point into /opt/software.
+        VolumeMount {
+            sub_path: Some("software".into()),
+            ..mount(VIEW_VOLUME, SOFTWARE_MOUNT, true)
+        },
+    ]
+}
+
+/// Mounts of the Flux container: the ConfigMap and the Secret (read-only), the run
+/// directory, and the flux view with its install tree at `/opt/software` (read-only).
+pub fn flux_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
+    let mut mounts = vec![
+        mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
+        mount(CURVE_VOLUME, CURVE_MOUNT, true),
+        mount(RUN_VOLUME, RUN_MOUNT, false),
+    ];
+    mounts.extend(view_mounts(mc));
+    mounts
+}
+
+/// Mounts of service containers: the ConfigMap (their wrappers), the run directory
+/// (read-only: the broker socket) and the flux view. Not the CURVE Secret.
+pub fn service_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
+    let mut mounts = vec![
+        mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
+        mount(RUN_VOLUME, RUN_MOUNT, true),
+    ];
+    mounts.extend(view_mounts(mc));
+    mounts
+}
+
+/// Container command of the Flux container: bash runs the role's entrypoint from the
+/// ConfigMap (no exec bit needed on the mounted file).
+pub fn flux_container_command(_mc: &MiniCluster, role: Role) -> Vec<String> {
+    let script = match role {
+        Role::Lead => files::LEAD,
+        Role::Worker => files::WORKER,
+    };
+    vec!["/bin/bash".into(), format!("{CONFIG_MOUNT}/{script}")]
+}
+
+/// Environment of the Flux container: where the entrypoint finds things, the role, then the
+/// container's `environment` (values as given; Kubernetes expands `$(VAR)`) and `secrets`
+/// (`valueFrom.secretKeyRef`). `flux.environment` is exported by the entrypoint instead.
+pub fn flux_container_env(mc: &MiniCluster, role: Role) -> Vec<EnvVar> {
+    let var = |name: &str, value: &str| EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        value_from: None,
+    };
+    let view = &mc.spec.flux.container;
+    let mut env = vec![
+        var("FLUX_OPERATOR_CONFIG_DIR", CONFIG_MOUNT),
+        var("FLUX_OPERATOR_CURVE_DIR", CURVE_MOUNT),
+        var("FLUX_OPERATOR_RUN_DIR", RUN_MOUNT),
+        var(
+            "FLUX_OPERATOR_VIEW",
+            if view.disable { "" } else { &view.mount_path },
+        ),
+        var(
+            "FLUX_OPERATOR_ROLE",
+            match role {
+                Role::Lead => "lead",
+                Role::Worker => "worker",
+            },
+        ),
+    ];
+    if let Ok((_, c)) = flux_container(mc) {
+        env.extend(c.environment.iter().map(|(k, v)| var(k, v)));
+        env.extend(c.secrets.iter().map(|(k, s)| EnvVar {
+            name: k.clone(),
+            value: None,
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: s.name.clone(),
+                    key: s.key.clone(),
+                    optional: None,
+                }),
+                ..Default::default()
+            }),
+        }));
+    }
+    env
+}
+
+/// Container command of service container `index`: its wrapper script, or `None` to keep the
+/// image's entrypoint (`noWrapEntrypoint`, or no command: nothing to wrap). With `None`, use
+/// [`service_container_args`] as the container's `args`.
+pub fn service_container_command(mc: &MiniCluster, index: usize) -> Option<Vec<String>> {
+    let s = mc.spec.services.get(index)?;
+    super::scripts::service_is_wrapped(mc, index).then(|| {
+        vec![
+            "/bin/sh".into(),
+            format!("{CONFIG_MOUNT}/{}", files::service(&s.name)),
+        ]
+    })
+}
+
+/// Container args of an unwrapped service container: its `command` split into words (no
+/// shell involved, the image's entrypoint receives them), `None` when there is no command or
+/// the container is wrapped.
+pub fn service_container_args(mc: &MiniCluster, index: usize) -> Option<Vec<String>> {
+    let s = mc.spec.services.get(index)?;
+    if super::scripts::service_is_wrapped(mc, index) || s.command.trim().is_empty() {
+        return None;
+    }
+    Some(shlex::split(&s.command).unwrap_or_else(|| vec![s.command.clone()]))
+}
+
+/// The default security context of the view init container: non-root (`nobody`), no
+/// privilege escalation, no capabilities, read-only root filesystem, RuntimeDefault seccomp
+/// (it passes the "restricted" Pod Security Standard). The view's files are world-readable,
+/// so the copies are readable by whatever user the application runs as.
+pub fn view_init_security_context() -> SecurityContext {
+    SecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(VIEW_INIT_USER),
+        run_as_group: Some(VIEW_INIT_USER),
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        capabilities: Some(Capabilities {
+            add: None,
+            drop: Some(vec!["ALL".into()]),
+        }),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            localhost_profile: None,
+        }),
+        ..Default::default()
+    }
+}
+
+/// The flux view init container, `None` with `flux.container.disable`. It runs
+/// `view-init.sh` from the ConfigMap to copy the view into the shared emptyDir.
+pub fn view_init_container(mc: &MiniCluster) -> Option<Container> {
+    let view = &mc.spec.flux.container;
+    if view.disable {
+        return None;
+    }
+    Some(Container {
+        name: view.name.clone(),
+        image: Some(view.image.clone()),
+        image_pull_policy: view.pull_always.then(|| "Always".to_string()),
+        command: Some(vec![
+            "/bin/sh".into(),
+            format!("{CONFIG_MOUNT}/{}", files::VIEW_INIT),
+        ]),
+        working_dir: (!view.working_dir.is_empty()).then(|| view.working_dir.clone()),
+        resources: view.resources.clone(),
+        security_context: Some(
+            view.security_context
+                .clone()
+                .unwrap_or_else(view_init_security_context),
+        ),
+        volume_mounts: Some(vec![
+            mount(VIEW_VOLUME, &view.mount_path, false),
+            mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
+        ]),
+        ..Default::default()
+    })
+}
+
+/// Readiness of the lead broker (for `startupOrder: LeadFirst`): its TBON port accepts
+/// connections once the broker is up and followers can join. With `maxSize` 1 the broker
+/// binds no port, so the probe checks its local socket instead (or nothing when
+/// `disableSocket`).
+pub fn lead_readiness_probe(mc: &MiniCluster) -> Probe {
+    let base = Probe {
+        period_seconds: Some(1),
+        timeout_seconds: Some(1),
+        failure_threshold: Some(3),
+        ..Default::default()
+    };
+    if max_size(mc) > 1 {
+        Probe {
+            tcp_socket: Some(TCPSocketAction {
+                port: IntOrString::Int(BROKER_PORT),
+                host: None,
+            }),
+            ..base
+        }
+    } else {
+        let command = if mc.spec.flux.disable_socket {
+            vec!["true".to_string()]
+        } else {
+            vec![
+                "test".to_string(),
+                "-S".to_string(),
+                SOCKET_PATH.to_string(),
+            ]
+        };
+        Probe {
+            exec: Some(ExecAction {
+                command: Some(command),
+            }),
+            ..base
+        }
+    }
+}
+
+/// A Service for a sidecar's ports (the render module chooses the pod selector).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SidecarService {
+    /// Service name, `<minicluster>-<container>`.
+    pub name: String,
+    /// The service container's name.
+    pub container: String,
+    /// One TCP port per entry of the container's `ports`.
+    pub ports: Vec<ServicePort>,
+}
+
+fn port(name: String, p: i32) -> ServicePort {
+    ServicePort {
+        name: Some(name),
+        port: p,
+        target_port: Some(IntOrString::Int(p)),
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    }
+}
+
+/// Services for the service containers that list `ports`.
+pub fn sidecar_services(mc: &MiniCluster) -> Result<Vec<SidecarService>, Error> {
+    let mut out = Vec::new();
+    for (i, s) in mc.spec.services.iter().enumerate() {
+        if s.ports.is_empty() {
+            continue;
+        }
+        let name = format!("{}-{}", mc.name(), s.name);
+        if !is_dns_label(&name) {
+            return Err(Error::Field {
+                field: format!("spec.services[{i}].name"),
+                message: format!(
+                    "the Service for its ports would be named {name:?}, which is not a DNS label of at most 63 characters"
+                ),
+            });
+        }
+        out.push(SidecarService {
+            name,
+            container: s.name.clone(),
+            ports: s
+                .ports
+                .iter()
+                .map(|p| port(format!("port-{p}"), *p))
+                .collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// The lead-only Service of `flux.minimalService`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LeadService {
+    /// The subdomain (headless Service name) the broker config's addresses use.
+    pub name: String,
+    /// The broker port.
+    pub port: ServicePort,
+}
+
+/// With `flux.minimalService`, only the lead broker needs a DNS name: in the flat TBON every
+/// follower connects to rank 0 and nothing connects to a follower. So a headless Service named
+/// like the subdomain (`publishNotReadyAddresses: true`) that selects only the lead pod is
+/// enough. A tree topology (`flux.topology`) makes followers parents, so it is an error.
+pub fn minimal_service(mc: &MiniCluster) -> Result<Option<LeadService>, Error> {
+    let flux = &mc.spec.flux;
+    if !flux.minimal_service {
+        return Ok(None);
+    }
+    let topology = flux.topology.trim();
+    if !(topology.is_empty() || topology == "custom" || topology == "kary:0") {
+        return Err(Error::Field {
+            field: "spec.flux.minimalService".into(),
+            message: format!(
+                "needs the flat topology: with flux.topology {topology:?} followers connect to other followers, which then need DNS names"
+            ),
+        });
+    }
+    Ok(Some(LeadService {
+        name: subdomain(mc).to_string(),
+        port: port("broker".into(), BROKER_PORT),
+    }))
+}

@@ -1,0 +1,658 @@
+//! The entrypoint scripts, rendered from the templates in `templates/` with minijinja.
+//!
+//! Every decision (mode, argv, options, which hooks exist) is made here in Rust and handed to
+//! the templates as already-quoted shell words; the templates only lay the script out. User
+//! text reaches a script only through [`quote`](super::command::quote) (commands, values) or
+//! as a file of its own (hooks, scripts, batch scripts), never as raw script text.
+
+use std::collections::BTreeMap;
+
+use minijinja::Environment;
+use serde::Serialize;
+
+use super::command::{check_no_nul, command_argv, quote, quote_all, split_words};
+use super::config::quorum;
+use super::{CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, RUN_MOUNT};
+use crate::api::{MiniCluster, MiniClusterContainer};
+
+/// File names in the ConfigMap.
+pub mod files {
+    /// The broker config.
+    pub const BROKER_TOML: &str = "broker.toml";
+    /// The lead broker's entrypoint.
+    pub const LEAD: &str = "lead.sh";
+    /// The follower brokers' entrypoint.
+    pub const WORKER: &str = "worker.sh";
+    /// The flux view init container's script.
+    pub const VIEW_INIT: &str = "view-init.sh";
+    /// `commands.script` of the Flux container.
+    pub const SCRIPT: &str = "script.sh";
+    /// The batch script (`batch` / `batchRaw`).
+    pub const BATCH: &str = "batch.sh";
+    /// `commands.init` of the Flux container.
+    pub const HOOK_INIT: &str = "hook-init.sh";
+    /// `commands.pre`.
+    pub const HOOK_PRE: &str = "hook-pre.sh";
+    /// `commands.brokerPre`.
+    pub const HOOK_BROKER_PRE: &str = "hook-broker-pre.sh";
+    /// `commands.workerPre`.
+    pub const HOOK_WORKER_PRE: &str = "hook-worker-pre.sh";
+    /// `commands.post`.
+    pub const HOOK_POST: &str = "hook-post.sh";
+
+    /// Entrypoint of service container `name`.
+    pub fn service(name: &str) -> String {
+        format!("service-{name}.sh")
+    }
+    /// `commands.init` of service container `name`.
+    pub fn service_init(name: &str) -> String {
+        format!("service-{name}-init.sh")
+    }
+    /// `commands.servicePre` of service container `name`.
+    pub fn service_pre(name: &str) -> String {
+        format!("service-{name}-pre.sh")
+    }
+}
+
+/// Output directory of batch jobs when `logs` is empty (the Go operator's default).
+pub const DEFAULT_BATCH_LOGS: &str = "/tmp/fluxout";
+
+const COMMON: &str = include_str!("templates/common.sh.j2");
+const HOOK: &str = include_str!("templates/hook.sh.j2");
+const LEAD: &str = include_str!("templates/lead.sh.j2");
+const WORKER: &str = include_str!("templates/worker.sh.j2");
+const SERVICE: &str = include_str!("templates/service.sh.j2");
+const VIEW_INIT: &str = include_str!("templates/view-init.sh.j2");
+
+/// What the lead broker runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Submit the command (`tasks`, `-N size`) and wait for it: `flux submit ... --watch`.
+    Submit,
+    /// Each command line is its own `flux submit` inside one `flux batch`; wait for all.
+    Batch,
+    /// `batchRaw`: the command is a Flux batch script taken verbatim.
+    BatchRaw,
+    /// The command is the instance's initial program itself.
+    Launcher,
+    /// No program: the instance stays up until `flux shutdown` (`interactive` or no command).
+    Interactive,
+}
+
+/// The container that runs Flux, with its index in `spec.containers`.
+pub fn flux_container(mc: &MiniCluster) -> Result<(usize, &MiniClusterContainer), Error> {
+    let containers = &mc.spec.containers;
+    if containers.len() == 1 {
+        return Ok((0, &containers[0]));
+    }
+    let mut runners = containers.iter().enumerate().filter(|(_, c)| c.run_flux);
+    match (runners.next(), runners.next()) {
+        (Some(found), None) => Ok(found),
+        _ => Err(Error::Field {
+            field: "spec.containers".into(),
+            message: "exactly one container must set runFlux: true".into(),
+        }),
+    }
+}
+
+/// The text the Flux container runs: `commands.script` when set, else `command`.
+fn program_text(c: &MiniClusterContainer) -> &str {
+    if c.commands.script.trim().is_empty() {
+        &c.command
+    } else {
+        &c.commands.script
+    }
+}
+
+/// The lead's mode for `mc`.
+pub fn mode(mc: &MiniCluster) -> Result<Mode, Error> {
+    let (_, c) = flux_container(mc)?;
+    Ok(
+        if mc.spec.interactive || program_text(c).trim().is_empty() {
+            Mode::Interactive
+        } else if c.launcher {
+            Mode::Launcher
+        } else if c.batch && c.batch_raw {
+            Mode::BatchRaw
+        } else if c.batch {
+            Mode::Batch
+        } else {
+            Mode::Submit
+        },
+    )
+}
+
+fn field_err(field: impl Into<String>, message: impl Into<String>) -> Error {
+    Error::Field {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// `-N`/`-n` for the submitted job: `-n tasks`, plus `-N size` when tasks >= size;
+/// tasks 0 means only `-N size`.
+pub fn node_task_flags(size: i32, tasks: i32) -> Vec<String> {
+    match tasks {
+        0 => vec![format!("-N{size}")],
+        t if t >= size => vec![format!("-N{size}"), format!("-n{t}")],
+        t => vec![format!("-n{t}")],
+    }
+}
+
+/// The job's argv as shell words for the generated scripts (quoted literals, or the
+/// ConfigMap's `script.sh` run by bash).
+fn job_words(c: &MiniClusterContainer) -> Vec<String> {
+    if !c.commands.script.trim().is_empty() {
+        return vec!["bash".into(), format!("\"$config_dir\"/{}", files::SCRIPT)];
+    }
+    command_argv(&c.command)
+        .map(|argv| argv.iter().map(|w| quote(w).into_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// Lines of the initial program inside the lead's `start=( ... )` array.
+fn program_lines(
+    mc: &MiniCluster,
+    c: &MiniClusterContainer,
+    field: &str,
+    mode: Mode,
+) -> Result<Vec<String>, Error> {
+    let flux = &mc.spec.flux;
+    let option_flags =
+        split_words(&flux.option_flags).map_err(|m| field_err("spec.flux.optionFlags", m))?;
+    let timed = |label: &str| {
+        vec![
+            "# logging.timed: report the wall time of the program".to_string(),
+            format!(
+                "{} flux-operator-time {label}",
+                quote_all(&[
+                    "bash",
+                    "-c",
+                    r#"TIMEFORMAT="FLUXTIME $1 wall time %3lR"; shift; time "$@""#
+                ])
+            ),
+        ]
+    };
+    let mut lines = Vec::new();
+    match mode {
+        Mode::Interactive => {}
+        Mode::Submit => {
+            let submit = if flux.submit_command.trim().is_empty() {
+                vec!["flux".to_string(), "submit".to_string()]
+            } else {
+                split_words(&flux.submit_command)
+                    .map_err(|m| field_err("spec.flux.submitCommand", m))?
+            };
+            if mc.spec.logging.timed {
+                lines.extend(timed("submit"));
+            }
+            let mut words = submit.clone();
+            words.extend(node_task_flags(mc.spec.size, mc.spec.tasks));
+            words.extend(option_flags);
+            // `--quiet --watch` belong to `flux submit`; `flux run` waits by itself.
+            if submit.get(1).map(String::as_str) == Some("submit") {
+                words.extend(["--quiet".to_string(), "--watch".to_string()]);
+            }
+            if mc.spec.logging.debug {
+                words.push("-vvv".into());
+            }
+            lines.push("# initial program: submit the command and wait for it".into());
+            lines.push(quote_all(&words));
+            let job = job_words(c);
+            if job.is_empty() {
+                return Err(field_err(format!("{field}.command"), "is empty"));
+            }
+            lines.push(job.join(" "));
+        }
+        Mode::Launcher => {
+            if mc.spec.logging.timed {
+                lines.extend(timed("launcher"));
+            }
+            lines.push("# initial program: the command itself (launcher)".into());
+            lines.push(job_words(c).join(" "));
+        }
+        Mode::Batch | Mode::BatchRaw => {
+            if mc.spec.logging.timed {
+                lines.extend(timed("batch"));
+            }
+            let logs = if c.logs.is_empty() {
+                DEFAULT_BATCH_LOGS
+            } else {
+                c.logs.as_str()
+            };
+            let mut words: Vec<String> = [
+                "bash",
+                "-c",
+                r#"flux batch "$@" && flux job wait --all"#,
+                "flux-batch",
+            ]
+            .map(String::from)
+            .to_vec();
+            words.extend(node_task_flags(mc.spec.size, mc.spec.tasks));
+            words.extend(option_flags);
+            words.push("--flags=waitable".into());
+            words.push(format!(
+                "--output={}/flux-batch-{{{{id}}}}.out",
+                logs.trim_end_matches('/')
+            ));
+            lines.push(
+                "# initial program: run the batch script with flux batch and wait for it".into(),
+            );
+            lines.push(format!(
+                "{} \"$config_dir\"/{}",
+                quote_all(&words),
+                files::BATCH
+            ));
+        }
+    }
+    Ok(lines)
+}
+
+/// The batch script (`batch.sh`) for batch modes, `None` otherwise.
+pub fn batch_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
+    let (index, c) = flux_container(mc)?;
+    let text = program_text(c);
+    match mode(mc)? {
+        Mode::BatchRaw => {
+            let mut script = String::new();
+            if !text.starts_with("#!") {
+                script.push_str("#!/bin/bash\n");
+            }
+            script.push_str(text);
+            if !script.ends_with('\n') {
+                script.push('\n');
+            }
+            Ok(Some(script))
+        }
+        Mode::Batch => {
+            let logs = if c.logs.is_empty() {
+                DEFAULT_BATCH_LOGS
+            } else {
+                c.logs.as_str()
+            };
+            let logs = logs.trim_end_matches('/');
+            let mut script = format!(
+                "#!/bin/bash\n\
+                 # shellcheck disable=SC2016 # commands are single-quoted on purpose: they expand in the job\n\
+                 # Batch script of MiniCluster {} generated by flux-operator from\n\
+                 # spec.containers[{index}]: each command line is its own job (blank lines and\n\
+                 # lines starting with '#' are skipped); the script waits for all of them.\n",
+                mc.name()
+            );
+            let mut job = 0;
+            for line in text.lines() {
+                let trimmed = line.trim();
+                if trimmed.is_empty() || trimmed.starts_with('#') {
+                    continue;
+                }
+                let argv = command_argv(line).unwrap_or_default();
+                let flags = [
+                    "flux".to_string(),
+                    "submit".into(),
+                    "--flags=waitable".into(),
+                    format!("--output={logs}/job-{job}.out"),
+                    format!("--error={logs}/job-{job}.err"),
+                ];
+                script.push_str(&format!("{} {}\n", quote_all(&flags), quote_all(&argv)));
+                job += 1;
+            }
+            script.push_str("flux job wait --all\n");
+            Ok(Some(script))
+        }
+        _ => Ok(None),
+    }
+}
+
+#[derive(Serialize, Default)]
+struct Hooks {
+    init: Option<&'static str>,
+    pre: Option<&'static str>,
+    broker_pre: Option<&'static str>,
+    worker_pre: Option<&'static str>,
+    post: Option<&'static str>,
+}
+
+#[derive(Serialize, Default)]
+struct ServiceHooks {
+    init: Option<String>,
+    service_pre: Option<String>,
+}
+
+#[derive(Serialize)]
+struct BrokerScript {
+    mc: String,
+    container: String,
+    mode_help: &'static str,
+    strict: bool,
+    debug: bool,
+    quiet: bool,
+    timed: bool,
+    config_mount: &'static str,
+    curve_mount: &'static str,
+    run_mount: &'static str,
+    cert_key: &'static str,
+    view: Option<String>,
+    python_path: Option<String>,
+    flux_env: Vec<(String, String)>,
+    scheduler_simple: bool,
+    logs_dir: Option<String>,
+    hooks: Hooks,
+    broker_opts: Vec<String>,
+    socket: bool,
+    archive: Option<String>,
+    prefix: String,
+    wrap: Option<String>,
+    program: Vec<String>,
+    complete_workers: bool,
+}
+
+#[derive(Serialize)]
+struct ServiceScript {
+    mc: String,
+    name: String,
+    field: String,
+    strict: bool,
+    debug: bool,
+    quiet: bool,
+    config_mount: &'static str,
+    run_mount: &'static str,
+    view: Option<String>,
+    socket: bool,
+    wait_socket: bool,
+    hooks: ServiceHooks,
+    command: String,
+}
+
+fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_syntax(
+        minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .keep_trailing_newline(true)
+            .build()
+            .expect("default delimiters are valid"),
+    );
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    for (name, source) in [
+        ("common.sh.j2", COMMON),
+        ("hook.sh.j2", HOOK),
+        ("lead.sh.j2", LEAD),
+        ("worker.sh.j2", WORKER),
+        ("service.sh.j2", SERVICE),
+        ("view-init.sh.j2", VIEW_INIT),
+    ] {
+        env.add_template(name, source)
+            .expect("the built-in templates parse");
+    }
+    env
+}
+
+fn render<S: Serialize>(template: &str, ctx: &S) -> Result<String, Error> {
+    let env = environment();
+    env.get_template(template)
+        .and_then(|t| t.render(minijinja::Value::from(minijinja::value::Serde(ctx))))
+        .map_err(|e| Error::Template {
+            template: template.to_string(),
+            message: format!("{e:#}"),
+        })
+}
+
+fn check_env_name(field: &str, name: &str) -> Result<(), Error> {
+    let mut chars = name.chars();
+    let ok = matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(field_err(
+            field,
+            format!("{name:?} is not a valid environment variable name"),
+        ))
+    }
+}
+
+fn view_mount(mc: &MiniCluster) -> Option<String> {
+    let view = &mc.spec.flux.container;
+    (!view.disable).then(|| quote(&view.mount_path).into_owned())
+}
+
+/// Entrypoint of the lead broker (`lead.sh`) or of a follower (`worker.sh`).
+pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
+    let (index, c) = flux_container(mc)?;
+    let field = format!("spec.containers[{index}]");
+    let flux = &mc.spec.flux;
+    let logging = &mc.spec.logging;
+    let mode = mode(mc)?;
+
+    for (name, text) in [
+        ("command", &c.command),
+        ("commands.script", &c.commands.script),
+        ("logs", &c.logs),
+        ("commands.prefix", &c.commands.prefix),
+    ] {
+        check_no_nul(text).map_err(|m| field_err(format!("{field}.{name}"), m))?;
+    }
+    let mut flux_env = Vec::new();
+    for (name, value) in &flux.environment {
+        check_env_name(&format!("spec.flux.environment.{name}"), name)?;
+        check_no_nul(value).map_err(|m| field_err(format!("spec.flux.environment.{name}"), m))?;
+        flux_env.push((name.clone(), quote(value).into_owned()));
+    }
+
+    let log_level = if logging.quiet {
+        0
+    } else {
+        flux.log_level.clamp(0, 7)
+    };
+    let mut broker_opts = vec![
+        format!("-Slog-stderr-level={log_level}"),
+        "-Slog-stderr-mode=local".to_string(),
+    ];
+    if let Some(q) = quorum(mc) {
+        broker_opts.push(format!("-Sbroker.quorum={q}"));
+    }
+    if logging.zeromq {
+        broker_opts.push("-Stbon.zmqdebug=1".into());
+    }
+    if lead && mode == Mode::Interactive {
+        broker_opts.push("-Sbroker.rc2_none=1".into());
+    }
+
+    let prefix = if lead {
+        let words = split_words(&c.commands.prefix)
+            .map_err(|m| field_err(format!("{field}.commands.prefix"), m))?;
+        quote_all(&words)
+    } else {
+        String::new()
+    };
+    let wrap = (!flux.wrap.trim().is_empty())
+        .then(|| quote(&format!("--wrap={}", flux.wrap.trim())).into_owned());
+    let program = if lead {
+        program_lines(mc, c, &field, mode)?
+    } else {
+        Vec::new()
+    };
+    let batch = matches!(mode, Mode::Batch | Mode::BatchRaw);
+    let logs = if c.logs.is_empty() {
+        DEFAULT_BATCH_LOGS
+    } else {
+        c.logs.as_str()
+    };
+    let has = |text: &str| !text.trim().is_empty();
+    let hooks = Hooks {
+        init: has(&c.commands.init).then_some(files::HOOK_INIT),
+        pre: has(&c.commands.pre).then_some(files::HOOK_PRE),
+        broker_pre: (lead && has(&c.commands.broker_pre)).then_some(files::HOOK_BROKER_PRE),
+        worker_pre: (!lead && has(&c.commands.worker_pre)).then_some(files::HOOK_WORKER_PRE),
+        post: has(&c.commands.post).then_some(files::HOOK_POST),
+    };
+    let ctx = BrokerScript {
+        mc: mc.name().to_string(),
+        container: if c.name.is_empty() {
+            format!("{field} (runFlux)")
+        } else {
+            format!("{} ({field})", c.name)
+        },
+        mode_help: match mode {
+            Mode::Submit => {
+                "single command: flux submit the command and wait for it (spec.containers[].command)"
+            }
+            Mode::Batch => "batch: every command line is a job in one flux batch (batch.sh)",
+            Mode::BatchRaw => {
+                "batchRaw: the command is a Flux batch script, run with flux batch (batch.sh)"
+            }
+            Mode::Launcher => "launcher: the command is the instance's initial program",
+            Mode::Interactive => {
+                "interactive: no program; the instance stays up until `flux shutdown`"
+            }
+        },
+        strict: logging.strict,
+        debug: logging.debug,
+        quiet: logging.quiet,
+        timed: lead && logging.timed,
+        config_mount: CONFIG_MOUNT,
+        curve_mount: CURVE_MOUNT,
+        run_mount: RUN_MOUNT,
+        cert_key: CURVE_SECRET_KEY,
+        view: view_mount(mc),
+        python_path: (!flux.container.python_path.is_empty())
+            .then(|| quote(&flux.container.python_path).into_owned()),
+        flux_env,
+        scheduler_simple: flux.scheduler.simple,
+        logs_dir: batch.then(|| quote(logs).into_owned()),
+        hooks,
+        broker_opts: broker_opts.iter().map(|o| quote(o).into_owned()).collect(),
+        socket: !flux.disable_socket,
+        archive: (lead && !mc.spec.archive.path.trim().is_empty())
+            .then(|| quote(&mc.spec.archive.path).into_owned()),
+        prefix,
+        wrap,
+        program,
+        complete_workers: flux.complete_workers,
+    };
+    render(if lead { "lead.sh.j2" } else { "worker.sh.j2" }, &ctx)
+}
+
+/// Whether service container `index` runs through the operator's wrapper: it has a command
+/// and does not ask to keep its image's entrypoint (`noWrapEntrypoint`).
+pub fn service_is_wrapped(mc: &MiniCluster, index: usize) -> bool {
+    mc.spec
+        .services
+        .get(index)
+        .is_some_and(|s| !s.no_wrap_entrypoint && !s.command.trim().is_empty())
+}
+
+/// Entrypoint of service container `index` (POSIX sh), `None` when it is not wrapped.
+pub fn service_script(mc: &MiniCluster, index: usize) -> Result<Option<String>, Error> {
+    if !service_is_wrapped(mc, index) {
+        return Ok(None);
+    }
+    let s = &mc.spec.services[index];
+    let field = format!("spec.services[{index}]");
+    check_no_nul(&s.command).map_err(|m| field_err(format!("{field}.command"), m))?;
+    let has = |text: &str| !text.trim().is_empty();
+    let flux = &mc.spec.flux;
+    let ctx = ServiceScript {
+        mc: mc.name().to_string(),
+        name: s.name.clone(),
+        field,
+        strict: mc.spec.logging.strict,
+        debug: mc.spec.logging.debug,
+        quiet: mc.spec.logging.quiet,
+        config_mount: CONFIG_MOUNT,
+        run_mount: RUN_MOUNT,
+        view: view_mount(mc),
+        socket: !flux.disable_socket,
+        wait_socket: !flux.no_wait_socket,
+        hooks: ServiceHooks {
+            init: has(&s.commands.init).then(|| files::service_init(&s.name)),
+            service_pre: has(&s.commands.service_pre).then(|| files::service_pre(&s.name)),
+        },
+        command: quote(&s.command).into_owned(),
+    };
+    render("service.sh.j2", &ctx).map(Some)
+}
+
+/// The flux view init container's script (`view-init.sh`).
+pub fn view_init_script(mc: &MiniCluster) -> Result<String, Error> {
+    #[derive(Serialize)]
+    struct ViewInit {
+        mc: String,
+        mount: String,
+    }
+    render(
+        "view-init.sh.j2",
+        &ViewInit {
+            mc: mc.name().to_string(),
+            mount: quote(&mc.spec.flux.container.mount_path).into_owned(),
+        },
+    )
+}
+
+/// A hook file: a comment naming its origin, then the user's text unchanged.
+fn hook_file(origin: &str, text: &str) -> String {
+    let mut out =
+        format!("# {origin}, sourced by the entrypoint (generated by flux-operator)\n{text}");
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+/// All script and hook files of the ConfigMap (everything except `broker.toml`).
+pub fn script_files(mc: &MiniCluster) -> Result<BTreeMap<String, String>, Error> {
+    let (index, c) = flux_container(mc)?;
+    let field = format!("spec.containers[{index}]");
+    let mut out = BTreeMap::new();
+    out.insert(files::LEAD.to_string(), broker_script(mc, true)?);
+    // Also with maxSize 1: it costs nothing and keeps the ConfigMap's shape fixed.
+    out.insert(files::WORKER.to_string(), broker_script(mc, false)?);
+    if !mc.spec.flux.container.disable {
+        out.insert(files::VIEW_INIT.to_string(), view_init_script(mc)?);
+    }
+    let hooks = [
+        (files::HOOK_INIT, "init", &c.commands.init),
+        (files::HOOK_PRE, "pre", &c.commands.pre),
+        (files::HOOK_BROKER_PRE, "brokerPre", &c.commands.broker_pre),
+        (files::HOOK_WORKER_PRE, "workerPre", &c.commands.worker_pre),
+        (files::HOOK_POST, "post", &c.commands.post),
+    ];
+    for (file, name, text) in hooks {
+        if !text.trim().is_empty() {
+            out.insert(
+                file.to_string(),
+                hook_file(&format!("{field}.commands.{name}"), text),
+            );
+        }
+    }
+    if !c.commands.script.trim().is_empty() {
+        out.insert(files::SCRIPT.to_string(), c.commands.script.clone());
+    }
+    if let Some(batch) = batch_script(mc)? {
+        out.insert(files::BATCH.to_string(), batch);
+    }
+    for (i, s) in mc.spec.services.iter().enumerate() {
+        let Some(script) = service_script(mc, i)? else {
+            continue;
+        };
+        out.insert(files::service(&s.name), script);
+        let sfield = format!("spec.services[{i}]");
+        if !s.commands.init.trim().is_empty() {
+            out.insert(
+                files::service_init(&s.name),
+                hook_file(&format!("{sfield}.commands.init"), &s.commands.init),
+            );
+        }
+        if !s.commands.service_pre.trim().is_empty() {
+            out.insert(
+                files::service_pre(&s.name),
+                hook_file(
+                    &format!("{sfield}.commands.servicePre"),
+                    &s.commands.service_pre,
+                ),
+            );
+        }
+    }
+    Ok(out)
+}
