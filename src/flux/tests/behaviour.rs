@@ -1,0 +1,869 @@
+//! Runs the generated entrypoints under bash (and the sidecar wrapper under sh) with a
+//! stand-in `flux` first on PATH (`fake-flux.sh`), in a temporary directory laid out like the
+//! pod. The stand-in records every call; the tests assert the exact `flux` invocations, their
+//! order, and that user strings arrive byte-for-byte.
+//!
+//! This checks the scripts' decisions (which commands, which arguments, which order, which
+//! exit status), not a Flux run: no broker starts here.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use crate::api::{MiniCluster, MiniClusterContainer};
+
+use super::{ctx, mc_command};
+
+const FAKE_FLUX: &str = include_str!("fake-flux.sh");
+const CERT: &str = "metadata\n    name = \"mc\"\ncurve\n    public-key = \"stand-in\"\n";
+
+/// A pod's filesystem in a temporary directory.
+struct Pod {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    config: PathBuf,
+    curve: PathBuf,
+    run: PathBuf,
+    view: PathBuf,
+    bin: PathBuf,
+    log: PathBuf,
+    rcs: PathBuf,
+}
+
+fn s(x: &str) -> String {
+    x.to_string()
+}
+
+fn strs(xs: &[&str]) -> Vec<String> {
+    xs.iter().map(|x| x.to_string()).collect()
+}
+
+fn write_exec(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+impl Pod {
+    fn new(mc: &MiniCluster) -> Pod {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let pod = Pod {
+            config: root.join("config"),
+            curve: root.join("curve"),
+            run: root.join("run"),
+            view: root.join("view"),
+            bin: root.join("bin"),
+            log: root.join("flux.log"),
+            rcs: root.join("start-rcs"),
+            root,
+            _dir: dir,
+        };
+        for d in [&pod.config, &pod.curve, &pod.view, &pod.bin] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        for (name, text) in crate::flux::config_map_data(mc, &ctx()).unwrap() {
+            std::fs::write(pod.config.join(name), text).unwrap();
+        }
+        // As the kubelet may leave it with fsGroup: group-readable.
+        let cert = pod.curve.join("curve.cert");
+        std::fs::write(&cert, CERT).unwrap();
+        std::fs::set_permissions(&cert, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_exec(&pod.bin.join("flux"), FAKE_FLUX);
+        pod
+    }
+
+    fn command(&self, shell: &str, script: &str, env: &[(&str, &str)]) -> Command {
+        let mut cmd = Command::new(shell);
+        cmd.arg(self.config.join(script))
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", self.bin.display()))
+            .env("HOME", "/home/fake-home")
+            .env("LC_ALL", "C.UTF-8")
+            .env("FLUX_OPERATOR_CONFIG_DIR", &self.config)
+            .env("FLUX_OPERATOR_CURVE_DIR", &self.curve)
+            .env("FLUX_OPERATOR_RUN_DIR", &self.run)
+            .env("FLUX_OPERATOR_VIEW", &self.view)
+            .env("FLUX_OPERATOR_RETRY_SECONDS", "0")
+            .env("FAKE_FLUX_LOG", &self.log)
+            .env("FAKE_FLUX_START_RCS", &self.rcs)
+            .current_dir(&self.root);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    fn run(&self, script: &str, env: &[(&str, &str)]) -> Output {
+        self.command("bash", script, env).output().unwrap()
+    }
+
+    /// The recorded calls, in order (each without the leading `flux`).
+    fn calls(&self) -> Vec<Vec<String>> {
+        let Ok(bytes) = std::fs::read(&self.log) else {
+            return Vec::new();
+        };
+        let mut fields = bytes
+            .split(|b| *b == 0)
+            .map(|f| String::from_utf8(f.to_vec()).unwrap());
+        let mut out = Vec::new();
+        while let Some(count) = fields.next() {
+            if count.is_empty() {
+                break;
+            }
+            let n: usize = count.parse().unwrap();
+            out.push((0..n).map(|_| fields.next().unwrap()).collect());
+        }
+        out
+    }
+
+    /// Calls other than `env` records.
+    fn flux_calls(&self) -> Vec<Vec<String>> {
+        self.calls().into_iter().filter(|c| c[0] != "env").collect()
+    }
+
+    /// The `env` records as name -> value.
+    fn env_seen(&self) -> BTreeMap<String, String> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c[0] == "env")
+            .map(|c| (c[1].clone(), c[2].clone()))
+            .collect()
+    }
+
+    fn config_dir(&self) -> String {
+        self.config.display().to_string()
+    }
+
+    /// `flux start -o --config DIR` with the default broker options, then `extra`.
+    fn start(&self, extra: &[&str]) -> Vec<String> {
+        let mut v = strs(&["start", "-o", "--config"]);
+        v.push(self.config_dir());
+        v.extend(strs(&["-Slog-stderr-level=6", "-Slog-stderr-mode=local"]));
+        v.push(format!("-Slocal-uri=local://{}/local", self.run.display()));
+        v.extend(strs(extra));
+        v
+    }
+}
+
+fn assert_ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn with_tail(mut head: Vec<String>, tail: &[String]) -> Vec<String> {
+    head.extend_from_slice(tail);
+    head
+}
+
+#[test]
+fn single_command_submits_and_waits() {
+    let mut mc = mc_command("mc", 4, "hostname -f");
+    mc.spec.tasks = 4;
+    let pod = Pod::new(&mc);
+    let out = pod.run("lead.sh", &[]);
+    assert_ok(&out);
+    let submit = strs(&[
+        "submit", "-N4", "-n4", "--quiet", "--watch", "hostname", "-f",
+    ]);
+    let mut program = vec![s("flux")];
+    program.extend(submit.clone());
+    assert_eq!(
+        pod.flux_calls(),
+        vec![pod.start(&[]).into_iter().chain(program).collect(), submit]
+    );
+}
+
+#[test]
+fn tasks_decide_n_and_big_n() {
+    use crate::flux::scripts::node_task_flags;
+    assert_eq!(node_task_flags(4, 1), ["-n1"]);
+    assert_eq!(node_task_flags(4, 3), ["-n3"]);
+    assert_eq!(node_task_flags(4, 4), ["-N4", "-n4"]);
+    assert_eq!(node_task_flags(4, 16), ["-N4", "-n16"]);
+    assert_eq!(node_task_flags(4, 0), ["-N4"]);
+    for (tasks, flags) in [(0, vec!["-N3"]), (2, vec!["-n2"]), (6, vec!["-N3", "-n6"])] {
+        let mut mc = mc_command("mc", 3, "true");
+        mc.spec.tasks = tasks;
+        let pod = Pod::new(&mc);
+        assert_ok(&pod.run("lead.sh", &[]));
+        let mut want = vec![s("submit")];
+        want.extend(strs(&flags));
+        want.extend(strs(&["--quiet", "--watch", "true"]));
+        assert_eq!(pod.flux_calls()[1], want, "tasks {tasks}");
+    }
+}
+
+/// Commands with quotes, `$`, backticks, globs, newlines, unicode, a trailing backslash and a
+/// leading dash, with the exact argv Flux must receive after `--watch`.
+fn quoting_corpus() -> Vec<(&'static str, Vec<String>)> {
+    let shell = |c: &str| vec![s("bash"), s("-c"), s(c)];
+    vec![
+        (
+            r#"printf '%s\n' "it's" 'say "hi"'"#,
+            strs(&["printf", "%s\\n", "it's", "say \"hi\""]),
+        ),
+        (r#"echo "it's $HOME""#, shell(r#"echo "it's $HOME""#)),
+        (
+            "bash -c 'echo $HOME; ls *.txt'",
+            strs(&["bash", "-c", "echo $HOME; ls *.txt"]),
+        ),
+        ("echo 'unbalanced", shell("echo 'unbalanced")),
+        ("echo $HOME ${USER:-x}", shell("echo $HOME ${USER:-x}")),
+        ("echo `hostname` $(date)", shell("echo `hostname` $(date)")),
+        ("ls *.txt ?.log [ab].c", shell("ls *.txt ?.log [ab].c")),
+        (
+            "echo one\necho 'two\nlines'\n",
+            shell("echo one\necho 'two\nlines'\n"),
+        ),
+        ("echo trailing\\", shell("echo trailing\\")),
+        ("FOO=bar env", shell("FOO=bar env")),
+        (
+            "cd /tmp && ls -la; echo done &",
+            shell("cd /tmp && ls -la; echo done &"),
+        ),
+        ("echo {a,b} ~ # comment", shell("echo {a,b} ~ # comment")),
+        (
+            "echo héllo wörld 🚀 日本",
+            strs(&["echo", "héllo", "wörld", "🚀", "日本"]),
+        ),
+        ("-n leading dash", strs(&["-n", "leading", "dash"])),
+        (
+            r#"echo "double quoted" 'single quoted' mixed"'"quote"#,
+            strs(&["echo", "double quoted", "single quoted", "mixed'quote"]),
+        ),
+        ("echo '' x\ty", strs(&["echo", "", "x", "y"])),
+        (
+            "  python3   -m  http.server --bind=0.0.0.0  ",
+            strs(&["python3", "-m", "http.server", "--bind=0.0.0.0"]),
+        ),
+    ]
+}
+
+#[test]
+fn quoting_corpus_reaches_flux_unchanged() {
+    for (command, argv) in quoting_corpus() {
+        let mc = mc_command("mc", 2, command);
+        let pod = Pod::new(&mc);
+        let out = pod.run("lead.sh", &[]);
+        assert_ok(&out);
+        let calls = pod.flux_calls();
+        assert_eq!(calls.len(), 2, "{command:?}: {calls:?}");
+        let submit = with_tail(strs(&["submit", "-n1", "--quiet", "--watch"]), &argv);
+        assert_eq!(calls[1], submit, "command {command:?}");
+        // The same argv is the tail of the initial program given to flux start.
+        assert!(calls[0].ends_with(&argv), "{command:?}: {:?}", calls[0]);
+    }
+}
+
+#[test]
+fn environment_values_are_data() {
+    let values = [
+        "it's \"quoted\"",
+        "$HOME ${X} $(id) `id`",
+        "*.txt ?",
+        "two\nlines\n",
+        "héllo 🚀",
+        "trailing\\",
+        "-n",
+        "",
+    ];
+    let mut mc = mc_command("mc", 2, "true");
+    for (i, v) in values.iter().enumerate() {
+        mc.spec
+            .flux
+            .environment
+            .insert(format!("V{i}"), v.to_string());
+    }
+    let pod = Pod::new(&mc);
+    let names: Vec<String> = (0..values.len()).map(|i| format!("V{i}")).collect();
+    assert_ok(&pod.run("lead.sh", &[("FAKE_FLUX_SHOW_ENV", &names.join(" "))]));
+    let seen = pod.env_seen();
+    for (i, v) in values.iter().enumerate() {
+        assert_eq!(seen[&format!("V{i}")], *v, "flux.environment V{i}");
+    }
+}
+
+#[test]
+fn submit_command_and_option_flags() {
+    let mut mc = mc_command("mc", 2, "hostname");
+    mc.spec.tasks = 2;
+    mc.spec.flux.submit_command = "flux run".into();
+    mc.spec.flux.option_flags = "-o cpu-affinity=per-task --setattr='x=a b'".into();
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run("lead.sh", &[]));
+    let run = strs(&[
+        "run",
+        "-N2",
+        "-n2",
+        "-o",
+        "cpu-affinity=per-task",
+        "--setattr=x=a b",
+        "hostname",
+    ]);
+    assert_eq!(pod.flux_calls()[1], run);
+
+    mc.spec.flux.submit_command = "flux submit --cc=1-2".into();
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run("lead.sh", &[]));
+    let submit = strs(&[
+        "submit",
+        "--cc=1-2",
+        "-N2",
+        "-n2",
+        "-o",
+        "cpu-affinity=per-task",
+        "--setattr=x=a b",
+        "--quiet",
+        "--watch",
+        "hostname",
+    ]);
+    assert_eq!(pod.flux_calls()[1], submit);
+}
+
+#[test]
+fn batch_submits_each_line_and_waits_for_all() {
+    let mut mc = mc_command("mc", 3, "");
+    let pod0 = Pod::new(&mc); // only for a logs path inside a temporary directory
+    let logs = pod0.root.join("logs").display().to_string();
+    mc.spec.containers[0].command =
+        "hostname\n\n  echo 'a b' | wc -c\n# a comment\nsleep 1\n".into();
+    mc.spec.containers[0].batch = true;
+    mc.spec.containers[0].logs = logs.clone();
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run("lead.sh", &[]));
+    let batch_file = format!("{}/batch.sh", pod.config_dir());
+    let batch = vec![
+        s("batch"),
+        s("-n1"),
+        s("--flags=waitable"),
+        format!("--output={logs}/flux-batch-{{{{id}}}}.out"),
+        batch_file.clone(),
+    ];
+    let job = |i: usize, argv: &[&str]| {
+        with_tail(
+            vec![
+                s("submit"),
+                s("--flags=waitable"),
+                format!("--output={logs}/job-{i}.out"),
+                format!("--error={logs}/job-{i}.err"),
+            ],
+            &strs(argv),
+        )
+    };
+    let program = strs(&[
+        "bash",
+        "-c",
+        r#"flux batch "$@" && flux job wait --all"#,
+        "flux-batch",
+    ])
+    .into_iter()
+    .chain(batch[1..].to_vec());
+    assert_eq!(
+        pod.flux_calls(),
+        vec![
+            pod.start(&[]).into_iter().chain(program).collect(),
+            batch,
+            job(0, &["hostname"]),
+            job(1, &["bash", "-c", "  echo 'a b' | wc -c"]),
+            job(2, &["sleep", "1"]),
+            strs(&["job", "wait", "--all"]),
+            strs(&["job", "wait", "--all"]),
+        ]
+    );
+    assert!(Path::new(&logs).is_dir(), "the logs directory is created");
+}
+
+#[test]
+fn batch_raw_runs_the_script_verbatim() {
+    let mut mc = mc_command(
+        "mc",
+        2,
+        "flux submit -N2 hostname\nflux submit echo \"$HOME\"\nflux queue idle\n",
+    );
+    mc.spec.tasks = 0;
+    mc.spec.containers[0].batch = true;
+    mc.spec.containers[0].batch_raw = true;
+    let pod0 = Pod::new(&mc);
+    let logs = pod0.root.join("logs").display().to_string();
+    mc.spec.containers[0].logs = logs.clone();
+    let pod = Pod::new(&mc);
+    let script = std::fs::read_to_string(pod.config.join("batch.sh")).unwrap();
+    assert_eq!(
+        script,
+        format!("#!/bin/bash\n{}", mc.spec.containers[0].command)
+    );
+    assert_ok(&pod.run("lead.sh", &[]));
+    let calls = pod.flux_calls();
+    assert_eq!(calls[1][..2], strs(&["batch", "-N2"]));
+    assert_eq!(
+        calls[2..],
+        [
+            strs(&["submit", "-N2", "hostname"]),
+            strs(&["submit", "echo", "/home/fake-home"]),
+            strs(&["queue", "idle"]),
+            strs(&["job", "wait", "--all"]),
+        ]
+    );
+}
+
+#[test]
+fn launcher_is_the_initial_program() {
+    let mut mc = mc_command("mc", 2, "flux workflow-tool --jobs 'two words'");
+    mc.spec.containers[0].launcher = true;
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run("lead.sh", &[]));
+    let tool = strs(&["workflow-tool", "--jobs", "two words"]);
+    let program = with_tail(vec![s("flux")], &tool);
+    assert_eq!(
+        pod.flux_calls(),
+        vec![with_tail(pod.start(&[]), &program), tool]
+    );
+}
+
+#[test]
+fn interactive_or_no_command_keeps_the_lead_up() {
+    let mut interactive = mc_command("mc", 2, "hostname");
+    interactive.spec.interactive = true;
+    for mc in [
+        interactive,
+        mc_command("mc", 2, ""),
+        mc_command("mc", 2, "  \n"),
+    ] {
+        let pod = Pod::new(&mc);
+        assert_ok(&pod.run("lead.sh", &[]));
+        let mut start = strs(&["start", "-o", "--config"]);
+        start.push(pod.config_dir());
+        start.extend(strs(&[
+            "-Slog-stderr-level=6",
+            "-Slog-stderr-mode=local",
+            "-Sbroker.rc2_none=1",
+        ]));
+        start.push(format!("-Slocal-uri=local://{}/local", pod.run.display()));
+        assert_eq!(pod.flux_calls(), vec![start]);
+    }
+}
+
+#[test]
+fn commands_script_is_the_job() {
+    let mut mc = mc_command("mc", 2, "");
+    mc.spec.containers[0].commands.script = "#!/bin/bash\necho \"$@\" 'quoted $x'\n".into();
+    let pod = Pod::new(&mc);
+    assert_eq!(
+        std::fs::read_to_string(pod.config.join("script.sh")).unwrap(),
+        mc.spec.containers[0].commands.script
+    );
+    assert_ok(&pod.run("lead.sh", &[]));
+    let script = format!("{}/script.sh", pod.config_dir());
+    assert_eq!(
+        pod.flux_calls()[1],
+        strs(&["submit", "-n1", "--quiet", "--watch", "bash", &script])
+    );
+}
+
+fn hooked(mc: &mut MiniCluster) {
+    let c = &mut mc.spec.containers[0].commands;
+    c.init = "flux hook init".into();
+    c.pre = "flux hook pre\nexport FROM_HOOK='set by pre'".into();
+    c.broker_pre = "flux hook broker-pre".into();
+    c.worker_pre = "flux hook worker-pre".into();
+    c.post = "flux hook post \"$FROM_HOOK\"".into();
+}
+
+#[test]
+fn hooks_run_in_order_around_the_broker() {
+    let mut mc = mc_command("mc", 2, "hostname");
+    hooked(&mut mc);
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run("lead.sh", &[("FAKE_FLUX_SHOW_ENV", "FROM_HOOK")]));
+    let submit = strs(&["submit", "-n1", "--quiet", "--watch", "hostname"]);
+    assert_eq!(
+        pod.flux_calls(),
+        vec![
+            strs(&["hook", "init"]),
+            strs(&["hook", "pre"]),
+            strs(&["hook", "broker-pre"]),
+            with_tail(pod.start(&["flux"]), &submit),
+            submit,
+            strs(&["hook", "post", "set by pre"]),
+        ]
+    );
+    // A hook's exports reach the broker.
+    assert_eq!(pod.env_seen()["FROM_HOOK"], "set by pre");
+
+    let pod = Pod::new(&mc);
+    pod.run("worker.sh", &[])
+        .status
+        .success()
+        .then_some(())
+        .unwrap();
+    assert_eq!(
+        pod.flux_calls(),
+        vec![
+            strs(&["hook", "init"]),
+            strs(&["hook", "pre"]),
+            strs(&["hook", "worker-pre"]),
+            pod.start(&[]),
+            strs(&["hook", "post", "set by pre"]),
+        ]
+    );
+}
+
+#[test]
+fn strict_mode_stops_at_the_first_failing_hook() {
+    let mut mc = mc_command("mc", 2, "hostname");
+    hooked(&mut mc);
+    mc.spec.containers[0].commands.pre = "flux hook pre\nfalse\nflux hook after-false".into();
+    mc.spec.logging.strict = true;
+    for script in ["lead.sh", "worker.sh"] {
+        let pod = Pod::new(&mc);
+        let out = pod.run(script, &[]);
+        assert!(!out.status.success(), "{script} must fail");
+        assert_eq!(
+            pod.flux_calls(),
+            vec![strs(&["hook", "init"]), strs(&["hook", "pre"])],
+            "{script}"
+        );
+    }
+    // Without strict, the entrypoint goes on.
+    mc.spec.logging.strict = false;
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run("lead.sh", &[]));
+    let calls = pod.flux_calls();
+    assert_eq!(calls[2], strs(&["hook", "after-false"]));
+    assert_eq!(calls[3], strs(&["hook", "broker-pre"]));
+    assert_eq!(calls[4][0], "start");
+}
+
+#[test]
+fn a_broken_hook_does_not_break_the_entrypoint() {
+    let mut mc = mc_command("mc", 2, "hostname");
+    mc.spec.containers[0].commands.pre = "if then fi (((\n'unterminated".into();
+    mc.spec.containers[0].commands.post = "flux hook post".into();
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run("lead.sh", &[]));
+    let calls = pod.flux_calls();
+    assert_eq!(calls[0][0], "start");
+    assert_eq!(calls[2], strs(&["hook", "post"]));
+}
+
+#[test]
+fn the_lead_exits_with_the_jobs_status_after_post() {
+    let mut mc = mc_command("mc", 2, "hostname");
+    mc.spec.containers[0].commands.post = "flux hook post".into();
+    let pod = Pod::new(&mc);
+    let out = pod.run("lead.sh", &[("FAKE_FLUX_RC_submit", "3")]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(pod.flux_calls().last().unwrap(), &strs(&["hook", "post"]));
+}
+
+#[test]
+fn options_prefix_wrap_timed_debug_zeromq_quorum() {
+    let mut mc = mc_command("mc", 3, "hostname");
+    mc.spec.max_size = Some(6);
+    mc.spec.flux.log_level = 7;
+    mc.spec.flux.wrap = "strace,-f".into();
+    mc.spec.containers[0].commands.prefix = "env PREFIXED='yes it is'".into();
+    mc.spec.logging.timed = true;
+    mc.spec.logging.debug = true;
+    mc.spec.logging.zeromq = true;
+    let pod = Pod::new(&mc);
+    let out = pod.run("lead.sh", &[("FAKE_FLUX_SHOW_ENV", "PREFIXED")]);
+    assert_ok(&out);
+    let calls = pod.flux_calls();
+    let submit = strs(&["submit", "-n1", "--quiet", "--watch", "-vvv", "hostname"]);
+    let mut start = strs(&["start", "--wrap=strace,-f", "-o", "--config"]);
+    start.push(pod.config_dir());
+    start.extend(strs(&[
+        "-Slog-stderr-level=7",
+        "-Slog-stderr-mode=local",
+        "-Sbroker.quorum=3",
+        "-Stbon.zmqdebug=1",
+    ]));
+    start.push(format!("-Slocal-uri=local://{}/local", pod.run.display()));
+    start.extend(strs(&[
+        "bash",
+        "-c",
+        r#"TIMEFORMAT="FLUXTIME $1 wall time %3lR"; shift; time "$@""#,
+        "flux-operator-time",
+        "submit",
+        "flux",
+    ]));
+    start.extend(submit.clone());
+    assert_eq!(calls, vec![start, submit]);
+    assert_eq!(
+        pod.env_seen()["PREFIXED"],
+        "yes it is",
+        "commands.prefix runs before flux start"
+    );
+    let err = stderr(&out);
+    assert!(err.contains("FLUXTIME submit wall time"), "{err}");
+    assert!(err.contains("FLUXTIME flux start wall time"), "{err}");
+    assert!(err.contains("+ "), "debug traces the script: {err}");
+
+    // The follower: same broker options, no prefix, no program.
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run("worker.sh", &[]));
+    let mut start = strs(&["start", "--wrap=strace,-f", "-o", "--config"]);
+    start.push(pod.config_dir());
+    start.extend(strs(&[
+        "-Slog-stderr-level=7",
+        "-Slog-stderr-mode=local",
+        "-Sbroker.quorum=3",
+        "-Stbon.zmqdebug=1",
+    ]));
+    start.push(format!("-Slocal-uri=local://{}/local", pod.run.display()));
+    assert_eq!(pod.flux_calls(), vec![start]);
+}
+
+#[test]
+fn quiet_prints_nothing_of_its_own() {
+    let mut mc = mc_command("mc", 2, "hostname");
+    mc.spec.logging.quiet = true;
+    mc.spec.containers[0].commands.pre = "echo from-hook-stdout".into();
+    let pod = Pod::new(&mc);
+    let out = pod.run("lead.sh", &[]);
+    assert_ok(&out);
+    assert_eq!(stderr(&out), "");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    assert!(pod.flux_calls()[0].contains(&s("-Slog-stderr-level=0")));
+    // Not quiet: the entrypoint explains itself on stderr.
+    mc.spec.logging.quiet = false;
+    let pod = Pod::new(&mc);
+    let out = pod.run("lead.sh", &[]);
+    assert!(stderr(&out).contains("flux-operator: starting the lead broker"));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "from-hook-stdout\n");
+}
+
+#[test]
+fn archive_is_restored_when_it_exists() {
+    let mut mc = mc_command("mc", 2, "hostname");
+    let pod0 = Pod::new(&mc);
+    let archive = pod0.root.join("state archive.tar").display().to_string();
+    mc.spec.archive.path = archive.clone();
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run("lead.sh", &[]));
+    assert!(
+        !pod.flux_calls()[0]
+            .iter()
+            .any(|a| a.starts_with("-Scontent.restore"))
+    );
+    std::fs::write(&archive, "x").unwrap();
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run("lead.sh", &[]));
+    let want = with_tail(
+        pod.start(&[&format!("-Scontent.restore={archive}"), "flux"]),
+        &strs(&["submit", "-n1", "--quiet", "--watch", "hostname"]),
+    );
+    assert_eq!(pod.flux_calls()[0], want);
+    // Followers never restore.
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run("worker.sh", &[]));
+    assert_eq!(pod.flux_calls(), vec![pod.start(&[])]);
+}
+
+#[test]
+fn disable_socket_and_simple_scheduler() {
+    let mut mc = mc_command("mc", 2, "");
+    mc.spec.flux.disable_socket = true;
+    mc.spec.flux.scheduler.simple = true;
+    let pod = Pod::new(&mc);
+    let show = "FLUXION_QMANAGER_RC_NOOP FLUXION_RESOURCE_RC_NOOP FLUX_MODPROBE_DISABLE";
+    assert_ok(&pod.run("lead.sh", &[("FAKE_FLUX_SHOW_ENV", show)]));
+    let mut start = strs(&["start", "-o", "--config"]);
+    start.push(pod.config_dir());
+    start.extend(strs(&[
+        "-Slog-stderr-level=6",
+        "-Slog-stderr-mode=local",
+        "-Sbroker.rc2_none=1",
+    ]));
+    assert_eq!(pod.flux_calls(), vec![start]);
+    let env = pod.env_seen();
+    assert_eq!(env["FLUXION_QMANAGER_RC_NOOP"], "1");
+    assert_eq!(env["FLUXION_RESOURCE_RC_NOOP"], "1");
+    assert_eq!(
+        env["FLUX_MODPROBE_DISABLE"],
+        "sched-fluxion-qmanager,sched-fluxion-resource"
+    );
+}
+
+#[test]
+fn follower_exits_0_when_the_lead_shut_down() {
+    let mc = mc_command("mc", 3, "hostname");
+    let pod = Pod::new(&mc);
+    std::fs::write(&pod.rcs, "0\n").unwrap();
+    assert_ok(&pod.run("worker.sh", &[]));
+    assert_eq!(pod.flux_calls(), vec![pod.start(&[])]);
+
+    // A failing broker is restarted until it exits 0.
+    let pod = Pod::new(&mc);
+    std::fs::write(&pod.rcs, "1\n137\n0\n").unwrap();
+    let out = pod.run("worker.sh", &[]);
+    assert_ok(&out);
+    assert_eq!(
+        pod.flux_calls(),
+        vec![pod.start(&[]), pod.start(&[]), pod.start(&[])]
+    );
+    assert!(stderr(&out).contains("restarting"), "{}", stderr(&out));
+
+    // completeWorkers: whatever the broker's status, the follower completes.
+    let mut mc = mc;
+    mc.spec.flux.complete_workers = true;
+    let pod = Pod::new(&mc);
+    std::fs::write(&pod.rcs, "5\n0\n").unwrap();
+    assert_ok(&pod.run("worker.sh", &[]));
+    assert_eq!(pod.flux_calls(), vec![pod.start(&[])]);
+}
+
+#[test]
+fn the_certificate_copy_is_private() {
+    let mc = mc_command("mc", 2, "hostname");
+    let pod = Pod::new(&mc);
+    for script in ["lead.sh", "worker.sh", "lead.sh"] {
+        // The second lead run finds the 0400 copy of the first and replaces it.
+        assert_ok(&pod.run(script, &[]));
+        let copy = pod.run.join("curve.cert");
+        assert_eq!(std::fs::read_to_string(&copy).unwrap(), CERT);
+        let mode = std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o400, "{script}");
+    }
+    std::fs::remove_file(pod.curve.join("curve.cert")).unwrap();
+    let out = pod.run("lead.sh", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("cannot read"));
+}
+
+#[test]
+fn the_view_puts_flux_on_path_and_python_path() {
+    let mc = mc_command("mc", 2, "hostname");
+    let pod = Pod::new(&mc);
+    // Flux only in the view: the stand-in moves from bin/ to view/view/bin/.
+    let view_bin = pod.view.join("view/bin");
+    std::fs::create_dir_all(&view_bin).unwrap();
+    std::fs::rename(pod.bin.join("flux"), view_bin.join("flux")).unwrap();
+    let site = pod.view.join("view/lib/python3.11/site-packages");
+    std::fs::create_dir_all(&site).unwrap();
+    assert_ok(&pod.run("lead.sh", &[("FAKE_FLUX_SHOW_ENV", "PYTHONPATH")]));
+    assert_eq!(pod.flux_calls().len(), 2);
+    assert_eq!(pod.env_seen()["PYTHONPATH"], site.display().to_string());
+    // No flux anywhere: a clear error, 127.
+    let out = pod.run("lead.sh", &[("FLUX_OPERATOR_VIEW", "")]);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(stderr(&out).contains("flux is not on PATH"));
+}
+
+#[test]
+fn python_path_from_the_spec() {
+    let mut mc = mc_command("mc", 2, "hostname");
+    mc.spec.flux.container.python_path = "/opt/py path/site".into();
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run(
+        "lead.sh",
+        &[("FAKE_FLUX_SHOW_ENV", "PYTHONPATH"), ("PYTHONPATH", "/pre")],
+    ));
+    assert_eq!(pod.env_seen()["PYTHONPATH"], "/pre:/opt/py path/site");
+}
+
+fn with_service(command: &str) -> MiniCluster {
+    let mut mc = mc_command("mc", 2, "hostname");
+    let mut svc = MiniClusterContainer {
+        name: "api".into(),
+        command: command.into(),
+        ..Default::default()
+    };
+    svc.commands.init = "flux hook svc-init".into();
+    svc.commands.service_pre = "flux hook svc-pre".into();
+    mc.spec.services.push(svc);
+    mc
+}
+
+#[test]
+fn sidecar_waits_for_the_socket_then_runs_its_command() {
+    let command = r#"flux hook service "$FLUX_URI" 'it'"'"'s $HOME' "$HOME""#;
+    let mc = with_service(command);
+    let pod = Pod::new(&mc);
+    std::fs::create_dir_all(&pod.run).unwrap();
+    let socket = pod.run.join("local");
+    let mut child = pod
+        .command("sh", "service-api.sh", &[])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the sidecar must wait for the broker socket"
+    );
+    assert_eq!(pod.flux_calls(), vec![strs(&["hook", "svc-init"])]);
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let uri = format!("local://{}", socket.display());
+    assert_eq!(
+        pod.flux_calls(),
+        vec![
+            strs(&["hook", "svc-init"]),
+            strs(&["hook", "svc-pre"]),
+            strs(&["hook", "service", &uri, "it's $HOME", "/home/fake-home"]),
+        ]
+    );
+}
+
+#[test]
+fn sidecar_without_waiting() {
+    let mut mc = with_service("flux hook service");
+    mc.spec.flux.no_wait_socket = true;
+    let pod = Pod::new(&mc);
+    assert!(
+        pod.command("sh", "service-api.sh", &[])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert_eq!(
+        pod.flux_calls().last().unwrap(),
+        &strs(&["hook", "service"])
+    );
+    let mut mc = with_service("flux hook service");
+    mc.spec.flux.disable_socket = true;
+    let pod = Pod::new(&mc);
+    assert!(
+        pod.command("sh", "service-api.sh", &[])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert_eq!(pod.flux_calls().len(), 3);
+}
+
+#[test]
+fn every_example_renders_and_runs() {
+    for (name, mut mc) in super::examples() {
+        // Logs of batch examples go to the test's directory, not the host's.
+        let pod0 = Pod::new(&mc);
+        if mc.spec.containers[0].batch {
+            mc.spec.containers[0].logs = pod0.root.join("logs").display().to_string();
+        }
+        let pod = Pod::new(&mc);
+        assert_ok(&pod.run("lead.sh", &[]));
+        assert_eq!(pod.flux_calls()[0][0], "start", "{name}");
+        let pod = Pod::new(&mc);
+        assert_ok(&pod.run("worker.sh", &[]));
+        let calls = pod.flux_calls();
+        assert_eq!(calls.len(), 1, "{name}: {calls:?}");
+        assert_eq!(calls[0][..4], pod.start(&[])[..4]);
+        assert!(
+            calls[0][4..].iter().all(|a| a.starts_with("-S")),
+            "{name}: a follower has no program: {calls:?}"
+        );
+    }
+}

@@ -1,0 +1,299 @@
+//! The broker config: parsed back as TOML, its hosts expanded and compared with the exact pod
+//! FQDNs JobSet creates, in rank order.
+
+use std::collections::BTreeSet;
+
+use crate::flux::config::{self, expand_hostlist, fqdn, hostnames};
+use crate::flux::{Context, Error};
+
+use super::mc_yaml;
+
+/// The pod FQDNs in rank order, written out independently of the module: JobSet names pods
+/// `<jobset>-<replicatedJob>-<jobIndex>-<podIndex>`; rank 0 is the lead, ranks 1.. the workers.
+fn expected_fqdns(name: &str, sub: &str, ns: &str, max_size: i32, domain: &str) -> Vec<String> {
+    let mut out = vec![format!("{name}-lead-0-0.{sub}.{ns}.svc.{domain}")];
+    for i in 0..max_size - 1 {
+        out.push(format!("{name}-workers-0-{i}.{sub}.{ns}.svc.{domain}"));
+    }
+    out
+}
+
+/// Resolves `default_connect` for every expanded host entry, as Flux does (`%h`, `%p`, `%%`).
+fn connect_fqdns(table: &toml::Table) -> Vec<String> {
+    let boot = table["bootstrap"].as_table().unwrap();
+    let port = boot["default_port"].as_integer().unwrap();
+    let connect = boot["default_connect"].as_str().unwrap();
+    let mut out = Vec::new();
+    for entry in boot["hosts"].as_array().unwrap() {
+        let entry = entry.as_table().unwrap();
+        for host in expand_hostlist(entry["host"].as_str().unwrap()).unwrap() {
+            let uri = connect
+                .replace("%h", &host)
+                .replace("%p", &port.to_string())
+                .replace("%%", "%");
+            let addr = uri.strip_prefix("tcp://").unwrap();
+            let (dns, p) = addr.rsplit_once(':').unwrap();
+            assert_eq!(p, port.to_string());
+            out.push(dns.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn hosts_are_the_pod_fqdns_in_rank_order() {
+    // (name, namespace, headlessName, size, maxSize, domain)
+    let cases = [
+        ("mc", "default", "", 1, None, "cluster.local"),
+        ("mc", "default", "", 2, None, "cluster.local"),
+        ("flux-sample", "team-a", "", 4, Some(8), "cluster.local"),
+        ("lammps", "hpc", "net", 3, Some(3), "k8s.example.org"),
+        ("big", "ns1", "", 12, Some(120), "corp.internal"),
+        ("one", "x", "", 1, Some(2), "c.local"),
+    ];
+    for (name, ns, headless, size, max, domain) in cases {
+        let mut spec = format!("size: {size}\ncontainers:\n- image: app\n");
+        if let Some(m) = max {
+            spec.push_str(&format!("maxSize: {m}\n"));
+        }
+        if !headless.is_empty() {
+            spec.push_str(&format!("network:\n  headlessName: {headless}\n"));
+        }
+        let mc = mc_yaml(name, ns, &spec);
+        let ctx = Context {
+            cluster_domain: domain.into(),
+        };
+        let text = crate::flux::config::broker_toml(&mc, &ctx).unwrap();
+        let table: toml::Table = text
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}: not TOML: {e}\n{text}"));
+        let sub = if headless.is_empty() { name } else { headless };
+        let max_size = max.unwrap_or(size);
+        let want = expected_fqdns(name, sub, ns, max_size, domain);
+        assert_eq!(
+            connect_fqdns(&table),
+            want,
+            "{name}: hosts in the TOML\n{text}"
+        );
+        assert_eq!(want.len(), max_size as usize);
+        // hostnames() agrees, and is what fqdn() qualifies.
+        let qualified: Vec<String> = hostnames(&mc)
+            .iter()
+            .map(|h| fqdn(h, sub, ns, domain))
+            .collect();
+        assert_eq!(qualified, want);
+        // Compact: one entry for the lead, one hostlist for all workers.
+        let hosts = table["bootstrap"]["hosts"].as_array().unwrap();
+        assert_eq!(
+            hosts.len(),
+            if max_size == 1 { 1 } else { 2 },
+            "{name}: {hosts:?}"
+        );
+        assert_eq!(
+            table["bootstrap"]["default_bind"].as_str(),
+            Some("tcp://*:%p")
+        );
+        assert_eq!(table["bootstrap"]["default_port"].as_integer(), Some(8050));
+    }
+}
+
+#[test]
+fn host_entries_are_compact_hostlists() {
+    let mc = mc_yaml("mc", "default", "size: 8\ncontainers:\n- image: app");
+    let hosts: Vec<String> = config::host_entries(&mc)
+        .into_iter()
+        .map(|h| h.host)
+        .collect();
+    assert_eq!(hosts, ["mc-lead-0-0", "mc-workers-0-[0-6]"]);
+    let mc = mc_yaml("mc", "default", "size: 2\ncontainers:\n- image: app");
+    let hosts: Vec<String> = config::host_entries(&mc)
+        .into_iter()
+        .map(|h| h.host)
+        .collect();
+    assert_eq!(hosts, ["mc-lead-0-0", "mc-workers-0-0"]);
+    let mc = mc_yaml("mc", "default", "size: 1\ncontainers:\n- image: app");
+    let hosts: Vec<String> = config::host_entries(&mc)
+        .into_iter()
+        .map(|h| h.host)
+        .collect();
+    assert_eq!(hosts, ["mc-lead-0-0"]);
+}
+
+#[test]
+fn expand_hostlist_follows_rfc29() {
+    assert_eq!(expand_hostlist("a").unwrap(), ["a"]);
+    assert_eq!(expand_hostlist("w-[0-2]").unwrap(), ["w-0", "w-1", "w-2"]);
+    assert_eq!(expand_hostlist("w[1,3-4]x").unwrap(), ["w1x", "w3x", "w4x"]);
+    assert_eq!(expand_hostlist("n[08-10]").unwrap(), ["n08", "n09", "n10"]);
+    assert!(expand_hostlist("w[3-1]").is_err());
+    assert!(expand_hostlist("w[1").is_err());
+}
+
+#[test]
+fn only_allowed_bootstrap_keys() {
+    let mut mc = mc_yaml("mc", "ns", "size: 3\nmaxSize: 5\ncontainers:\n- image: app");
+    mc.spec.flux.topology = "kary:2".into();
+    let table: toml::Table = config::broker_toml(&mc, &super::ctx())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let allowed: BTreeSet<&str> = [
+        "hosts",
+        "curve_cert",
+        "default_port",
+        "default_bind",
+        "default_connect",
+        "enable_ipv6",
+    ]
+    .into();
+    let boot = table["bootstrap"].as_table().unwrap();
+    for key in boot.keys() {
+        assert!(
+            allowed.contains(key.as_str()),
+            "[bootstrap] key {key} is not allowed by Flux"
+        );
+    }
+    for entry in boot["hosts"].as_array().unwrap() {
+        for key in entry.as_table().unwrap().keys() {
+            assert!(
+                ["host", "bind", "connect", "parent"].contains(&key.as_str()),
+                "host entry key {key}"
+            );
+        }
+    }
+    assert_eq!(
+        boot["curve_cert"].as_str(),
+        Some(crate::flux::CURVE_PRIVATE_PATH)
+    );
+    // Only tables Flux accepts.
+    let tables: BTreeSet<&str> = table.keys().map(String::as_str).collect();
+    assert_eq!(tables, ["access", "bootstrap", "tbon"].into());
+    assert_eq!(table["tbon"]["topo"].as_str(), Some("kary:2"));
+    assert_eq!(table["tbon"]["connect_timeout"].as_str(), Some("5s"));
+    assert_eq!(table["access"]["allow-guest-user"].as_bool(), Some(true));
+    assert_eq!(table["access"]["allow-root-owner"].as_bool(), Some(true));
+}
+
+#[test]
+fn connect_uses_subdomain_namespace_and_domain() {
+    let mc = mc_yaml(
+        "mc",
+        "science",
+        "size: 2\ncontainers:\n- image: app\nnetwork:\n  headlessName: flux-net",
+    );
+    let cfg = config::broker_config(
+        &mc,
+        &Context {
+            cluster_domain: "cluster.example.".into(),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        cfg.bootstrap.default_connect,
+        "tcp://%h.flux-net.science.svc.cluster.example:%p"
+    );
+    // spec.network.clusterDomain wins over the operator's.
+    let mut mc = mc;
+    mc.spec.network.cluster_domain = "other.domain".into();
+    let cfg = config::broker_config(
+        &mc,
+        &Context {
+            cluster_domain: "cluster.local".into(),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        cfg.bootstrap.default_connect,
+        "tcp://%h.flux-net.science.svc.other.domain:%p"
+    );
+}
+
+#[test]
+fn cluster_domain_is_never_assumed() {
+    let mc = mc_yaml("mc", "default", "size: 2\ncontainers:\n- image: app");
+    let err = config::broker_config(
+        &mc,
+        &Context {
+            cluster_domain: String::new(),
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::ClusterDomain { .. }), "{err}");
+    let mut mc = mc;
+    mc.spec.network.cluster_domain = "bad domain".into();
+    let err = config::broker_config(&mc, &super::ctx()).unwrap_err();
+    assert_eq!(err.field(), Some("spec.network.clusterDomain"));
+}
+
+#[test]
+fn queue_policy_and_simple_scheduler() {
+    let mut mc = mc_yaml(
+        "mc",
+        "default",
+        "size: 2\ncontainers:\n- image: app\nflux:\n  scheduler:\n    queuePolicy: easy",
+    );
+    let table: toml::Table = config::broker_toml(&mc, &super::ctx())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        table["sched-fluxion-qmanager"]["queue-policy"].as_str(),
+        Some("easy")
+    );
+    mc.spec.flux.scheduler.simple = true;
+    let table: toml::Table = config::broker_toml(&mc, &super::ctx())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(!table.contains_key("sched-fluxion-qmanager"));
+}
+
+#[test]
+fn quorum_when_max_size_exceeds_size() {
+    let mc = mc_yaml(
+        "mc",
+        "default",
+        "size: 3\nmaxSize: 6\ncontainers:\n- image: app",
+    );
+    assert_eq!(config::quorum(&mc), Some(3));
+    let mc = mc_yaml(
+        "mc",
+        "default",
+        "size: 3\nmaxSize: 6\nminSize: 2\ncontainers:\n- image: app",
+    );
+    assert_eq!(config::quorum(&mc), Some(2));
+    let mc = mc_yaml("mc", "default", "size: 3\ncontainers:\n- image: app");
+    assert_eq!(config::quorum(&mc), None);
+}
+
+#[test]
+fn broker_config_replaces_the_generated_one_whole() {
+    let mut mc = mc_yaml("mc", "default", "size: 2\ncontainers:\n- image: app");
+    mc.spec.flux.broker_config = "[bootstrap]\ncurve_cert = \"/x\"\n".into();
+    let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+    assert_eq!(data["broker.toml"], mc.spec.flux.broker_config);
+    mc.spec.flux.broker_config = "[bootstrap\n".into();
+    let err = crate::flux::config_map_data(&mc, &super::ctx()).unwrap_err();
+    assert_eq!(err.field(), Some("spec.flux.brokerConfig"));
+}
+
+#[test]
+fn the_config_map_has_one_toml_file() {
+    // Flux reads every *.toml of its config directory, which also holds the scripts.
+    let mut mc = mc_yaml(
+        "mc",
+        "default",
+        "size: 2\ncontainers:\n- image: app\n  command: hostname\n  batch: true",
+    );
+    mc.spec.containers[0].commands.pre = "echo".into();
+    let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let tomls: Vec<&String> = data.keys().filter(|k| k.ends_with(".toml")).collect();
+    assert_eq!(tomls, ["broker.toml"]);
+    for key in data.keys() {
+        assert!(
+            key.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)),
+            "bad ConfigMap key {key}"
+        );
+    }
+}

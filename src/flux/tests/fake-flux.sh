@@ -1,0 +1,68 @@
+#!/bin/bash
+# A stand-in for `flux` in the behaviour tests. It is NOT Flux: it records how it was called
+# and does the least a real flux would do, so the tests can check the entrypoints' decisions
+# (which flux commands, with which exact arguments, in which order).
+#
+# Every call appends one record to $FAKE_FLUX_LOG: the argument count, then each argument,
+# all NUL-terminated (arguments may contain anything but NUL).
+#
+# Behaviour:
+#   flux start [--wrap=W] -o --config DIR [-S...] [PROGRAM...]
+#       records the call, then the variables named in $FAKE_FLUX_SHOW_ENV as
+#       ("env", NAME, VALUE) records; runs PROGRAM if given and exits with its status,
+#       otherwise (a broker without a program) exits with the next status from the
+#       file $FAKE_FLUX_START_RCS (one per line; 0 when the file is missing or used up).
+#   flux batch ... SCRIPT   runs SCRIPT with bash (like the batch job would), exits with its status.
+#   flux <anything else>    exits with $FAKE_FLUX_RC_<subcommand> (default 0).
+
+record() {
+    {
+        printf '%d\0' "$#"
+        printf '%s\0' "$@"
+    } >>"$FAKE_FLUX_LOG"
+}
+
+record "$@"
+
+case "${1-}" in
+start)
+    shift
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --wrap=*) shift ;;
+        -o)
+            # `-o --config DIR`: flux start takes `--config` as -o's value, DIR goes to the broker.
+            shift 3
+            ;;
+        -S*) shift ;;
+        *) break ;;
+        esac
+    done
+    for name in ${FAKE_FLUX_SHOW_ENV-}; do
+        if [ -n "${!name+set}" ]; then
+            record env "$name" "${!name}"
+        else
+            record env "$name" "<unset>"
+        fi
+    done
+    if [ $# -gt 0 ]; then
+        "$@"
+        exit $?
+    fi
+    rc=0
+    if [ -n "${FAKE_FLUX_START_RCS-}" ] && [ -s "$FAKE_FLUX_START_RCS" ]; then
+        rc=$(head -n 1 "$FAKE_FLUX_START_RCS")
+        tail -n +2 "$FAKE_FLUX_START_RCS" >"$FAKE_FLUX_START_RCS.next"
+        mv "$FAKE_FLUX_START_RCS.next" "$FAKE_FLUX_START_RCS"
+    fi
+    exit "$rc"
+    ;;
+batch)
+    bash "${!#}"
+    exit $?
+    ;;
+*)
+    var="FAKE_FLUX_RC_${1//-/_}"
+    exit "${!var:-0}"
+    ;;
+esac
