@@ -41,8 +41,8 @@
 //! - single command: `flux submit -N<size> -n<tasks> <optionFlags> --quiet --watch [-vvv] CMD`
 //!   (`flux.submitCommand` replaces `flux submit`; `--quiet --watch` are only added for a
 //!   `flux submit` command). `-n tasks`, plus `-N size` when tasks >= size; tasks 0: `-N size`.
-//! - `batch`: `bash -c 'flux batch "$@" && flux job wait --all' flux-batch -N.. -n..
-//!   <optionFlags> --flags=waitable --output=<logs>/flux-batch-{{id}}.out <CONFIG>/batch.sh`;
+//! - `batch`: `bash -c 'flux batch "$@" && flux job wait --all' flux-batch -N<size>
+//!   [-n<tasks> when tasks >= size] <optionFlags> --flags=waitable --output=<logs>/flux-batch-{{id}}.out <CONFIG>/batch.sh`;
 //!   `batch.sh` has one `flux submit --flags=waitable --output=<logs>/job-<i>.out
 //!   --error=<logs>/job-<i>.err CMD` per non-blank, non-comment line, then `flux job wait
 //!   --all`. `logs` defaults to [`scripts::DEFAULT_BATCH_LOGS`] and is created on every pod.

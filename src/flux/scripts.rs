@@ -139,6 +139,16 @@ pub fn node_task_flags(size: i32, tasks: i32) -> Vec<String> {
     }
 }
 
+/// `-N`/`-n` for the batch job: always the whole cluster (`-N size`, whole nodes), plus
+/// `-n tasks` when tasks >= size. (`-n1` alone would squeeze every line onto one core.)
+pub fn batch_flags(size: i32, tasks: i32) -> Vec<String> {
+    let mut flags = vec![format!("-N{size}")];
+    if tasks >= size {
+        flags.push(format!("-n{tasks}"));
+    }
+    flags
+}
+
 /// The job's argv as shell words for the generated scripts (quoted literals, or the
 /// ConfigMap's `script.sh` run by bash).
 fn job_words(c: &MiniClusterContainer) -> Vec<String> {
@@ -228,7 +238,7 @@ fn program_lines(
             ]
             .map(String::from)
             .to_vec();
-            words.extend(node_task_flags(mc.spec.size, mc.spec.tasks));
+            words.extend(batch_flags(mc.spec.size, mc.spec.tasks));
             words.extend(option_flags);
             words.push("--flags=waitable".into());
             words.push(format!(

@@ -191,6 +191,11 @@ fn tasks_decide_n_and_big_n() {
     assert_eq!(node_task_flags(4, 4), ["-N4", "-n4"]);
     assert_eq!(node_task_flags(4, 16), ["-N4", "-n16"]);
     assert_eq!(node_task_flags(4, 0), ["-N4"]);
+    use crate::flux::scripts::batch_flags;
+    assert_eq!(batch_flags(3, 1), ["-N3"]);
+    assert_eq!(batch_flags(3, 0), ["-N3"]);
+    assert_eq!(batch_flags(3, 3), ["-N3", "-n3"]);
+    assert_eq!(batch_flags(3, 12), ["-N3", "-n12"]);
     for (tasks, flags) in [(0, vec!["-N3"]), (2, vec!["-n2"]), (6, vec!["-N3", "-n6"])] {
         let mut mc = mc_command("mc", 3, "true");
         mc.spec.tasks = tasks;
@@ -344,7 +349,7 @@ fn batch_submits_each_line_and_waits_for_all() {
     let batch_file = format!("{}/batch.sh", pod.config_dir());
     let batch = vec![
         s("batch"),
-        s("-n1"),
+        s("-N3"),
         s("--flags=waitable"),
         format!("--output={logs}/flux-batch-{{{{id}}}}.out"),
         batch_file.clone(),
