@@ -2,7 +2,7 @@
 //!
 //! Every decision (mode, argv, options, which hooks exist) is made here in Rust and handed to
 //! the templates as already-quoted shell words; the templates only lay the script out. User
-//! text reaches a script only through [`quote`](super::command::quote) (commands, values) or
+//! text reaches a script only through [`quote`] (commands, values) or
 //! as a file of its own (hooks, scripts, batch scripts), never as raw script text.
 
 use std::collections::BTreeMap;
