@@ -145,13 +145,19 @@ pub struct ReplicatedJobStatus {
 impl JobSet {
     /// Whether a condition of this type is True.
     pub fn condition_true(&self, type_: &str) -> bool {
-        self.status
-            .as_ref()
-            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == type_ && c.status == "True"))
+        self.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == type_ && c.status == "True")
+        })
     }
 
     /// The condition of this type, if any.
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
-        self.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)
+        self.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
     }
 }

@@ -39,9 +39,15 @@ fn main() -> anyhow::Result<()> {
             print!("{}", api::crd_yaml()?);
             Ok(())
         }
-        Command::Render { file, cluster_domain, files } => cli::render(&file, &cluster_domain, files),
+        Command::Render {
+            file,
+            cluster_domain,
+            files,
+        } => cli::render(&file, &cluster_domain, files),
         Command::Run(config) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
             runtime.block_on(flux_operator::controller::run(*config))
         }
     }

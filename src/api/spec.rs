@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use garde::Validate;
 use k8s_openapi::api::core::v1::{
-    PodResourceClaim, PodSecurityContext, ResourceRequirements, SecurityContext, Toleration,
+    EnvVar, EnvVarSource, PodResourceClaim, PodSecurityContext, ResourceRequirements,
+    SecretKeySelector, SecurityContext, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::{CustomResource, KubeSchema};
@@ -198,7 +199,9 @@ fn default_deadline() -> i64 {
 }
 
 /// When the followers start.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
 pub enum StartupOrder {
     /// All brokers start at once; followers retry until the lead answers.
     #[default]
@@ -314,6 +317,30 @@ pub struct MiniClusterContainer {
     pub commands: Commands,
 }
 
+impl MiniClusterContainer {
+    /// The container's environment: `environment` as values, `secrets` as Secret key refs.
+    pub fn env_vars(&self) -> Vec<EnvVar> {
+        let plain = self.environment.iter().map(|(k, v)| EnvVar {
+            name: k.clone(),
+            value: Some(v.clone()),
+            value_from: None,
+        });
+        let secret = self.secrets.iter().map(|(k, s)| EnvVar {
+            name: k.clone(),
+            value: None,
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: s.name.clone(),
+                    key: s.key.clone(),
+                    optional: None,
+                }),
+                ..EnvVarSource::default()
+            }),
+        });
+        plain.chain(secret).collect()
+    }
+}
+
 fn default_app_image() -> String {
     DEFAULT_APP_IMAGE.to_string()
 }
@@ -427,7 +454,9 @@ pub struct ContainerVolume {
 }
 
 /// The brokers' network.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema, Validate)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema, Validate,
+)]
 #[serde(rename_all = "camelCase")]
 #[garde(allow_unvalidated)]
 pub struct Network {
@@ -476,7 +505,9 @@ pub struct MiniClusterArchive {
 }
 
 /// Pod-level settings of the broker pods.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema, Validate)]
+#[derive(
+    Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema, Validate,
+)]
 #[serde(rename_all = "camelCase")]
 #[garde(allow_unvalidated)]
 pub struct PodSpec {
@@ -779,7 +810,8 @@ fn dns_label_or_empty(value: &str, _: &()) -> garde::Result {
 pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -802,6 +834,8 @@ fn absolute_path_or_empty(value: &str, _: &()) -> garde::Result {
     if value.is_empty() || value.starts_with('/') {
         Ok(())
     } else {
-        Err(garde::Error::new(format!("{value:?} must be an absolute path")))
+        Err(garde::Error::new(format!(
+            "{value:?} must be an absolute path"
+        )))
     }
 }

@@ -18,10 +18,16 @@ spec:
 
 #[test]
 fn committed_crd_is_generated_from_the_types() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/crds/flux-framework.org_miniclusters.yaml");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crds/flux-framework.org_miniclusters.yaml"
+    );
     let committed = std::fs::read_to_string(path).expect("crds/ file exists");
     let generated = crd_yaml().expect("CRD serializes");
-    assert!(committed == generated, "crds/ is stale: run `make crds` and commit the result");
+    assert!(
+        committed == generated,
+        "crds/ is stale: run `make crds` and commit the result"
+    );
 }
 
 #[test]
@@ -95,13 +101,30 @@ fn errors_name_the_field() {
     let mut mc = minicluster(HELLO);
     mc.spec.containers[0].volumes.insert(
         "scratch".into(),
-        ContainerVolume { path: "/scratch".into(), claim_name: "a".into(), host_path: "/b".into(), ..Default::default() },
+        ContainerVolume {
+            path: "/scratch".into(),
+            claim_name: "a".into(),
+            host_path: "/b".into(),
+            ..Default::default()
+        },
     );
-    assert!(fields(&mc).contains(&"spec.containers[0].volumes.scratch".to_string()), "{:?}", validate(&mc));
+    assert!(
+        fields(&mc).contains(&"spec.containers[0].volumes.scratch".to_string()),
+        "{:?}",
+        validate(&mc)
+    );
 
     let mut mc = minicluster(HELLO);
-    mc.spec.containers[0].environment.insert("1BAD".into(), "x".into());
-    assert!(fields(&mc).iter().any(|f| f.starts_with("spec.containers[0].environment")), "{:?}", validate(&mc));
+    mc.spec.containers[0]
+        .environment
+        .insert("1BAD".into(), "x".into());
+    assert!(
+        fields(&mc)
+            .iter()
+            .any(|f| f.starts_with("spec.containers[0].environment")),
+        "{:?}",
+        validate(&mc)
+    );
 
     let mut mc = minicluster(HELLO);
     mc.spec.flux.broker_config = "[bootstrap\nhosts = ".into();
@@ -111,8 +134,14 @@ fn errors_name_the_field() {
 #[test]
 fn name_budget_matches_jobset_pod_names() {
     // hello-workers-0-2-abcde: the longest pod of a 4-broker cluster.
-    assert_eq!(longest_pod_name("hello", 4), "hello-workers-0-2-abcde".len());
-    assert_eq!(longest_pod_name("hello", 12), "hello-workers-0-10-abcde".len());
+    assert_eq!(
+        longest_pod_name("hello", 4),
+        "hello-workers-0-2-abcde".len()
+    );
+    assert_eq!(
+        longest_pod_name("hello", 12),
+        "hello-workers-0-10-abcde".len()
+    );
     let name = "a".repeat(47);
     let mut mc = minicluster(HELLO);
     mc.metadata.name = Some(name);

@@ -27,7 +27,10 @@ impl fmt::Display for FieldError {
 }
 
 fn err(field: impl Into<String>, message: impl Into<String>) -> FieldError {
-    FieldError { field: field.into(), message: message.into() }
+    FieldError {
+        field: field.into(),
+        message: message.into(),
+    }
 }
 
 /// All errors in the MiniCluster's spec that the schema cannot express. Empty when valid.
@@ -46,7 +49,10 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
         errors.push(err("spec.size", "must be at least 1"));
     }
     if spec.size > max_size {
-        errors.push(err("spec.size", format!("{} exceeds spec.maxSize {max_size}", spec.size)));
+        errors.push(err(
+            "spec.size",
+            format!("{} exceeds spec.maxSize {max_size}", spec.size),
+        ));
     }
     if max_size > 1 && spec.size < 2 {
         errors.push(err(
@@ -57,7 +63,10 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
     if let Some(min) = spec.min_size
         && min > spec.size
     {
-        errors.push(err("spec.minSize", format!("{min} exceeds spec.size {}", spec.size)));
+        errors.push(err(
+            "spec.minSize",
+            format!("{min} exceeds spec.size {}", spec.size),
+        ));
     }
     let name = mc.name();
     let longest = longest_pod_name(name, max_size);
@@ -84,26 +93,44 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
         let field = format!("spec.containers[{i}]");
         let is_runner = c.run_flux || spec.containers.len() == 1;
         if !is_runner && c.name.is_empty() {
-            errors.push(err(format!("{field}.name"), "a container that does not run Flux needs a name"));
+            errors.push(err(
+                format!("{field}.name"),
+                "a container that does not run Flux needs a name",
+            ));
         }
         check_container(&field, c, &mut names, &reserved, &mut errors);
         if c.launcher && c.batch {
-            errors.push(err(format!("{field}.launcher"), "launcher and batch exclude each other"));
+            errors.push(err(
+                format!("{field}.launcher"),
+                "launcher and batch exclude each other",
+            ));
         }
         if !c.commands.script.is_empty() && !c.command.is_empty() {
-            errors.push(err(format!("{field}.commands.script"), "script and command exclude each other"));
+            errors.push(err(
+                format!("{field}.commands.script"),
+                "script and command exclude each other",
+            ));
         }
         if c.batch_raw && !c.batch {
-            errors.push(err(format!("{field}.batchRaw"), "batchRaw needs batch: true"));
+            errors.push(err(
+                format!("{field}.batchRaw"),
+                "batchRaw needs batch: true",
+            ));
         }
     }
     for (i, s) in spec.services.iter().enumerate() {
         let field = format!("spec.services[{i}]");
         if s.name.is_empty() {
-            errors.push(err(format!("{field}.name"), "service containers need a name"));
+            errors.push(err(
+                format!("{field}.name"),
+                "service containers need a name",
+            ));
         }
         if s.run_flux {
-            errors.push(err(format!("{field}.runFlux"), "service containers do not run Flux"));
+            errors.push(err(
+                format!("{field}.runFlux"),
+                "service containers do not run Flux",
+            ));
         }
         for (hook, value) in [
             ("pre", &s.commands.pre),
@@ -123,7 +150,10 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
     if !spec.flux.broker_config.is_empty()
         && let Err(e) = spec.flux.broker_config.parse::<toml::Table>()
     {
-        errors.push(err("spec.flux.brokerConfig", format!("is not valid TOML: {}", e.message())));
+        errors.push(err(
+            "spec.flux.brokerConfig",
+            format!("is not valid TOML: {}", e.message()),
+        ));
     }
     errors
 }
@@ -137,16 +167,28 @@ fn check_container(
 ) {
     if !c.name.is_empty() {
         if reserved.contains(&c.name.as_str()) {
-            errors.push(err(format!("{field}.name"), format!("{:?} is the flux view init container's name", c.name)));
+            errors.push(err(
+                format!("{field}.name"),
+                format!("{:?} is the flux view init container's name", c.name),
+            ));
         }
         if !names.insert(c.name.clone()) {
-            errors.push(err(format!("{field}.name"), format!("{:?} is used by another container", c.name)));
+            errors.push(err(
+                format!("{field}.name"),
+                format!("{:?} is used by another container", c.name),
+            ));
         }
     }
     for (vname, v) in &c.volumes {
         let vfield = format!("{field}.volumes.{vname}");
         if !super::is_dns_label(vname) {
             errors.push(err(vfield.clone(), "volume names must be DNS labels"));
+        }
+        if crate::flux::pod::RESERVED_VOLUMES.contains(&vname.as_str()) {
+            errors.push(err(
+                vfield.clone(),
+                "this volume name is used by the operator's own volumes",
+            ));
         }
         let sources = [
             !v.claim_name.is_empty(),
@@ -168,10 +210,16 @@ fn check_container(
             ));
         }
         if v.path.is_empty() {
-            errors.push(err(format!("{vfield}.path"), "a volume needs the path to mount it at"));
+            errors.push(err(
+                format!("{vfield}.path"),
+                "a volume needs the path to mount it at",
+            ));
         }
         if !v.empty_dir && (!v.empty_dir_medium.is_empty() || v.empty_dir_size_limit.is_some()) {
-            errors.push(err(vfield, "emptyDirMedium and emptyDirSizeLimit need emptyDir: true"));
+            errors.push(err(
+                vfield,
+                "emptyDirMedium and emptyDirSizeLimit need emptyDir: true",
+            ));
         }
     }
 }
@@ -191,13 +239,22 @@ pub fn unsupported(mc: &MiniCluster) -> Vec<FieldError> {
         || !flux.bursting.hostlist.is_empty()
         || !flux.bursting.clusters.is_empty()
     {
-        out.push(err("spec.flux.bursting", "bursting to external clusters is not supported; the cluster runs without it"));
+        out.push(err(
+            "spec.flux.bursting",
+            "bursting to external clusters is not supported; the cluster runs without it",
+        ));
     }
     if !flux.munge_secret.is_empty() {
-        out.push(err("spec.flux.mungeSecret", "munge keys are only used for bursting, which is not supported"));
+        out.push(err(
+            "spec.flux.mungeSecret",
+            "munge keys are only used for bursting, which is not supported",
+        ));
     }
     if !flux.arch.is_empty() {
-        out.push(err("spec.flux.arch", "ignored: the flux view image decides the architecture"));
+        out.push(err(
+            "spec.flux.arch",
+            "ignored: the flux view image decides the architecture",
+        ));
     }
     out
 }

@@ -43,6 +43,9 @@ mod tests {
 
     #[test]
     fn nothing_outside_a_pod() {
-        assert_eq!(parse_resolv_conf("nameserver 1.1.1.1\nsearch corp.example\n"), None);
+        assert_eq!(
+            parse_resolv_conf("nameserver 1.1.1.1\nsearch corp.example\n"),
+            None
+        );
     }
 }

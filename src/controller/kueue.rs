@@ -11,21 +11,31 @@ use crate::jobset::JobSet;
 
 /// Kueue's Workload (v1beta1, the storage version of the Kueue release we test with).
 pub fn workload_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta1", "Workload"), "workloads")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta1", "Workload"),
+        "workloads",
+    )
 }
 
 /// Whether Kueue's Workload API is served (Kueue is installed).
 pub async fn installed(client: &Client) -> bool {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &workload_resource());
-    api.list_metadata(&ListParams::default().limit(1)).await.is_ok()
+    api.list_metadata(&ListParams::default().limit(1))
+        .await
+        .is_ok()
 }
 
 /// The admission state of the JobSet's Workload, if Kueue made one.
-pub async fn admission(client: &Client, namespace: &str, jobset: &JobSet) -> Result<Option<Admission>, kube::Error> {
+pub async fn admission(
+    client: &Client,
+    namespace: &str,
+    jobset: &JobSet,
+) -> Result<Option<Admission>, kube::Error> {
     let Some(uid) = jobset.metadata.uid.as_deref() else {
         return Ok(None);
     };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &workload_resource());
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &workload_resource());
     let workloads = api.list(&ListParams::default()).await?;
     Ok(workloads
         .items
@@ -35,7 +45,10 @@ pub async fn admission(client: &Client, namespace: &str, jobset: &JobSet) -> Res
 }
 
 fn condition<'a>(data: &'a Value, type_: &str) -> Option<&'a Value> {
-    data["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
+    data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
 }
 
 fn is_true(c: Option<&Value>) -> bool {
@@ -43,7 +56,9 @@ fn is_true(c: Option<&Value>) -> bool {
 }
 
 fn text(c: Option<&Value>, key: &str) -> String {
-    c.and_then(|c| c[key].as_str()).unwrap_or_default().to_string()
+    c.and_then(|c| c[key].as_str())
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Admission from a Workload's conditions (pure).
@@ -52,7 +67,9 @@ pub fn admission_from(data: &Value) -> Admission {
     let reserved = condition(data, "QuotaReserved");
     let evicted = condition(data, "Evicted");
     if is_true(admitted) {
-        let at = admitted.and_then(|c| c["lastTransitionTime"].as_str()).and_then(|t| t.parse::<Timestamp>().ok());
+        let at = admitted
+            .and_then(|c| c["lastTransitionTime"].as_str())
+            .and_then(|t| t.parse::<Timestamp>().ok());
         return Admission {
             admitted: true,
             reason: "Admitted".to_string(),
@@ -64,7 +81,11 @@ pub fn admission_from(data: &Value) -> Admission {
         return Admission {
             admitted: false,
             reason: "Evicted".to_string(),
-            message: format!("evicted by Kueue ({}): {}", text(evicted, "reason"), text(evicted, "message")),
+            message: format!(
+                "evicted by Kueue ({}): {}",
+                text(evicted, "reason"),
+                text(evicted, "message")
+            ),
             admitted_at: None,
         };
     }
@@ -72,7 +93,12 @@ pub fn admission_from(data: &Value) -> Admission {
         m if !m.is_empty() => m,
         _ => "waiting for Kueue to reserve quota".to_string(),
     };
-    Admission { admitted: false, reason: "Pending".to_string(), message, admitted_at: None }
+    Admission {
+        admitted: false,
+        reason: "Pending".to_string(),
+        message,
+        admitted_at: None,
+    }
 }
 
 #[cfg(test)]

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use kube::api::DynamicObject;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
-use kube::api::DynamicObject;
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
@@ -88,13 +88,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let mut leader = None;
     if config.leader_election {
         let identity = config.identity.clone().unwrap_or_else(default_identity);
-        let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &config.lease_name)
-            .with_namespace(&config.lease_namespace)
-            .with_identity(&identity)
-            .with_duration(15)
-            .with_grace(5)
-            .build()
-            .await?;
+        let manager =
+            kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &config.lease_name)
+                .with_namespace(&config.lease_namespace)
+                .with_identity(&identity)
+                .with_duration(15)
+                .with_grace(5)
+                .build()
+                .await?;
         let (mut rx, task) = manager.watch().await;
         tracing::info!(%identity, lease = %config.lease_name, "waiting for leadership");
         health.set_ready(true); // a standby is healthy and ready
@@ -140,14 +141,17 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let labelled = watcher::Config::default().labels(NAME_LABEL);
     let kueue_installed = kueue::installed(&client).await;
     tracing::info!(kueue = kueue_installed, "Kueue Workload API served");
-    let mut controller = Controller::new(scoped::<MiniCluster>(&client, ns), watcher::Config::default())
-        .owns(scoped::<JobSet>(&client, ns), labelled.clone())
-        .watches(scoped::<Pod>(&client, ns), labelled, |pod: Pod| {
-            let ns = pod.namespace();
-            pod.labels()
-                .get(NAME_LABEL)
-                .map(|name| ObjectRef::<MiniCluster>::new(name).within(ns.as_deref().unwrap_or("default")))
-        });
+    let mut controller = Controller::new(
+        scoped::<MiniCluster>(&client, ns),
+        watcher::Config::default(),
+    )
+    .owns(scoped::<JobSet>(&client, ns), labelled.clone())
+    .watches(scoped::<Pod>(&client, ns), labelled, |pod: Pod| {
+        let ns = pod.namespace();
+        pod.labels().get(NAME_LABEL).map(|name| {
+            ObjectRef::<MiniCluster>::new(name).within(ns.as_deref().unwrap_or("default"))
+        })
+    });
     if kueue_installed {
         // A Workload changing (admitted, evicted, still pending for a new reason) wakes the
         // MiniCluster whose JobSet owns it: same name, same namespace.
@@ -156,18 +160,39 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource),
             None => Api::<DynamicObject>::all_with(client.clone(), &resource),
         };
-        controller = controller.watches_with(workloads, resource, watcher::Config::default(), |wl: DynamicObject| {
-            let ns = wl.namespace();
-            wl.owner_references()
-                .iter()
-                .find(|o| o.kind == "JobSet")
-                .map(|o| ObjectRef::<MiniCluster>::new(&o.name).within(ns.as_deref().unwrap_or("default")))
-        });
+        controller = controller.watches_with(
+            workloads,
+            resource,
+            watcher::Config::default(),
+            |wl: DynamicObject| {
+                let ns = wl.namespace();
+                wl.owner_references()
+                    .iter()
+                    .find(|o| o.kind == "JobSet")
+                    .map(|o| {
+                        ObjectRef::<MiniCluster>::new(&o.name)
+                            .within(ns.as_deref().unwrap_or("default"))
+                    })
+            },
+        );
     }
     let controller = controller.graceful_shutdown_on(stop_controller);
     let store = controller.store();
-    let recorder = Recorder::new(client.clone(), Reporter { controller: FIELD_MANAGER.into(), instance: config.identity.clone() });
-    let ctx = Arc::new(Context::new(client, recorder, metrics, cluster_domain, store.clone(), kueue_installed));
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: config.identity.clone(),
+        },
+    );
+    let ctx = Arc::new(Context::new(
+        client,
+        recorder,
+        metrics,
+        cluster_domain,
+        store.clone(),
+        kueue_installed,
+    ));
 
     let ready_flag = health.clone();
     tokio::spawn(async move {
@@ -206,13 +231,14 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},

@@ -17,7 +17,6 @@ use serde_json::json;
 
 use super::status::{self, Observed};
 use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition, validation};
-use crate::flux::curve::Certificate;
 use crate::jobset::JobSet;
 use crate::metrics::{Metrics, PhaseLabels, SharedMetrics};
 use crate::render::{self, Environment};
@@ -88,7 +87,9 @@ impl Error {
 pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     let result = reconcile_inner(&mc, &ctx).await;
-    ctx.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
+    ctx.metrics
+        .reconcile_duration
+        .observe(started.elapsed().as_secs_f64());
     if result.is_ok()
         && let Ok(mut failures) = ctx.failures.lock()
     {
@@ -112,9 +113,12 @@ pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> A
         .unwrap_or(1);
     ctx.metrics
         .reconcile_errors
-        .get_or_create(&crate::metrics::ErrorLabels { reason: error.reason().to_string() })
+        .get_or_create(&crate::metrics::ErrorLabels {
+            reason: error.reason().to_string(),
+        })
         .inc();
-    let delay = Duration::from_secs(1u64 << attempts.min(9).saturating_sub(1)).min(Duration::from_secs(300));
+    let delay = Duration::from_secs(1u64 << attempts.min(9).saturating_sub(1))
+        .min(Duration::from_secs(300));
     tracing::warn!(minicluster = %mc.name_any(), namespace = ?mc.namespace(), %error, ?delay, "reconcile failed; retrying");
     Action::requeue(delay)
 }
@@ -132,26 +136,37 @@ async fn reconcile_inner(mc: &MiniCluster, ctx: &Context) -> Result<Action, Erro
     // 1. What only the operator can check. Nothing is created for an invalid spec.
     let errors = validation::validate(mc);
     if !errors.is_empty() {
-        let message = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        let message = errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
         return invalid_spec(mc, ctx, &message, now).await;
     }
 
     // 2. The certificate, once. A user-supplied one replaces the generated one.
-    let certificate_text = if mc.spec.flux.curve_cert.is_empty() {
-        None
-    } else {
-        match Certificate::parse(&mc.spec.flux.curve_cert) {
-            Ok(_) => Some(mc.spec.flux.curve_cert.clone()),
-            Err(e) => return invalid_spec(mc, ctx, &format!("spec.flux.curveCert: {e}"), now).await,
-        }
-    };
-    ensure_curve_secret(mc, ctx, &ns, certificate_text).await?;
+    if let Err(e) = ensure_curve_secret(mc, ctx, &ns).await {
+        return match e {
+            Error::Certificate(e) if e.field().is_some() => {
+                invalid_spec(mc, ctx, &e.to_string(), now).await
+            }
+            e => Err(e),
+        };
+    }
 
     // 3. Desired state, applied.
-    let desired = render::desired(mc, &ctx.env)?;
+    let desired = match render::desired(mc, &ctx.env) {
+        Ok(d) => d,
+        Err(e) if e.field().is_some() => return invalid_spec(mc, ctx, &e.to_string(), now).await,
+        Err(e) => return Err(e.into()),
+    };
     let params = PatchParams::apply(FIELD_MANAGER);
     Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
-        .patch(&render::config_map_name(mc), &params, &Patch::Apply(&desired.config_map))
+        .patch(
+            &render::config_map_name(mc),
+            &params,
+            &Patch::Apply(&desired.config_map),
+        )
         .await?;
     for svc in &desired.services {
         Api::<Service>::namespaced(ctx.client.clone(), &ns)
@@ -161,20 +176,35 @@ async fn reconcile_inner(mc: &MiniCluster, ctx: &Context) -> Result<Action, Erro
     let jobsets = Api::<JobSet>::namespaced(ctx.client.clone(), &ns);
     let observed = jobsets.get_opt(&name).await?;
     if let Some(existing) = &observed
-        && !existing.owner_references().iter().any(|o| Some(&o.uid) == mc.uid().as_ref())
+        && !existing
+            .owner_references()
+            .iter()
+            .any(|o| Some(&o.uid) == mc.uid().as_ref())
     {
         let message = format!("a JobSet named {name} exists and is not owned by this MiniCluster");
         return invalid_spec(mc, ctx, &message, now).await;
     }
-    let finished = observed.as_ref().is_some_and(|j| j.condition_true("Completed") || j.condition_true("Failed"));
+    let finished = observed
+        .as_ref()
+        .is_some_and(|j| j.condition_true("Completed") || j.condition_true("Failed"));
     let jobset = if finished {
         // A finished JobSet is immutable in practice; leave it as it is.
         observed.clone().unwrap_or_default()
     } else {
         let desired_js = render::jobset::with_observed_suspend(desired.jobset, observed.as_ref());
-        let applied = jobsets.patch(&name, &params, &Patch::Apply(&desired_js)).await?;
+        let applied = jobsets
+            .patch(&name, &params, &Patch::Apply(&desired_js))
+            .await?;
         if observed.is_none() {
-            publish(ctx, mc, EventType::Normal, "Created", "CreateJobSet", format!("Created JobSet {name}")).await;
+            publish(
+                ctx,
+                mc,
+                EventType::Normal,
+                "Created",
+                "CreateJobSet",
+                format!("Created JobSet {name}"),
+            )
+            .await;
         }
         applied
     };
@@ -189,57 +219,102 @@ async fn reconcile_inner(mc: &MiniCluster, ctx: &Context) -> Result<Action, Erro
     } else {
         None
     };
-    let observed = Observed { jobset: Some(&jobset), pods: &pods, admission: admission.clone() };
+    let observed = Observed {
+        jobset: Some(&jobset),
+        pods: &pods,
+        admission: admission.clone(),
+    };
     let mut new_status = status::compute(mc, &observed, now);
     let unsupported = validation::unsupported(mc);
     status::set_condition(
         &mut new_status.conditions,
         condition::UNSUPPORTED,
         !unsupported.is_empty(),
-        if unsupported.is_empty() { "AllSupported" } else { "FieldsIgnored" },
-        &unsupported.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+        if unsupported.is_empty() {
+            "AllSupported"
+        } else {
+            "FieldsIgnored"
+        },
+        &unsupported
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
         mc.metadata.generation,
         now,
     );
-    status::set_condition(&mut new_status.conditions, condition::INVALID_SPEC, false, "Valid", "", mc.metadata.generation, now);
+    status::set_condition(
+        &mut new_status.conditions,
+        condition::INVALID_SPEC,
+        false,
+        "Valid",
+        "",
+        mc.metadata.generation,
+        now,
+    );
     let old_status = mc.status.clone().unwrap_or_default();
     if new_status != old_status {
         patch_status(mc, ctx, &ns, &new_status).await?;
         announce(mc, ctx, &old_status, &new_status, &unsupported).await;
-        observe_durations(mc, &ctx.metrics, &ns, &old_status, &new_status, &jobset, admission.as_ref());
+        observe_durations(
+            mc,
+            &ctx.metrics,
+            &ns,
+            &old_status,
+            &new_status,
+            &jobset,
+            admission.as_ref(),
+        );
     }
 
     // 5. Clean up a finished cluster when asked.
     if mc.spec.cleanup && new_status.phase.is_some_and(Phase::is_finished) {
-        Api::<MiniCluster>::namespaced(ctx.client.clone(), &ns).delete(&name, &DeleteParams::background()).await?;
-        publish(ctx, mc, EventType::Normal, "Cleanup", "Delete", "Deleted the finished MiniCluster (spec.cleanup)".into())
-            .await;
+        Api::<MiniCluster>::namespaced(ctx.client.clone(), &ns)
+            .delete(&name, &DeleteParams::background())
+            .await?;
+        publish(
+            ctx,
+            mc,
+            EventType::Normal,
+            "Cleanup",
+            "Delete",
+            "Deleted the finished MiniCluster (spec.cleanup)".into(),
+        )
+        .await;
     }
     Ok(Action::await_change())
 }
 
 /// Create the certificate Secret unless it exists. Never updated: the keypair lives as long
 /// as the cluster.
-async fn ensure_curve_secret(
-    mc: &MiniCluster,
-    ctx: &Context,
-    ns: &str,
-    user_certificate: Option<String>,
-) -> Result<(), Error> {
+async fn ensure_curve_secret(mc: &MiniCluster, ctx: &Context, ns: &str) -> Result<(), Error> {
     let secrets = Api::<Secret>::namespaced(ctx.client.clone(), ns);
     let name = render::curve_secret_name(mc);
     if secrets.get_metadata_opt(&name).await?.is_some() {
         return Ok(());
     }
-    let text = match user_certificate {
-        Some(text) => text,
-        None => Certificate::generate(mc.name_any().as_str())?.to_text(),
-    };
+    let text = crate::flux::curve_certificate(mc)?.to_text();
     let secret = render::curve_secret(mc, &text);
-    match secrets.create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &secret).await {
+    match secrets
+        .create(
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..Default::default()
+            },
+            &secret,
+        )
+        .await
+    {
         Ok(_) => {
-            publish(ctx, mc, EventType::Normal, "Created", "CreateSecret", format!("Created CURVE certificate Secret {name}"))
-                .await;
+            publish(
+                ctx,
+                mc,
+                EventType::Normal,
+                "Created",
+                "CreateSecret",
+                format!("Created CURVE certificate Secret {name}"),
+            )
+            .await;
             Ok(())
         }
         // Created concurrently (e.g. by a previous leader): keep that one.
@@ -248,7 +323,12 @@ async fn ensure_curve_secret(
     }
 }
 
-async fn invalid_spec(mc: &MiniCluster, ctx: &Context, message: &str, now: Timestamp) -> Result<Action, Error> {
+async fn invalid_spec(
+    mc: &MiniCluster,
+    ctx: &Context,
+    message: &str,
+    now: Timestamp,
+) -> Result<Action, Error> {
     let ns = mc.namespace().unwrap_or_else(|| "default".to_string());
     let mut status = mc.status.clone().unwrap_or_default();
     let already = status.conditions.iter().any(|c| {
@@ -262,21 +342,46 @@ async fn invalid_spec(mc: &MiniCluster, ctx: &Context, message: &str, now: Times
     }
     status.observed_generation = mc.metadata.generation;
     status.phase = Some(Phase::Failed);
-    status::set_condition(&mut status.conditions, condition::INVALID_SPEC, true, "InvalidSpec", message, mc.metadata.generation, now);
+    status::set_condition(
+        &mut status.conditions,
+        condition::INVALID_SPEC,
+        true,
+        "InvalidSpec",
+        message,
+        mc.metadata.generation,
+        now,
+    );
     patch_status(mc, ctx, &ns, &status).await?;
-    publish(ctx, mc, EventType::Warning, "InvalidSpec", "Validate", message.to_string()).await;
+    publish(
+        ctx,
+        mc,
+        EventType::Warning,
+        "InvalidSpec",
+        "Validate",
+        message.to_string(),
+    )
+    .await;
     tracing::warn!(%message, "invalid MiniCluster spec");
     Ok(Action::await_change())
 }
 
-async fn patch_status(mc: &MiniCluster, ctx: &Context, ns: &str, status: &MiniClusterStatus) -> Result<(), Error> {
+async fn patch_status(
+    mc: &MiniCluster,
+    ctx: &Context,
+    ns: &str,
+    status: &MiniClusterStatus,
+) -> Result<(), Error> {
     let body = json!({
         "apiVersion": MiniCluster::api_version(&()),
         "kind": MiniCluster::kind(&()),
         "status": status,
     });
     Api::<MiniCluster>::namespaced(ctx.client.clone(), ns)
-        .patch_status(&mc.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+        .patch_status(
+            &mc.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
         .await?;
     Ok(())
 }
@@ -293,18 +398,49 @@ async fn announce(
         && let Some(phase) = new.phase
     {
         let (kind, reason, note) = match phase {
-            Phase::Running => (EventType::Normal, "Running", format!("All {} brokers are ready", mc.spec.size)),
-            Phase::Succeeded => (EventType::Normal, "Succeeded", "The lead broker finished".to_string()),
-            Phase::Failed => (EventType::Warning, "Failed", "The cluster failed".to_string()),
-            Phase::Suspended => (EventType::Normal, "Suspended", "The cluster is suspended".to_string()),
-            Phase::Starting => (EventType::Normal, "Starting", "Broker pods are starting".to_string()),
-            Phase::Pending => (EventType::Normal, "Pending", "Waiting for broker pods".to_string()),
+            Phase::Running => (
+                EventType::Normal,
+                "Running",
+                format!("All {} brokers are ready", mc.spec.size),
+            ),
+            Phase::Succeeded => (
+                EventType::Normal,
+                "Succeeded",
+                "The lead broker finished".to_string(),
+            ),
+            Phase::Failed => (
+                EventType::Warning,
+                "Failed",
+                "The cluster failed".to_string(),
+            ),
+            Phase::Suspended => (
+                EventType::Normal,
+                "Suspended",
+                "The cluster is suspended".to_string(),
+            ),
+            Phase::Starting => (
+                EventType::Normal,
+                "Starting",
+                "Broker pods are starting".to_string(),
+            ),
+            Phase::Pending => (
+                EventType::Normal,
+                "Pending",
+                "Waiting for broker pods".to_string(),
+            ),
         };
         publish(ctx, mc, kind, reason, "Reconcile", note).await;
     }
-    let was_unsupported = old.conditions.iter().any(|c| c.type_ == condition::UNSUPPORTED && c.status == "True");
+    let was_unsupported = old
+        .conditions
+        .iter()
+        .any(|c| c.type_ == condition::UNSUPPORTED && c.status == "True");
     if !unsupported.is_empty() && !was_unsupported {
-        let note = unsupported.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        let note = unsupported
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
         publish(ctx, mc, EventType::Warning, "Unsupported", "Validate", note).await;
     }
 }
@@ -330,7 +466,11 @@ fn observe_durations(
         && !new.job_set.is_empty()
         && let Some(js_created) = &jobset.metadata.creation_timestamp
     {
-        Metrics::observe(&metrics.jobset_created, ns, seconds_between(&created, &js_created.0));
+        Metrics::observe(
+            &metrics.jobset_created,
+            ns,
+            seconds_between(&created, &js_created.0),
+        );
     }
     if old.lead_ready_time.is_none()
         && let Some(t) = &new.lead_ready_time
@@ -346,7 +486,10 @@ fn observe_durations(
             Metrics::observe(&metrics.admission_to_up, ns, seconds_between(&at, &up.0));
         }
     }
-    let was_admitted = old.conditions.iter().any(|c| c.type_ == condition::ADMITTED && c.status == "True");
+    let was_admitted = old
+        .conditions
+        .iter()
+        .any(|c| c.type_ == condition::ADMITTED && c.status == "True");
     if !was_admitted && let Some(at) = admitted_at {
         Metrics::observe(&metrics.admission_wait, ns, seconds_between(&created, &at));
     }
@@ -360,17 +503,41 @@ fn observe_durations(
 fn update_phase_gauge(ctx: &Context) {
     let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
     for mc in ctx.store.state() {
-        let phase = mc.status.as_ref().and_then(|s| s.phase).unwrap_or(Phase::Pending);
-        *counts.entry((mc.namespace().unwrap_or_default(), phase.as_str().to_string())).or_default() += 1;
+        let phase = mc
+            .status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .unwrap_or(Phase::Pending);
+        *counts
+            .entry((
+                mc.namespace().unwrap_or_default(),
+                phase.as_str().to_string(),
+            ))
+            .or_default() += 1;
     }
     ctx.metrics.set_phase_counts(
-        counts.into_iter().map(|((namespace, phase), n)| (PhaseLabels { namespace, phase }, n)),
+        counts
+            .into_iter()
+            .map(|((namespace, phase), n)| (PhaseLabels { namespace, phase }, n)),
     );
 }
 
-async fn publish(ctx: &Context, mc: &MiniCluster, type_: EventType, reason: &str, action: &str, note: String) {
+async fn publish(
+    ctx: &Context,
+    mc: &MiniCluster,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
     let reference: ObjectReference = mc.object_ref(&());
-    let event = Event { type_, reason: reason.into(), note: Some(note), action: action.into(), secondary: None };
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: action.into(),
+        secondary: None,
+    };
     if let Err(error) = ctx.recorder.publish(&event, &reference).await {
         tracing::warn!(%error, "could not publish event");
     }

@@ -65,7 +65,12 @@ pub fn pod_facts(pods: &[Pod]) -> PodFacts {
             let at = ready.last_transition_time.as_ref().map(|t| t.0);
             if let Some(at) = at {
                 facts.all_ready_at = Some(facts.all_ready_at.map_or(at, |t| t.max(at)));
-                let is_lead = pod.metadata.labels.as_ref().and_then(|l| l.get(ROLE_LABEL)).map(String::as_str)
+                let is_lead = pod
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(ROLE_LABEL))
+                    .map(String::as_str)
                     == Some(LEAD_JOB);
                 if is_lead {
                     facts.lead_ready_at = Some(at);
@@ -84,11 +89,20 @@ pub fn compute(mc: &MiniCluster, observed: &Observed<'_>, now: Timestamp) -> Min
     let facts = pod_facts(observed.pods);
     let js = observed.jobset;
 
-    let completed = js.and_then(|j| j.condition("Completed")).filter(|c| c.status == "True");
-    let failed = js.and_then(|j| j.condition("Failed")).filter(|c| c.status == "True");
+    let completed = js
+        .and_then(|j| j.condition("Completed"))
+        .filter(|c| c.status == "True");
+    let failed = js
+        .and_then(|j| j.condition("Failed"))
+        .filter(|c| c.status == "True");
     let suspended = js.is_some_and(|j| j.spec.suspend == Some(true));
     let workers = js
-        .and_then(|j| j.spec.replicated_jobs.iter().find(|r| r.name == crate::api::WORKERS_JOB))
+        .and_then(|j| {
+            j.spec
+                .replicated_jobs
+                .iter()
+                .find(|r| r.name == crate::api::WORKERS_JOB)
+        })
         .and_then(|r| r.template.spec.as_ref()?.parallelism)
         .unwrap_or(0);
     let current_size = if js.is_some() { 1 + workers.max(0) } else { 0 };
@@ -113,15 +127,26 @@ pub fn compute(mc: &MiniCluster, observed: &Observed<'_>, now: Timestamp) -> Min
         phase: Some(phase),
         size: current_size,
         selector: render::pod_selector(mc),
-        maximum_size: render::max_size(mc),
+        maximum_size: mc.max_size(),
         ready_brokers: if phase.is_finished() { 0 } else { facts.ready },
         job_set: js.and_then(|j| j.metadata.name.clone()).unwrap_or_default(),
-        start_time: old.start_time.clone().or_else(|| facts.first_pod_at.map(Time)),
-        lead_ready_time: old.lead_ready_time.clone().or_else(|| facts.lead_ready_at.map(Time)),
-        ready_time: old.ready_time.clone().or_else(|| all_ready.then(|| facts.all_ready_at.unwrap_or(now)).map(Time)),
-        completion_time: old.completion_time.clone().or_else(|| {
-            completed.or(failed).map(|c| c.last_transition_time.clone())
+        start_time: old
+            .start_time
+            .clone()
+            .or_else(|| facts.first_pod_at.map(Time)),
+        lead_ready_time: old
+            .lead_ready_time
+            .clone()
+            .or_else(|| facts.lead_ready_at.map(Time)),
+        ready_time: old.ready_time.clone().or_else(|| {
+            all_ready
+                .then(|| facts.all_ready_at.unwrap_or(now))
+                .map(Time)
         }),
+        completion_time: old
+            .completion_time
+            .clone()
+            .or_else(|| completed.or(failed).map(|c| c.last_transition_time.clone())),
         teardown_time: old.teardown_time.clone(),
         conditions: old.conditions.clone(),
     };
@@ -129,21 +154,38 @@ pub fn compute(mc: &MiniCluster, observed: &Observed<'_>, now: Timestamp) -> Min
         status.teardown_time = Some(Time(now));
     }
 
-    let set = |status: &mut MiniClusterStatus, type_: &str, on: bool, reason: &str, message: String| {
-        set_condition(&mut status.conditions, type_, on, reason, &message, generation, now);
-    };
+    let set =
+        |status: &mut MiniClusterStatus, type_: &str, on: bool, reason: &str, message: String| {
+            set_condition(
+                &mut status.conditions,
+                type_,
+                on,
+                reason,
+                &message,
+                generation,
+                now,
+            );
+        };
     set(
         &mut status,
         condition::READY,
         all_ready && !phase.is_finished(),
-        if all_ready { "BrokersReady" } else { "BrokersNotReady" },
+        if all_ready {
+            "BrokersReady"
+        } else {
+            "BrokersNotReady"
+        },
         format!("{} of {size} broker pods ready", facts.ready),
     );
     set(
         &mut status,
         condition::SUSPENDED,
         suspended,
-        if suspended { "JobSetSuspended" } else { "JobSetRunning" },
+        if suspended {
+            "JobSetSuspended"
+        } else {
+            "JobSetRunning"
+        },
         if suspended {
             match &observed.admission {
                 Some(a) if !a.admitted => format!("waiting for Kueue admission: {}", a.message),
@@ -155,21 +197,47 @@ pub fn compute(mc: &MiniCluster, observed: &Observed<'_>, now: Timestamp) -> Min
         },
     );
     if let Some(a) = &observed.admission {
-        set(&mut status, condition::ADMITTED, a.admitted, &a.reason, a.message.clone());
+        set(
+            &mut status,
+            condition::ADMITTED,
+            a.admitted,
+            &a.reason,
+            a.message.clone(),
+        );
     }
-    let resizing = js.is_some() && !phase.is_finished() && !suspended && facts.live != size && old.ready_time.is_some();
+    let resizing = js.is_some()
+        && !phase.is_finished()
+        && !suspended
+        && facts.live != size
+        && old.ready_time.is_some();
     set(
         &mut status,
         condition::RESIZING,
         resizing,
-        if resizing { "BrokersChanging" } else { "Stable" },
+        if resizing {
+            "BrokersChanging"
+        } else {
+            "Stable"
+        },
         format!("{} broker pods for size {size}", facts.live),
     );
     if let Some(c) = completed {
-        set(&mut status, condition::SUCCEEDED, true, "LeadBrokerCompleted", c.message.clone());
+        set(
+            &mut status,
+            condition::SUCCEEDED,
+            true,
+            "LeadBrokerCompleted",
+            c.message.clone(),
+        );
     }
     if let Some(c) = failed {
-        set(&mut status, condition::FAILED, true, &c.reason, c.message.clone());
+        set(
+            &mut status,
+            condition::FAILED,
+            true,
+            &c.reason,
+            c.message.clone(),
+        );
     }
     status
 }
@@ -204,5 +272,215 @@ pub fn set_condition(
             observed_generation: generation,
             last_transition_time: Time(now),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::jobset::JobSetStatus;
+
+    fn ts(s: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + s).unwrap()
+    }
+
+    fn mc(size: i32) -> MiniCluster {
+        let mut mc: MiniCluster = serde_norway::from_str(
+            "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: m, namespace: n, generation: 3}\nspec:\n  containers: [{image: x}]\n",
+        )
+        .unwrap();
+        mc.spec.size = size;
+        mc.metadata.creation_timestamp = Some(Time(ts(0)));
+        mc
+    }
+
+    fn pod(role: &str, phase: &str, ready_at: Option<i64>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                labels: Some([(ROLE_LABEL.to_string(), role.to_string())].into()),
+                creation_timestamp: Some(Time(ts(1))),
+                ..Default::default()
+            },
+            status: Some(PodStatus {
+                phase: Some(phase.to_string()),
+                conditions: ready_at.map(|t| {
+                    vec![PodCondition {
+                        type_: "Ready".into(),
+                        status: "True".into(),
+                        last_transition_time: Some(Time(ts(t))),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn jobset(workers: i32, conditions: Vec<Condition>) -> JobSet {
+        let mut js = crate::render::jobset(&mc(workers + 1));
+        js.metadata.name = Some("m".into());
+        js.status = Some(JobSetStatus {
+            conditions,
+            ..Default::default()
+        });
+        js
+    }
+
+    fn cond(type_: &str, at: i64) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: "True".into(),
+            reason: type_.into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: Time(ts(at)),
+        }
+    }
+
+    fn find<'a>(s: &'a MiniClusterStatus, t: &str) -> &'a Condition {
+        s.conditions.iter().find(|c| c.type_ == t).unwrap()
+    }
+
+    #[test]
+    fn all_brokers_ready_means_running_with_api_timestamps() {
+        let js = jobset(2, vec![]);
+        let pods = [
+            pod("lead", "Running", Some(5)),
+            pod("workers", "Running", Some(7)),
+            pod("workers", "Running", Some(6)),
+        ];
+        let s = compute(
+            &mc(3),
+            &Observed {
+                jobset: Some(&js),
+                pods: &pods,
+                admission: None,
+            },
+            ts(100),
+        );
+        assert_eq!(s.phase, Some(Phase::Running));
+        assert_eq!((s.ready_brokers, s.size, s.maximum_size), (3, 3, 3));
+        assert_eq!(
+            s.ready_time.as_ref().map(|t| t.0),
+            Some(ts(7)),
+            "last pod's readiness, not now"
+        );
+        assert_eq!(s.lead_ready_time.as_ref().map(|t| t.0), Some(ts(5)));
+        assert_eq!(s.observed_generation, Some(3));
+        assert_eq!(find(&s, "Ready").status, "True");
+        assert_eq!(find(&s, "Ready").observed_generation, Some(3));
+        assert_eq!(s.selector, "flux-framework.org/minicluster=m");
+    }
+
+    #[test]
+    fn some_pods_ready_is_starting() {
+        let js = jobset(2, vec![]);
+        let pods = [
+            pod("lead", "Running", Some(5)),
+            pod("workers", "Pending", None),
+        ];
+        let s = compute(
+            &mc(3),
+            &Observed {
+                jobset: Some(&js),
+                pods: &pods,
+                admission: None,
+            },
+            ts(100),
+        );
+        assert_eq!(s.phase, Some(Phase::Starting));
+        assert_eq!(find(&s, "Ready").status, "False");
+        assert!(s.ready_time.is_none());
+    }
+
+    #[test]
+    fn completed_jobset_is_succeeded_then_torn_down() {
+        let js = jobset(1, vec![cond("Completed", 40)]);
+        let pods = [
+            pod("lead", "Succeeded", None),
+            pod("workers", "Running", Some(3)),
+        ];
+        let s = compute(
+            &mc(2),
+            &Observed {
+                jobset: Some(&js),
+                pods: &pods,
+                admission: None,
+            },
+            ts(50),
+        );
+        assert_eq!(s.phase, Some(Phase::Succeeded));
+        assert_eq!(s.completion_time.as_ref().map(|t| t.0), Some(ts(40)));
+        assert!(s.teardown_time.is_none(), "a follower still runs");
+        assert_eq!(find(&s, "Succeeded").status, "True");
+
+        let mut done = mc(2);
+        done.status = Some(s);
+        let pods = [pod("lead", "Succeeded", None)];
+        let s = compute(
+            &done,
+            &Observed {
+                jobset: Some(&js),
+                pods: &pods,
+                admission: None,
+            },
+            ts(55),
+        );
+        assert_eq!(s.teardown_time.as_ref().map(|t| t.0), Some(ts(55)));
+    }
+
+    #[test]
+    fn failed_jobset_is_failed() {
+        let js = jobset(1, vec![cond("Failed", 9)]);
+        let s = compute(
+            &mc(2),
+            &Observed {
+                jobset: Some(&js),
+                pods: &[],
+                admission: None,
+            },
+            ts(10),
+        );
+        assert_eq!(s.phase, Some(Phase::Failed));
+        assert_eq!(find(&s, "Failed").status, "True");
+    }
+
+    #[test]
+    fn queued_cluster_says_why_it_waits() {
+        let mut js = jobset(1, vec![]);
+        js.spec.suspend = Some(true);
+        let admission = Admission {
+            admitted: false,
+            reason: "Pending".into(),
+            message: "insufficient quota for cpu".into(),
+            admitted_at: None,
+        };
+        let s = compute(
+            &mc(2),
+            &Observed {
+                jobset: Some(&js),
+                pods: &[],
+                admission: Some(admission),
+            },
+            ts(10),
+        );
+        assert_eq!(s.phase, Some(Phase::Suspended));
+        assert!(find(&s, "Suspended").message.contains("insufficient quota"));
+        assert_eq!(find(&s, "Admitted").status, "False");
+    }
+
+    #[test]
+    fn transition_time_only_moves_on_change() {
+        let mut conditions = Vec::new();
+        set_condition(&mut conditions, "Ready", false, "A", "", Some(1), ts(1));
+        set_condition(&mut conditions, "Ready", false, "B", "m", Some(2), ts(2));
+        assert_eq!(conditions[0].last_transition_time.0, ts(1));
+        set_condition(&mut conditions, "Ready", true, "C", "", Some(2), ts(3));
+        assert_eq!(conditions[0].last_transition_time.0, ts(3));
+        assert_eq!(conditions.len(), 1);
     }
 }

@@ -114,21 +114,6 @@ pub struct QManager {
     pub queue_policy: String,
 }
 
-/// The pods' subdomain: `spec.network.headlessName`, or the MiniCluster's name.
-pub fn subdomain(mc: &MiniCluster) -> &str {
-    let headless = mc.spec.network.headless_name.as_str();
-    if headless.is_empty() {
-        mc.name()
-    } else {
-        headless
-    }
-}
-
-/// `spec.maxSize`, defaulting to `spec.size`, never below 1.
-pub fn max_size(mc: &MiniCluster) -> i32 {
-    mc.spec.max_size.unwrap_or(mc.spec.size).max(1)
-}
-
 /// Hostname of the lead broker's pod (rank 0).
 pub fn lead_hostname(mc: &MiniCluster) -> String {
     format!("{}-{LEAD_JOB}-0-0", mc.name())
@@ -143,7 +128,7 @@ pub fn worker_hostname_prefix(mc: &MiniCluster) -> String {
 pub fn hostnames(mc: &MiniCluster) -> Vec<String> {
     let prefix = worker_hostname_prefix(mc);
     std::iter::once(lead_hostname(mc))
-        .chain((0..max_size(mc) - 1).map(|i| format!("{prefix}{i}")))
+        .chain((0..mc.max_size() - 1).map(|i| format!("{prefix}{i}")))
         .collect()
 }
 
@@ -156,7 +141,7 @@ pub fn host_entries(mc: &MiniCluster) -> Vec<HostEntry> {
         parent: None,
     };
     let mut entries = vec![entry(lead_hostname(mc))];
-    let workers = max_size(mc) - 1;
+    let workers = mc.max_size() - 1;
     let prefix = worker_hostname_prefix(mc);
     match workers {
         0 => {}
@@ -218,7 +203,7 @@ pub fn broker_config(mc: &MiniCluster, ctx: &Context) -> Result<BrokerConfig, Er
             ),
         });
     }
-    let sub = subdomain(mc);
+    let sub = mc.subdomain();
     if !is_dns_label(sub) {
         return Err(Error::Field {
             field: "spec.network.headlessName".into(),
@@ -301,7 +286,7 @@ pub fn broker_toml(mc: &MiniCluster, ctx: &Context) -> Result<String, Error> {
 pub fn quorum(mc: &MiniCluster) -> Option<i32> {
     match mc.spec.min_size {
         Some(min) => Some(min.max(1)),
-        None if max_size(mc) > mc.spec.size => Some(mc.spec.size.max(1)),
+        None if mc.max_size() > mc.spec.size => Some(mc.spec.size.max(1)),
         None => None,
     }
 }

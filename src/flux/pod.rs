@@ -2,13 +2,12 @@
 //! readiness probe, and the Services that sidecar ports and `minimalService` need.
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    ExecAction, KeyToPath, Probe, SeccompProfile, SecretKeySelector, SecretVolumeSource,
-    SecurityContext, ServicePort, TCPSocketAction, Volume, VolumeMount,
+    Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, ExecAction,
+    KeyToPath, Probe, SeccompProfile, SecretVolumeSource, SecurityContext, ServicePort,
+    TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::config::{max_size, subdomain};
 use super::scripts::{files, flux_container};
 use super::{
     BROKER_PORT, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, RUN_MOUNT, Role, SOCKET_PATH,
@@ -179,19 +178,7 @@ pub fn flux_container_env(mc: &MiniCluster, role: Role) -> Vec<EnvVar> {
         ),
     ];
     if let Ok((_, c)) = flux_container(mc) {
-        env.extend(c.environment.iter().map(|(k, v)| var(k, v)));
-        env.extend(c.secrets.iter().map(|(k, s)| EnvVar {
-            name: k.clone(),
-            value: None,
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(SecretKeySelector {
-                    name: s.name.clone(),
-                    key: s.key.clone(),
-                    optional: None,
-                }),
-                ..Default::default()
-            }),
-        }));
+        env.extend(c.env_vars());
     }
     env
 }
@@ -284,7 +271,7 @@ pub fn lead_readiness_probe(mc: &MiniCluster) -> Probe {
         failure_threshold: Some(3),
         ..Default::default()
     };
-    if max_size(mc) > 1 {
+    if mc.max_size() > 1 {
         Probe {
             tcp_socket: Some(TCPSocketAction {
                 port: IntOrString::Int(BROKER_PORT),
@@ -389,7 +376,7 @@ pub fn minimal_service(mc: &MiniCluster) -> Result<Option<LeadService>, Error> {
         });
     }
     Ok(Some(LeadService {
-        name: subdomain(mc).to_string(),
+        name: mc.subdomain().to_string(),
         port: port("broker".into(), BROKER_PORT),
     }))
 }

@@ -17,7 +17,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-pub use server::{serve, Health};
+pub use server::{Health, serve};
 
 /// Labels of the per-namespace lifecycle histograms.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -84,7 +84,8 @@ impl Metrics {
     /// Create and register every metric under the `flux_operator` prefix.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("flux_operator");
-        let durations = || Durations::new_with_constructor(lifecycle_histogram as fn() -> Histogram);
+        let durations =
+            || Durations::new_with_constructor(lifecycle_histogram as fn() -> Histogram);
         let m = Self {
             jobset_created: durations(),
             lead_ready: durations(),
@@ -140,8 +141,16 @@ impl Metrics {
             Unit::Seconds,
             m.reconcile_duration.clone(),
         );
-        sub.register("reconcile_errors", "Reconciles that ended in an error", m.reconcile_errors.clone());
-        sub.register("miniclusters", "MiniClusters by namespace and phase", m.miniclusters.clone());
+        sub.register(
+            "reconcile_errors",
+            "Reconciles that ended in an error",
+            m.reconcile_errors.clone(),
+        );
+        sub.register(
+            "miniclusters",
+            "MiniClusters by namespace and phase",
+            m.miniclusters.clone(),
+        );
         Self { registry, ..m }
     }
 
@@ -155,7 +164,11 @@ impl Metrics {
 
     /// Record one observation for a namespace.
     pub fn observe(family: &Durations, namespace: &str, seconds: f64) {
-        family.get_or_create(&NamespaceLabels { namespace: namespace.to_string() }).observe(seconds.max(0.0));
+        family
+            .get_or_create(&NamespaceLabels {
+                namespace: namespace.to_string(),
+            })
+            .observe(seconds.max(0.0));
     }
 
     /// Replace the phase gauge with fresh counts.
@@ -179,18 +192,30 @@ mod tests {
         let m = Metrics::new();
         Metrics::observe(&m.cluster_up, "science", 12.5);
         let text = m.encode();
-        assert!(text.contains("flux_operator_minicluster_up_seconds_count{namespace=\"science\"} 1"), "{text}");
-        assert!(text.contains("flux_operator_minicluster_up_seconds_sum{namespace=\"science\"} 12.5"), "{text}");
+        assert!(
+            text.contains("flux_operator_minicluster_up_seconds_count{namespace=\"science\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("flux_operator_minicluster_up_seconds_sum{namespace=\"science\"} 12.5"),
+            "{text}"
+        );
     }
 
     #[test]
     fn phase_counts_replace_old_ones() {
         let m = Metrics::new();
-        let l = |phase: &str| PhaseLabels { namespace: "a".into(), phase: phase.into() };
+        let l = |phase: &str| PhaseLabels {
+            namespace: "a".into(),
+            phase: phase.into(),
+        };
         m.set_phase_counts([(l("Running"), 2)]);
         m.set_phase_counts([(l("Succeeded"), 1)]);
         let text = m.encode();
-        assert!(text.contains("flux_operator_miniclusters{namespace=\"a\",phase=\"Succeeded\"} 1"), "{text}");
+        assert!(
+            text.contains("flux_operator_miniclusters{namespace=\"a\",phase=\"Succeeded\"} 1"),
+            "{text}"
+        );
         assert!(!text.contains("phase=\"Running\""), "{text}");
     }
 }

@@ -4,10 +4,14 @@
 use k8s_openapi::api::batch::v1::{JobSpec, JobTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::{common_labels, max_size, owned_meta, pod_template, subdomain};
-use crate::api::{KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, LEAD_JOB, MiniCluster, StartupOrder, WORKERS_JOB};
+use super::{common_labels, owned_meta, pod_template};
+use crate::api::{
+    KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, LEAD_JOB, MiniCluster, StartupOrder, WORKERS_JOB,
+};
 use crate::flux::Role;
-use crate::jobset::{DependsOn, FailurePolicy, JobSet, JobSetSpec, Network, ReplicatedJob, SuccessPolicy};
+use crate::jobset::{
+    DependsOn, FailurePolicy, JobSet, JobSetSpec, Network, ReplicatedJob, SuccessPolicy,
+};
 
 /// Pod retries per Job when `spec.backoffLimit` is unset (Kubernetes' own default).
 pub const DEFAULT_BACKOFF_LIMIT: i32 = 6;
@@ -20,10 +24,13 @@ pub const DEFAULT_BACKOFF_LIMIT: i32 = 6;
 pub fn jobset(mc: &MiniCluster) -> JobSet {
     let mut replicated_jobs = vec![replicated_job(mc, Role::Lead, 1)];
     let workers = mc.spec.size - 1;
-    if max_size(mc) > 1 {
+    if mc.max_size() > 1 {
         let mut rj = replicated_job(mc, Role::Worker, workers.max(1));
         if mc.spec.startup_order == StartupOrder::LeadFirst {
-            rj.depends_on = vec![DependsOn { name: LEAD_JOB.to_string(), status: "Ready".to_string() }];
+            rj.depends_on = vec![DependsOn {
+                name: LEAD_JOB.to_string(),
+                status: "Ready".to_string(),
+            }];
         }
         replicated_jobs.push(rj);
     }
@@ -44,7 +51,7 @@ pub fn jobset(mc: &MiniCluster) -> JobSet {
             replicated_jobs,
             network: Some(Network {
                 enable_dns_hostnames: Some(true),
-                subdomain: Some(subdomain(mc)),
+                subdomain: Some(mc.subdomain().to_string()),
                 publish_not_ready_addresses: Some(true),
             }),
             success_policy: Some(SuccessPolicy {
@@ -53,7 +60,9 @@ pub fn jobset(mc: &MiniCluster) -> JobSet {
             }),
             // A failed Job fails the cluster: recreating every broker would lose the instance's
             // state anyway. Pod-level retries are the Jobs' backoffLimit.
-            failure_policy: Some(FailurePolicy { max_restarts: Some(0) }),
+            failure_policy: Some(FailurePolicy {
+                max_restarts: Some(0),
+            }),
             suspend: Some(mc.spec.suspend || queued),
             ttl_seconds_after_finished: mc.spec.ttl_seconds_after_finished,
         },
@@ -63,7 +72,10 @@ pub fn jobset(mc: &MiniCluster) -> JobSet {
 
 /// Whether Kueue manages this JobSet (it carries a queue name).
 pub fn is_queued(js: &JobSet) -> bool {
-    js.metadata.labels.as_ref().is_some_and(|l| l.contains_key(KUEUE_QUEUE_LABEL))
+    js.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(KUEUE_QUEUE_LABEL))
 }
 
 /// For a JobSet Kueue manages, keep whatever `suspend` Kueue last set, so an apply never
@@ -87,7 +99,10 @@ fn replicated_job(mc: &MiniCluster, role: Role, pods: i32) -> ReplicatedJob {
         replicas: Some(1),
         depends_on: Vec::new(),
         template: JobTemplateSpec {
-            metadata: Some(ObjectMeta { labels: Some(common_labels(mc)), ..ObjectMeta::default() }),
+            metadata: Some(ObjectMeta {
+                labels: Some(common_labels(mc)),
+                ..ObjectMeta::default()
+            }),
             spec: Some(JobSpec {
                 parallelism: Some(pods),
                 completions: Some(pods),

@@ -16,9 +16,9 @@ mod services;
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use k8s_openapi::ByteString;
 use kube::Resource;
 
 use crate::api::{MiniCluster, NAME_LABEL};
@@ -50,9 +50,22 @@ pub enum Error {
     Flux(#[from] flux::Error),
 }
 
+impl Error {
+    /// The spec field at fault, when the error is the spec's (not the operator's).
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            Error::Flux(e) => e.field(),
+        }
+    }
+}
+
 /// Compute the desired objects of a valid MiniCluster.
 pub fn desired(mc: &MiniCluster, env: &Environment) -> Result<Desired, Error> {
-    Ok(Desired { config_map: config_map(mc, env)?, jobset: jobset(mc), services: services(mc) })
+    Ok(Desired {
+        config_map: config_map(mc, env)?,
+        jobset: jobset(mc),
+        services: services(mc)?,
+    })
 }
 
 /// Name of the certificate Secret.
@@ -65,25 +78,14 @@ pub fn config_map_name(mc: &MiniCluster) -> String {
     format!("{}-flux", mc.name())
 }
 
-/// The pods' subdomain and the headless Service's name.
-pub fn subdomain(mc: &MiniCluster) -> String {
-    if mc.spec.network.headless_name.is_empty() {
-        mc.name().to_string()
-    } else {
-        mc.spec.network.headless_name.clone()
-    }
-}
-
-/// Largest size the cluster can reach.
-pub fn max_size(mc: &MiniCluster) -> i32 {
-    mc.spec.max_size.unwrap_or(mc.spec.size).max(mc.spec.size)
-}
-
 /// Labels every owned object carries.
 pub fn common_labels(mc: &MiniCluster) -> BTreeMap<String, String> {
     BTreeMap::from([
         (NAME_LABEL.to_string(), mc.name().to_string()),
-        ("app.kubernetes.io/managed-by".to_string(), "flux-operator".to_string()),
+        (
+            "app.kubernetes.io/managed-by".to_string(),
+            "flux-operator".to_string(),
+        ),
     ])
 }
 
@@ -110,7 +112,9 @@ pub fn owner_reference(mc: &MiniCluster) -> Option<OwnerReference> {
 
 /// The ConfigMap holding the broker config and the entrypoint scripts.
 pub fn config_map(mc: &MiniCluster, env: &Environment) -> Result<ConfigMap, Error> {
-    let ctx = flux::Context { cluster_domain: env.cluster_domain.clone() };
+    let ctx = flux::Context {
+        cluster_domain: env.cluster_domain.clone(),
+    };
     Ok(ConfigMap {
         metadata: owned_meta(mc, config_map_name(mc)),
         data: Some(flux::config_map_data(mc, &ctx)?),

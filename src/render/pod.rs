@@ -4,16 +4,18 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, CSIVolumeSource, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, ExecAction, HostPathVolumeSource, KeyToPath, Lifecycle, LifecycleHandler, LocalObjectReference,
-    NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimVolumeSource,
-    PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec, ResourceRequirements, SecretKeySelector,
-    SecretVolumeSource, Volume, VolumeMount, WeightedPodAffinityTerm,
+    Affinity, CSIVolumeSource, ConfigMapVolumeSource, Container, ContainerPort,
+    EmptyDirVolumeSource, ExecAction, HostPathVolumeSource, KeyToPath, Lifecycle, LifecycleHandler,
+    LocalObjectReference, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    PersistentVolumeClaimVolumeSource, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec,
+    ResourceRequirements, SecretVolumeSource, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::{common_labels, config_map_name, curve_secret_name};
-use crate::api::{ContainerVolume, ImagePullPolicy, MiniCluster, MiniClusterContainer, NAME_LABEL, ROLE_LABEL};
+use crate::api::{
+    ContainerVolume, ImagePullPolicy, MiniCluster, MiniClusterContainer, NAME_LABEL, ROLE_LABEL,
+};
 use crate::flux::{self, Role};
 
 /// Name given to the single Flux container when the user left it unnamed.
@@ -39,7 +41,12 @@ pub fn pod_template(mc: &MiniCluster, role: Role) -> PodTemplateSpec {
             }
         })
         .collect();
-    containers.extend(spec.services.iter().enumerate().map(|(i, s)| service_container(mc, s, i)));
+    containers.extend(
+        spec.services
+            .iter()
+            .enumerate()
+            .map(|(i, s)| service_container(mc, s, i)),
+    );
 
     let mut volumes = flux::pod_volumes(mc, &config_map_name(mc), &curve_secret_name(mc));
     volumes.extend(user_volumes(mc));
@@ -49,7 +56,9 @@ pub fn pod_template(mc: &MiniCluster, role: Role) -> PodTemplateSpec {
         .iter()
         .chain(&spec.services)
         .map(|c| c.image_pull_secret.clone())
-        .chain(std::iter::once(spec.flux.container.image_pull_secret.clone()))
+        .chain(std::iter::once(
+            spec.flux.container.image_pull_secret.clone(),
+        ))
         .filter(|s| !s.is_empty())
         .collect();
     pull_secrets.sort();
@@ -57,7 +66,11 @@ pub fn pod_template(mc: &MiniCluster, role: Role) -> PodTemplateSpec {
 
     let pod = &spec.pod;
     PodTemplateSpec {
-        metadata: Some(ObjectMeta { labels: Some(labels), annotations, ..ObjectMeta::default() }),
+        metadata: Some(ObjectMeta {
+            labels: Some(labels),
+            annotations,
+            ..ObjectMeta::default()
+        }),
         spec: Some(PodSpec {
             containers,
             init_containers: flux::view_init_container(mc).map(|c| vec![c]),
@@ -80,11 +93,16 @@ pub fn pod_template(mc: &MiniCluster, role: Role) -> PodTemplateSpec {
             dns_policy: non_empty(&pod.dns_policy),
             host_ipc: pod.host_ipc.then_some(true),
             host_pid: pod.host_pid.then_some(true),
-            resources: (!pod.resources.is_empty())
-                .then(|| ResourceRequirements { requests: Some(pod.resources.clone()), ..Default::default() }),
+            resources: (!pod.resources.is_empty()).then(|| ResourceRequirements {
+                requests: Some(pod.resources.clone()),
+                ..Default::default()
+            }),
             security_context: pod.security_context.clone(),
             image_pull_secrets: (!pull_secrets.is_empty()).then(|| {
-                pull_secrets.into_iter().map(|name| LocalObjectReference { name }).collect()
+                pull_secrets
+                    .into_iter()
+                    .map(|name| LocalObjectReference { name })
+                    .collect()
             }),
             ..PodSpec::default()
         }),
@@ -113,7 +131,9 @@ fn base_container(c: &MiniClusterContainer, default_name: &str) -> Container {
     };
     let exec = |cmd: &str| {
         (!cmd.is_empty()).then(|| LifecycleHandler {
-            exec: Some(ExecAction { command: Some(vec!["/bin/sh".into(), "-c".into(), cmd.into()]) }),
+            exec: Some(ExecAction {
+                command: Some(vec!["/bin/sh".into(), "-c".into(), cmd.into()]),
+            }),
             ..LifecycleHandler::default()
         })
     };
@@ -123,18 +143,29 @@ fn base_container(c: &MiniClusterContainer, default_name: &str) -> Container {
         ..Lifecycle::default()
     };
     Container {
-        name: if c.name.is_empty() { default_name.to_string() } else { c.name.clone() },
+        name: if c.name.is_empty() {
+            default_name.to_string()
+        } else {
+            c.name.clone()
+        },
         image: Some(c.image.clone()),
         image_pull_policy: pull_policy.map(str::to_string),
         working_dir: non_empty(&c.working_dir),
         ports: (!c.ports.is_empty()).then(|| {
-            c.ports.iter().map(|p| ContainerPort { container_port: *p, ..ContainerPort::default() }).collect()
+            c.ports
+                .iter()
+                .map(|p| ContainerPort {
+                    container_port: *p,
+                    ..ContainerPort::default()
+                })
+                .collect()
         }),
         resources: c.resources.clone(),
         security_context: c.security_context.clone(),
-        lifecycle: (lifecycle.post_start.is_some() || lifecycle.pre_stop.is_some()).then_some(lifecycle),
+        lifecycle: (lifecycle.post_start.is_some() || lifecycle.pre_stop.is_some())
+            .then_some(lifecycle),
         volume_mounts: Some(user_mounts(c)).filter(|m| !m.is_empty()),
-        env: Some(user_env(c)).filter(|e| !e.is_empty()),
+        env: Some(c.env_vars()).filter(|e| !e.is_empty()),
         ..Container::default()
     }
 }
@@ -172,27 +203,9 @@ fn service_container(mc: &MiniCluster, s: &MiniClusterContainer, index: usize) -
             mounts.extend(user_mounts(s));
             container.volume_mounts = Some(mounts);
         }
-        None => {
-            if !s.command.is_empty() {
-                container.args = Some(shlex::split(&s.command).unwrap_or_else(|| vec![s.command.clone()]));
-            }
-        }
+        None => container.args = flux::service_container_args(mc, index),
     }
     container
-}
-
-/// Environment from `environment` and `secrets`.
-pub fn user_env(c: &MiniClusterContainer) -> Vec<EnvVar> {
-    let plain = c.environment.iter().map(|(k, v)| EnvVar { name: k.clone(), value: Some(v.clone()), value_from: None });
-    let secret = c.secrets.iter().map(|(k, s)| EnvVar {
-        name: k.clone(),
-        value: None,
-        value_from: Some(EnvVarSource {
-            secret_key_ref: Some(SecretKeySelector { name: s.name.clone(), key: s.key.clone(), optional: None }),
-            ..EnvVarSource::default()
-        }),
-    });
-    plain.chain(secret).collect()
 }
 
 fn user_mounts(c: &MiniClusterContainer) -> Vec<VolumeMount> {
@@ -215,25 +228,44 @@ fn user_volumes(mc: &MiniCluster) -> Vec<Volume> {
             by_name.entry(name).or_insert(v);
         }
     }
-    by_name.into_iter().map(|(name, v)| volume(name, v)).collect()
+    by_name
+        .into_iter()
+        .map(|(name, v)| volume(name, v))
+        .collect()
 }
 
 fn volume(name: &str, v: &ContainerVolume) -> Volume {
-    let mut vol = Volume { name: name.to_string(), ..Volume::default() };
+    let mut vol = Volume {
+        name: name.to_string(),
+        ..Volume::default()
+    };
     if !v.claim_name.is_empty() {
         vol.persistent_volume_claim = Some(PersistentVolumeClaimVolumeSource {
             claim_name: v.claim_name.clone(),
             read_only: v.read_only.then_some(true),
         });
     } else if !v.host_path.is_empty() {
-        vol.host_path = Some(HostPathVolumeSource { path: v.host_path.clone(), type_: None });
+        vol.host_path = Some(HostPathVolumeSource {
+            path: v.host_path.clone(),
+            type_: None,
+        });
     } else if !v.secret_name.is_empty() {
-        vol.secret = Some(SecretVolumeSource { secret_name: Some(v.secret_name.clone()), ..Default::default() });
+        vol.secret = Some(SecretVolumeSource {
+            secret_name: Some(v.secret_name.clone()),
+            ..Default::default()
+        });
     } else if !v.config_map_name.is_empty() {
         vol.config_map = Some(ConfigMapVolumeSource {
             name: v.config_map_name.clone(),
             items: (!v.items.is_empty()).then(|| {
-                v.items.iter().map(|(key, path)| KeyToPath { key: key.clone(), path: path.clone(), mode: None }).collect()
+                v.items
+                    .iter()
+                    .map(|(key, path)| KeyToPath {
+                        key: key.clone(),
+                        path: path.clone(),
+                        mode: None,
+                    })
+                    .collect()
             }),
             ..Default::default()
         });
@@ -241,7 +273,8 @@ fn volume(name: &str, v: &ContainerVolume) -> Volume {
         vol.csi = Some(CSIVolumeSource {
             driver: v.csi_driver.clone(),
             read_only: v.read_only.then_some(true),
-            volume_attributes: (!v.csi_driver_attributes.is_empty()).then(|| v.csi_driver_attributes.clone()),
+            volume_attributes: (!v.csi_driver_attributes.is_empty())
+                .then(|| v.csi_driver_attributes.clone()),
             ..Default::default()
         });
     } else {
@@ -281,7 +314,10 @@ fn affinity(mc: &MiniCluster) -> Option<Affinity> {
             weight: 100,
             pod_affinity_term: PodAffinityTerm {
                 label_selector: Some(LabelSelector {
-                    match_labels: Some(BTreeMap::from([(NAME_LABEL.to_string(), mc.name().to_string())])),
+                    match_labels: Some(BTreeMap::from([(
+                        NAME_LABEL.to_string(),
+                        mc.name().to_string(),
+                    )])),
                     match_expressions: None,
                 }),
                 topology_key: "kubernetes.io/hostname".to_string(),

@@ -1,47 +1,51 @@
-//! A Service for every service container that declares ports, selecting the lead broker's
-//! pod (where the Flux instance's local socket is and where sidecars talk to it).
+//! Services: one per service container that declares ports (selecting the lead broker's
+//! pod, where sidecars reach the Flux instance), and with `flux.minimalService` a headless
+//! Service that gives only the lead broker a DNS name.
+//!
+//! The minimal Service is named like the subdomain and applied before the JobSet, so the
+//! JobSet controller finds it and does not create its own all-pods headless Service.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::api::core::v1::{Service, ServiceSpec};
 
-use super::owned_meta;
+use super::{Error, owned_meta};
 use crate::api::{LEAD_JOB, MiniCluster, NAME_LABEL, ROLE_LABEL};
+use crate::flux;
 
-/// Services of the sidecars with ports, named `<minicluster>-<service>`.
-pub fn services(mc: &MiniCluster) -> Vec<Service> {
-    mc.spec
-        .services
-        .iter()
-        .filter(|s| !s.ports.is_empty())
+fn lead_selector(mc: &MiniCluster) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (NAME_LABEL.to_string(), mc.name().to_string()),
+        (ROLE_LABEL.to_string(), LEAD_JOB.to_string()),
+    ])
+}
+
+/// The Services of a MiniCluster (none by default).
+pub fn services(mc: &MiniCluster) -> Result<Vec<Service>, Error> {
+    let mut out: Vec<Service> = flux::sidecar_services(mc)?
+        .into_iter()
         .map(|s| Service {
-            metadata: owned_meta(mc, service_name(mc, &s.name)),
+            metadata: owned_meta(mc, s.name),
             spec: Some(ServiceSpec {
-                selector: Some(BTreeMap::from([
-                    (NAME_LABEL.to_string(), mc.name().to_string()),
-                    (ROLE_LABEL.to_string(), LEAD_JOB.to_string()),
-                ])),
-                ports: Some(
-                    s.ports
-                        .iter()
-                        .map(|p| ServicePort {
-                            name: Some(format!("port-{p}")),
-                            port: *p,
-                            target_port: Some(IntOrString::Int(*p)),
-                            protocol: Some("TCP".to_string()),
-                            ..ServicePort::default()
-                        })
-                        .collect(),
-                ),
+                selector: Some(lead_selector(mc)),
+                ports: Some(s.ports),
                 ..ServiceSpec::default()
             }),
             ..Service::default()
         })
-        .collect()
-}
-
-/// Name of a sidecar's Service.
-pub fn service_name(mc: &MiniCluster, service: &str) -> String {
-    format!("{}-{service}", mc.name())
+        .collect();
+    if let Some(lead) = flux::minimal_service(mc)? {
+        out.push(Service {
+            metadata: owned_meta(mc, lead.name),
+            spec: Some(ServiceSpec {
+                cluster_ip: Some("None".to_string()),
+                publish_not_ready_addresses: Some(true),
+                selector: Some(lead_selector(mc)),
+                ports: Some(vec![lead.port]),
+                ..ServiceSpec::default()
+            }),
+            ..Service::default()
+        });
+    }
+    Ok(out)
 }

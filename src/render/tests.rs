@@ -3,7 +3,9 @@ use crate::api::{KUEUE_QUEUE_LABEL, MiniCluster, ROLE_LABEL, StartupOrder};
 use crate::flux::Role;
 
 fn env() -> Environment {
-    Environment { cluster_domain: "cluster.local".to_string() }
+    Environment {
+        cluster_domain: "cluster.local".to_string(),
+    }
 }
 
 fn hello(size: i32) -> MiniCluster {
@@ -24,7 +26,11 @@ spec:
 }
 
 fn rjob<'a>(js: &'a crate::jobset::JobSet, name: &str) -> &'a crate::jobset::ReplicatedJob {
-    js.spec.replicated_jobs.iter().find(|r| r.name == name).unwrap()
+    js.spec
+        .replicated_jobs
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap()
 }
 
 fn parallelism(js: &crate::jobset::JobSet, name: &str) -> (i32, i32) {
@@ -35,7 +41,12 @@ fn parallelism(js: &crate::jobset::JobSet, name: &str) -> (i32, i32) {
 #[test]
 fn jobset_has_lead_and_followers_in_one_subdomain() {
     let js = jobset(&hello(4));
-    let names: Vec<_> = js.spec.replicated_jobs.iter().map(|r| r.name.as_str()).collect();
+    let names: Vec<_> = js
+        .spec
+        .replicated_jobs
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
     assert_eq!(names, ["lead", "workers"]);
     assert_eq!(parallelism(&js, "lead"), (1, 1));
     assert_eq!(parallelism(&js, "workers"), (3, 3));
@@ -44,7 +55,13 @@ fn jobset_has_lead_and_followers_in_one_subdomain() {
     assert_eq!(network.enable_dns_hostnames, Some(true));
     assert_eq!(network.publish_not_ready_addresses, Some(true));
     let success = js.spec.success_policy.as_ref().unwrap();
-    assert_eq!((success.operator.as_str(), success.target_replicated_jobs.clone()), ("All", vec!["lead".to_string()]));
+    assert_eq!(
+        (
+            success.operator.as_str(),
+            success.target_replicated_jobs.clone()
+        ),
+        ("All", vec!["lead".to_string()])
+    );
     assert_eq!(js.spec.suspend, Some(false));
     assert!(rjob(&js, "workers").depends_on.is_empty());
     for r in &js.spec.replicated_jobs {
@@ -58,7 +75,10 @@ fn jobset_has_lead_and_followers_in_one_subdomain() {
 fn headless_name_sets_the_subdomain() {
     let mut mc = hello(2);
     mc.spec.network.headless_name = "flux-service".into();
-    assert_eq!(jobset(&mc).spec.network.unwrap().subdomain.as_deref(), Some("flux-service"));
+    assert_eq!(
+        jobset(&mc).spec.network.unwrap().subdomain.as_deref(),
+        Some("flux-service")
+    );
 }
 
 #[test]
@@ -84,20 +104,44 @@ fn lead_first_makes_followers_depend_on_a_ready_lead() {
     let js = jobset(&mc);
     let deps = &rjob(&js, "workers").depends_on;
     assert_eq!(deps.len(), 1);
-    assert_eq!((deps[0].name.as_str(), deps[0].status.as_str()), ("lead", "Ready"));
-    let lead_pod = rjob(&js, "lead").template.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
-    assert!(lead_pod.containers[0].readiness_probe.is_some(), "LeadFirst needs a real readiness probe");
+    assert_eq!(
+        (deps[0].name.as_str(), deps[0].status.as_str()),
+        ("lead", "Ready")
+    );
+    let lead_pod = rjob(&js, "lead")
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    assert!(
+        lead_pod.containers[0].readiness_probe.is_some(),
+        "LeadFirst needs a real readiness probe"
+    );
 }
 
 #[test]
 fn kueue_labels_reach_the_jobset_and_start_it_suspended() {
     let mut mc = hello(2);
     mc.metadata.labels = Some([(KUEUE_QUEUE_LABEL.to_string(), "team-a".to_string())].into());
-    mc.spec.job_labels.insert("kueue.x-k8s.io/priority-class".into(), "high".into());
+    mc.spec
+        .job_labels
+        .insert("kueue.x-k8s.io/priority-class".into(), "high".into());
     let js = jobset(&mc);
     let labels = js.metadata.labels.as_ref().unwrap();
-    assert_eq!(labels.get(KUEUE_QUEUE_LABEL).map(String::as_str), Some("team-a"));
-    assert_eq!(labels.get("kueue.x-k8s.io/priority-class").map(String::as_str), Some("high"));
+    assert_eq!(
+        labels.get(KUEUE_QUEUE_LABEL).map(String::as_str),
+        Some("team-a")
+    );
+    assert_eq!(
+        labels
+            .get("kueue.x-k8s.io/priority-class")
+            .map(String::as_str),
+        Some("high")
+    );
     assert_eq!(js.spec.suspend, Some(true));
 
     // Once Kueue resumed it, applies keep Kueue's value.
@@ -113,30 +157,54 @@ fn suspend_without_kueue_is_the_spec() {
     mc.spec.suspend = true;
     let mut observed = jobset(&mc);
     observed.spec.suspend = Some(false);
-    assert_eq!(jobset::with_observed_suspend(jobset(&mc), Some(&observed)).spec.suspend, Some(true));
+    assert_eq!(
+        jobset::with_observed_suspend(jobset(&mc), Some(&observed))
+            .spec
+            .suspend,
+        Some(true)
+    );
 }
 
 #[test]
 fn pods_carry_role_labels_view_and_user_settings() {
     let mut mc = hello(2);
     mc.spec.pod.labels.insert("team".into(), "a".into());
-    mc.spec.pod.node_selector.insert("pool".into(), "hpc".into());
+    mc.spec
+        .pod
+        .node_selector
+        .insert("pool".into(), "hpc".into());
     mc.spec.containers[0].pull_always = true;
     let lead = pod_template(&mc, Role::Lead);
     let labels = lead.metadata.as_ref().unwrap().labels.as_ref().unwrap();
     assert_eq!(labels.get(ROLE_LABEL).map(String::as_str), Some("lead"));
     assert_eq!(labels.get("team").map(String::as_str), Some("a"));
     let spec = lead.spec.as_ref().unwrap();
-    assert_eq!(spec.init_containers.as_ref().map(Vec::len), Some(1), "flux view init container");
+    assert_eq!(
+        spec.init_containers.as_ref().map(Vec::len),
+        Some(1),
+        "flux view init container"
+    );
     assert_eq!(spec.node_selector.as_ref().unwrap()["pool"], "hpc");
-    assert_eq!(spec.containers[0].image_pull_policy.as_deref(), Some("Always"));
-    assert!(spec.containers[0].command.is_some(), "the flux container runs the entrypoint");
+    assert_eq!(
+        spec.containers[0].image_pull_policy.as_deref(),
+        Some("Always")
+    );
+    assert!(
+        spec.containers[0].command.is_some(),
+        "the flux container runs the entrypoint"
+    );
     let workers = pod_template(&mc, Role::Worker);
     let labels = workers.metadata.as_ref().unwrap().labels.as_ref().unwrap();
     assert_eq!(labels.get(ROLE_LABEL).map(String::as_str), Some("workers"));
 
     mc.spec.flux.container.disable = true;
-    assert!(pod_template(&mc, Role::Lead).spec.unwrap().init_containers.is_none());
+    assert!(
+        pod_template(&mc, Role::Lead)
+            .spec
+            .unwrap()
+            .init_containers
+            .is_none()
+    );
 }
 
 #[test]
@@ -146,7 +214,7 @@ fn ported_services_get_a_service_on_the_lead() {
     sidecar.name = "web".into();
     sidecar.ports = vec![8080];
     mc.spec.services.push(sidecar);
-    let svcs = services(&mc);
+    let svcs = services(&mc).unwrap();
     assert_eq!(svcs.len(), 1);
     assert_eq!(svcs[0].metadata.name.as_deref(), Some("hello-web"));
     let selector = svcs[0].spec.as_ref().unwrap().selector.as_ref().unwrap();
@@ -160,7 +228,36 @@ fn config_map_carries_the_broker_config_and_is_owned_data() {
     let data = cm.data.unwrap();
     let broker = data.get("broker.toml").expect("broker config");
     assert!(broker.contains("hello-lead-0-0"), "{broker}");
-    assert!(data.values().all(|v| !v.contains("secret-key")), "no secret key in the ConfigMap");
+    assert!(
+        data.values().all(|v| !v.contains("secret-key")),
+        "no secret key in the ConfigMap"
+    );
+}
+
+#[test]
+fn minimal_service_names_only_the_lead() {
+    let mut mc = hello(3);
+    mc.spec.flux.minimal_service = true;
+    let svcs = services(&mc).unwrap();
+    assert_eq!(svcs.len(), 1);
+    let spec = svcs[0].spec.as_ref().unwrap();
+    assert_eq!(
+        svcs[0].metadata.name.as_deref(),
+        Some("hello"),
+        "named like the subdomain"
+    );
+    assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
+    assert_eq!(
+        spec.selector
+            .as_ref()
+            .unwrap()
+            .get(ROLE_LABEL)
+            .map(String::as_str),
+        Some("lead")
+    );
+    mc.spec.flux.topology = "kary:2".into();
+    let err = services(&mc).unwrap_err();
+    assert_eq!(err.field(), Some("spec.flux.minimalService"));
 }
 
 #[test]
@@ -168,7 +265,10 @@ fn secret_holds_the_certificate_and_is_immutable() {
     let secret = curve_secret(&hello(2), "cert text");
     assert_eq!(secret.metadata.name.as_deref(), Some("hello-curve"));
     assert_eq!(secret.immutable, Some(true));
-    assert_eq!(secret.data.unwrap()[crate::flux::CURVE_SECRET_KEY].0, b"cert text");
+    assert_eq!(
+        secret.data.unwrap()[crate::flux::CURVE_SECRET_KEY].0,
+        b"cert text"
+    );
 }
 
 /// `render` of every example, compared with the committed golden files in
@@ -176,12 +276,19 @@ fn secret_holds_the_certificate_and_is_immutable() {
 #[test]
 fn examples_render_as_committed() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut entries: Vec<_> = std::fs::read_dir(root.join("examples")).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut entries: Vec<_> = std::fs::read_dir(root.join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     entries.sort();
     assert!(entries.len() >= 6, "examples exist");
     for path in entries {
         let mc = crate::cli::read_minicluster(&path).unwrap();
-        assert!(crate::api::validation::validate(&mc).is_empty(), "{} is valid", path.display());
+        assert!(
+            crate::api::validation::validate(&mc).is_empty(),
+            "{} is valid",
+            path.display()
+        );
         let text = crate::cli::render_to_string(&mc, "cluster.local", false).unwrap();
         let golden = root.join("tests/golden").join(path.file_name().unwrap());
         if std::env::var_os("UPDATE_GOLDEN").is_some() {
@@ -189,6 +296,11 @@ fn examples_render_as_committed() {
             std::fs::write(&golden, &text).unwrap();
         }
         let expected = std::fs::read_to_string(&golden).unwrap_or_default();
-        assert!(expected == text, "{} renders differently from {}; run UPDATE_GOLDEN=1 cargo test and review", path.display(), golden.display());
+        assert!(
+            expected == text,
+            "{} renders differently from {}; run UPDATE_GOLDEN=1 cargo test and review",
+            path.display(),
+            golden.display()
+        );
     }
 }

@@ -8,7 +8,9 @@
 
 mod common;
 
+mod elastic;
 mod jobset;
 mod kueue;
 mod operator;
 mod prometheus;
+mod queued;

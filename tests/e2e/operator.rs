@@ -28,15 +28,24 @@ const TIMEOUT: Duration = Duration::from_secs(90);
 pub async fn install_crd(client: &kube::Client) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = MiniCluster::crd();
-    crds.patch(&crd.name_any(), &PatchParams::apply("flux-operator-e2e").force(), &Patch::Apply(&crd)).await?;
-    wait_for("MiniCluster CRD established", Duration::from_secs(30), || async {
-        let crd = crds.get("miniclusters.flux-framework.org").await?;
-        let established = crd
-            .status
-            .and_then(|s| s.conditions)
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"));
-        Ok(established.then_some(()))
-    })
+    crds.patch(
+        &crd.name_any(),
+        &PatchParams::apply("flux-operator-e2e").force(),
+        &Patch::Apply(&crd),
+    )
+    .await?;
+    wait_for(
+        "MiniCluster CRD established",
+        Duration::from_secs(30),
+        || async {
+            let crd = crds.get("miniclusters.flux-framework.org").await?;
+            let established = crd.status.and_then(|s| s.conditions).is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+            Ok(established.then_some(()))
+        },
+    )
     .await
 }
 
@@ -49,16 +58,34 @@ pub struct Operator {
 
 impl Operator {
     pub fn start(namespace: &str) -> Result<Self> {
-        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
         Self::start_on(namespace, metrics_port)
     }
 
     pub fn start_on(namespace: &str, metrics_port: u16) -> Result<Self> {
         let log = std::env::temp_dir().join(format!("flux-operator-{namespace}.log"));
-        let log_file = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
         let child = Command::new(env!("CARGO_BIN_EXE_flux-operator"))
-            .args(["run", "--namespace", namespace, "--lease-namespace", namespace])
-            .args(["--identity", "e2e-operator", "--cluster-domain", "cluster.local", "--log-format", "text"])
+            .args([
+                "run",
+                "--namespace",
+                namespace,
+                "--lease-namespace",
+                namespace,
+            ])
+            .args([
+                "--identity",
+                "e2e-operator",
+                "--cluster-domain",
+                "cluster.local",
+                "--log-format",
+                "text",
+            ])
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
             .env("RUST_LOG", "info,flux_operator=debug")
             .stdin(Stdio::null())
@@ -66,7 +93,11 @@ impl Operator {
             .stderr(log_file)
             .spawn()
             .context("starting the operator binary")?;
-        Ok(Self { child, metrics_port, log })
+        Ok(Self {
+            child,
+            metrics_port,
+            log,
+        })
     }
 
     pub fn kill(&mut self) {
@@ -95,10 +126,15 @@ impl Drop for Operator {
 /// A plain HTTP/1.0 GET on loopback.
 pub async fn http_get(port: u16, path: &str) -> Result<String> {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await?;
     let mut body = String::new();
     stream.read_to_string(&mut body).await?;
-    ensure!(body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"), "GET {path}: {body}");
+    ensure!(
+        body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"),
+        "GET {path}: {body}"
+    );
     Ok(body)
 }
 
@@ -110,34 +146,51 @@ pub fn example(name: &str, namespace: &str) -> Result<MiniCluster> {
 }
 
 pub async fn wait_phase(api: &Api<MiniCluster>, name: &str, phase: Phase) -> Result<MiniCluster> {
-    wait_for(&format!("MiniCluster {name} {phase:?}"), TIMEOUT, || async {
-        let mc = api.get(name).await?;
-        Ok((mc.status.as_ref().and_then(|s| s.phase) == Some(phase)).then_some(mc))
-    })
+    wait_for(
+        &format!("MiniCluster {name} {phase:?}"),
+        TIMEOUT,
+        || async {
+            let mc = api.get(name).await?;
+            Ok((mc.status.as_ref().and_then(|s| s.phase) == Some(phase)).then_some(mc))
+        },
+    )
     .await
 }
 
 fn owned_by(obj: &impl ResourceExt, mc: &MiniCluster) -> bool {
-    obj.owner_references().iter().any(|o| Some(&o.uid) == mc.metadata.uid.as_ref() && o.controller == Some(true))
+    obj.owner_references()
+        .iter()
+        .any(|o| Some(&o.uid) == mc.metadata.uid.as_ref() && o.controller == Some(true))
 }
 
 async fn labelled<K>(api: &Api<K>, mc: &str) -> Result<Vec<K>>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    Ok(api.list(&ListParams::default().labels(&format!("{NAME_LABEL}={mc}"))).await?.items)
+    Ok(api
+        .list(&ListParams::default().labels(&format!("{NAME_LABEL}={mc}")))
+        .await?
+        .items)
 }
 
 async fn pods_of_role(ns: &TestNamespace, mc: &str, role: &str) -> Result<Vec<Pod>> {
     let pods: Api<Pod> = ns.api();
-    Ok(pods.list(&ListParams::default().labels(&format!("{NAME_LABEL}={mc},{ROLE_LABEL}={role}"))).await?.items)
+    Ok(pods
+        .list(&ListParams::default().labels(&format!("{NAME_LABEL}={mc},{ROLE_LABEL}={role}")))
+        .await?
+        .items)
 }
 
-async fn finish_lead(ns: &TestNamespace, mc: &str) -> Result<()> {
+pub async fn finish_lead(ns: &TestNamespace, mc: &str) -> Result<()> {
     let pods: Api<Pod> = ns.api();
     for pod in pods_of_role(ns, mc, "lead").await? {
         let patch = json!({"metadata": {"annotations": {COMPLETE_AFTER: "1s"}}});
-        pods.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        pods.patch(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
     }
     Ok(())
 }
@@ -145,7 +198,9 @@ async fn finish_lead(ns: &TestNamespace, mc: &str) -> Result<()> {
 /// The host names of `[bootstrap] hosts`, with `prefix[a-b]` ranges expanded.
 fn hosts_in_broker_config(text: &str) -> Result<Vec<String>> {
     let table: toml::Table = text.parse()?;
-    let hosts = table["bootstrap"]["hosts"].as_array().context("bootstrap.hosts")?;
+    let hosts = table["bootstrap"]["hosts"]
+        .as_array()
+        .context("bootstrap.hosts")?;
     let mut out = Vec::new();
     for entry in hosts {
         let host = entry["host"].as_str().context("host")?;
@@ -163,13 +218,17 @@ fn hosts_in_broker_config(text: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
-fn kubectl() -> PathBuf {
-    let cache = std::env::var("E2E_BIN").map(PathBuf::from).unwrap_or_else(|_| {
-        let base = std::env::var("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache"));
-        base.join("flux-operator-rs/bin")
-    });
+pub fn kubectl() -> PathBuf {
+    let cache = std::env::var("E2E_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            let base = std::env::var("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|_| {
+                    PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache")
+                });
+            base.join("flux-operator-rs/bin")
+        });
     cache.join("kubectl")
 }
 
@@ -180,7 +239,9 @@ async fn hello_world_runs_to_completion_with_metrics() -> Result<()> {
     install_crd(&ns.client).await?;
     let operator = Operator::start(&ns.name)?;
     let mcs: Api<MiniCluster> = ns.api();
-    let mc = mcs.create(&PostParams::default(), &example("hello-world", &ns.name)?).await?;
+    let mc = mcs
+        .create(&PostParams::default(), &example("hello-world", &ns.name)?)
+        .await?;
     let name = mc.name_any();
 
     let ready = wait_phase(&mcs, &name, Phase::Running).await?;
@@ -188,52 +249,116 @@ async fn hello_world_runs_to_completion_with_metrics() -> Result<()> {
     assert_eq!(status.ready_brokers, 4, "{status:?}");
     assert_eq!(status.size, 4);
     assert_eq!(status.job_set, name);
-    assert!(status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{status:?}");
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True"),
+        "{status:?}"
+    );
     assert_eq!(status.observed_generation, ready.metadata.generation);
 
     // Exactly the Secret, the ConfigMap and the JobSet with two replicated jobs.
     let secrets = labelled(&ns.api::<Secret>(), &name).await?;
     let config_maps = labelled(&ns.api::<ConfigMap>(), &name).await?;
     let jobsets = labelled(&ns.api::<JobSet>(), &name).await?;
-    assert_eq!(secrets.iter().map(|s| s.name_any()).collect::<Vec<_>>(), [format!("{name}-curve")]);
-    assert_eq!(config_maps.iter().map(|c| c.name_any()).collect::<Vec<_>>(), [format!("{name}-flux")]);
+    assert_eq!(
+        secrets.iter().map(|s| s.name_any()).collect::<Vec<_>>(),
+        [format!("{name}-curve")]
+    );
+    assert_eq!(
+        config_maps.iter().map(|c| c.name_any()).collect::<Vec<_>>(),
+        [format!("{name}-flux")]
+    );
     assert_eq!(jobsets.len(), 1);
-    let rjobs: Vec<_> = jobsets[0].spec.replicated_jobs.iter().map(|r| r.name.as_str()).collect();
+    let rjobs: Vec<_> = jobsets[0]
+        .spec
+        .replicated_jobs
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
     assert_eq!(rjobs, ["lead", "workers"]);
-    for owned in [owned_by(&secrets[0], &ready), owned_by(&config_maps[0], &ready), owned_by(&jobsets[0], &ready)] {
+    for owned in [
+        owned_by(&secrets[0], &ready),
+        owned_by(&config_maps[0], &ready),
+        owned_by(&jobsets[0], &ready),
+    ] {
         assert!(owned, "every object is controller-owned by the MiniCluster");
     }
 
     // Four pods, running, with exactly the host names the broker config lists.
     let pods = labelled(&ns.api::<Pod>(), &name).await?;
     assert_eq!(pods.len(), 4);
-    let broker_toml = config_maps[0].data.as_ref().and_then(|d| d.get("broker.toml")).context("broker.toml")?;
+    let broker_toml = config_maps[0]
+        .data
+        .as_ref()
+        .and_then(|d| d.get("broker.toml"))
+        .context("broker.toml")?;
     let listed = hosts_in_broker_config(broker_toml)?;
     let mut hostnames: Vec<String> = pods
         .iter()
-        .map(|p| p.spec.as_ref().and_then(|s| s.hostname.clone()).unwrap_or_default())
+        .map(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.hostname.clone())
+                .unwrap_or_default()
+        })
         .collect();
     hostnames.sort();
     let mut expected = listed.clone();
     expected.sort();
-    assert_eq!(hostnames, expected, "pod host names are the broker config's hosts");
+    assert_eq!(
+        hostnames, expected,
+        "pod host names are the broker config's hosts"
+    );
     for pod in &pods {
-        assert_eq!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Running"));
-        assert!(pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some(), "bound to a node");
-        assert_eq!(pod.spec.as_ref().and_then(|s| s.subdomain.as_deref()), Some(name.as_str()));
+        assert_eq!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Running")
+        );
+        assert!(
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_some(),
+            "bound to a node"
+        );
+        assert_eq!(
+            pod.spec.as_ref().and_then(|s| s.subdomain.as_deref()),
+            Some(name.as_str())
+        );
     }
 
     // kubectl shows it with the printer columns.
-    let out = Command::new(kubectl()).args(["get", "minicluster", &name, "-n", &ns.name]).output()?;
+    let out = Command::new(kubectl())
+        .args(["get", "minicluster", &name, "-n", &ns.name])
+        .output()?;
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "kubectl: {}", String::from_utf8_lossy(&out.stderr));
-    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert!(
+        out.status.success(),
+        "kubectl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
     assert_eq!(header, ["NAME", "SIZE", "READY", "PHASE", "AGE"], "{table}");
-    let row: Vec<&str> = table.lines().nth(1).unwrap_or_default().split_whitespace().collect();
+    let row: Vec<&str> = table
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
     assert_eq!(&row[..4], [name.as_str(), "4", "4", "Running"], "{table}");
 
     // Cluster-up was observed.
-    let up_count = format!("flux_operator_minicluster_up_seconds_count{{namespace=\"{}\"}} 1", ns.name);
+    let up_count = format!(
+        "flux_operator_minicluster_up_seconds_count{{namespace=\"{}\"}} 1",
+        ns.name
+    );
     let metrics = operator.metrics().await?;
     assert!(metrics.contains(&up_count), "{metrics}");
 
@@ -242,12 +367,23 @@ async fn hello_world_runs_to_completion_with_metrics() -> Result<()> {
     let done = wait_phase(&mcs, &name, Phase::Succeeded).await?;
     let status = done.status.unwrap_or_default();
     assert!(status.completion_time.is_some());
-    assert!(status.conditions.iter().any(|c| c.type_ == "Succeeded" && c.status == "True"));
+    assert!(
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Succeeded" && c.status == "True")
+    );
     wait_for("follower pods gone", TIMEOUT, || async {
-        Ok(pods_of_role(&ns, &name, "workers").await?.is_empty().then_some(()))
+        Ok(pods_of_role(&ns, &name, "workers")
+            .await?
+            .is_empty()
+            .then_some(()))
     })
     .await?;
-    let teardown = format!("flux_operator_minicluster_teardown_seconds_count{{namespace=\"{}\"}} 1", ns.name);
+    let teardown = format!(
+        "flux_operator_minicluster_teardown_seconds_count{{namespace=\"{}\"}} 1",
+        ns.name
+    );
     wait_for("teardown observed", TIMEOUT, || async {
         Ok(operator.metrics().await?.contains(&teardown).then_some(()))
     })
@@ -268,7 +404,10 @@ async fn api_server_refuses_invalid_specs() -> Result<()> {
             match mcs.create(&PostParams::default(), &mc).await {
                 Err(kube::Error::Api(s)) if s.code == 422 => Ok(s.message),
                 Err(e) => bail!("unexpected error: {e}"),
-                Ok(_) => bail!("the API server accepted an invalid MiniCluster {}", mc.name_any()),
+                Ok(_) => bail!(
+                    "the API server accepted an invalid MiniCluster {}",
+                    mc.name_any()
+                ),
             }
         }
     };
@@ -276,7 +415,10 @@ async fn api_server_refuses_invalid_specs() -> Result<()> {
     let mut mc = example("hello-world", &ns.name)?;
     mc.spec.max_size = Some(2);
     let msg = refused(mc).await?;
-    assert!(msg.contains("spec.size") && msg.contains("maxSize"), "{msg}");
+    assert!(
+        msg.contains("spec.size") && msg.contains("maxSize"),
+        "{msg}"
+    );
 
     let mut mc = example("hello-world", &ns.name)?;
     let mut second = mc.spec.containers[0].clone();
@@ -286,23 +428,55 @@ async fn api_server_refuses_invalid_specs() -> Result<()> {
     mc.spec.containers[0].run_flux = true;
     mc.spec.containers.push(second);
     let msg = refused(mc).await?;
-    assert!(msg.contains("spec.containers") && msg.contains("runFlux"), "{msg}");
+    assert!(
+        msg.contains("spec.containers") && msg.contains("runFlux"),
+        "{msg}"
+    );
 
     let mut mc = example("hello-world", &ns.name)?;
     mc.metadata.name = Some(format!("a{}", "b".repeat(46)));
     let msg = refused(mc).await?;
-    assert!(msg.contains("metadata.name") && msg.contains("too long"), "{msg}");
+    assert!(
+        msg.contains("metadata.name") && msg.contains("too long"),
+        "{msg}"
+    );
 
     // Immutable fields: `size` may change, `tasks` may not.
-    let mc = mcs.create(&PostParams::default(), &example("hello-world", &ns.name)?).await?;
+    let mc = mcs
+        .create(&PostParams::default(), &example("hello-world", &ns.name)?)
+        .await?;
     let name = mc.name_any();
-    let ok = mcs.patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"size": 3}}))).await;
+    let ok = mcs
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"size": 3}})),
+        )
+        .await;
     assert!(ok.is_ok(), "size is mutable: {ok:?}");
-    match mcs.patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"tasks": 8}}))).await {
-        Err(kube::Error::Api(s)) => assert!(s.message.contains("spec.tasks") && s.message.contains("immutable"), "{}", s.message),
+    match mcs
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"tasks": 8}})),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert!(
+            s.message.contains("spec.tasks") && s.message.contains("immutable"),
+            "{}",
+            s.message
+        ),
         other => bail!("changing tasks was not refused: {other:?}"),
     }
-    match mcs.patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"maxSize": 8}}))).await {
+    match mcs
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"maxSize": 8}})),
+        )
+        .await
+    {
         Err(kube::Error::Api(s)) => assert!(s.message.contains("immutable"), "{}", s.message),
         other => bail!("adding maxSize was not refused: {other:?}"),
     }
@@ -352,20 +526,37 @@ async fn operator_restart_mid_creation_is_harmless() -> Result<()> {
 
     let secrets: Api<Secret> = ns.api();
     let secret_name = format!("{name}-curve");
-    let first = wait_for("certificate Secret", TIMEOUT, || async { Ok(secrets.get_opt(&secret_name).await?) }).await?;
+    let first = wait_for("certificate Secret", TIMEOUT, || async {
+        Ok(secrets.get_opt(&secret_name).await?)
+    })
+    .await?;
     operator.kill();
     drop(operator);
     let _operator = Operator::start_on(&ns.name, port)?;
 
     let running = wait_phase(&mcs, &name, Phase::Running).await?;
     let second = secrets.get(&secret_name).await?;
-    assert_eq!(first.data, second.data, "the certificate survived the restart unchanged");
-    assert_eq!(first.metadata.uid, second.metadata.uid, "the Secret was not recreated");
+    assert_eq!(
+        first.data, second.data,
+        "the certificate survived the restart unchanged"
+    );
+    assert_eq!(
+        first.metadata.uid, second.metadata.uid,
+        "the Secret was not recreated"
+    );
     let all_secrets = labelled(&secrets, &name).await?;
     let config_maps = labelled(&ns.api::<ConfigMap>(), &name).await?;
     let jobsets = labelled(&ns.api::<JobSet>(), &name).await?;
-    assert_eq!((all_secrets.len(), config_maps.len(), jobsets.len()), (1, 1, 1), "no duplicates");
-    assert!(owned_by(&all_secrets[0], &running) && owned_by(&config_maps[0], &running) && owned_by(&jobsets[0], &running));
+    assert_eq!(
+        (all_secrets.len(), config_maps.len(), jobsets.len()),
+        (1, 1, 1),
+        "no duplicates"
+    );
+    assert!(
+        owned_by(&all_secrets[0], &running)
+            && owned_by(&config_maps[0], &running)
+            && owned_by(&jobsets[0], &running)
+    );
     assert_eq!(labelled(&ns.api::<Pod>(), &name).await?.len(), 3);
     ns.cleanup().await;
     Ok(())
@@ -381,15 +572,36 @@ async fn install_manifests_apply_with_server_side_dry_run() -> Result<()> {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(ns.client.clone());
     let system = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "flux-operator-system"}});
     namespaces
-        .patch("flux-operator-system", &PatchParams::apply("flux-operator-e2e"), &Patch::Apply(&system))
+        .patch(
+            "flux-operator-system",
+            &PatchParams::apply("flux-operator-e2e"),
+            &Patch::Apply(&system),
+        )
         .await?;
     let manifests = format!("{}/manifests", env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(kubectl())
-        .args(["apply", "--server-side", "--dry-run=server", "--field-manager=flux-operator-e2e", "-k", &manifests])
+        .args([
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "--field-manager=flux-operator-e2e",
+            "-k",
+            &manifests,
+        ])
         .output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "kubectl apply failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    for kind in ["customresourcedefinition", "clusterrole", "deployment", "service", "serviceaccount"] {
+    assert!(
+        out.status.success(),
+        "kubectl apply failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for kind in [
+        "customresourcedefinition",
+        "clusterrole",
+        "deployment",
+        "service",
+        "serviceaccount",
+    ] {
         assert!(stdout.contains(kind), "{kind} in the dry run: {stdout}");
     }
     ns.cleanup().await;

@@ -1,0 +1,124 @@
+//! MiniClusters under Kueue: with quota for 4 broker pods, a size-3 and a size-4 cluster
+//! cannot run together. One runs, the other waits Suspended with Kueue's reason in its
+//! status, and is admitted when the first finishes.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+
+use flux_operator::api::{KUEUE_QUEUE_LABEL, MiniCluster, Phase};
+
+use crate::common::{TestNamespace, wait_for};
+use crate::kueue::queues;
+use crate::operator::{Operator, example, finish_lead, install_crd, wait_phase};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn queued(ns: &str, name: &str, size: i32, queue: &str) -> Result<MiniCluster> {
+    let mut mc = example("hello-world", ns)?;
+    mc.metadata.name = Some(name.to_string());
+    mc.metadata.labels = Some([(KUEUE_QUEUE_LABEL.to_string(), queue.to_string())].into());
+    mc.spec.size = size;
+    mc.spec.tasks = size;
+    mc.spec.containers[0].resources = Some(ResourceRequirements {
+        requests: Some(
+            [
+                ("cpu".to_string(), Quantity("1".into())),
+                ("memory".to_string(), Quantity("100Mi".into())),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    });
+    Ok(mc)
+}
+
+fn condition(mc: &MiniCluster, type_: &str) -> Option<(String, String)> {
+    let c = mc
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)?;
+    Some((c.status.clone(), c.message.clone()))
+}
+
+#[tokio::test]
+async fn kueue_runs_one_cluster_and_queues_the_other() -> Result<()> {
+    let mut ns = TestNamespace::create("queued").await?;
+    install_crd(&ns.client).await?;
+    let queue = queues(&mut ns, "4", "4Gi").await?;
+    let operator = Operator::start(&ns.name)?;
+    let mcs: Api<MiniCluster> = ns.api();
+
+    let first = mcs
+        .create(
+            &PostParams::default(),
+            &queued(&ns.name, "first", 3, &queue)?,
+        )
+        .await?
+        .name_any();
+    let running = wait_phase(&mcs, &first, Phase::Running).await?;
+    assert_eq!(
+        condition(&running, "Admitted").map(|c| c.0).as_deref(),
+        Some("True")
+    );
+
+    let second = mcs
+        .create(
+            &PostParams::default(),
+            &queued(&ns.name, "second", 4, &queue)?,
+        )
+        .await?
+        .name_any();
+    let waiting = wait_for(
+        "second cluster waiting with Kueue's reason",
+        TIMEOUT,
+        || async {
+            let mc = mcs.get(&second).await?;
+            let phase = mc.status.as_ref().and_then(|s| s.phase);
+            let admitted = condition(&mc, "Admitted");
+            let waits = phase == Some(Phase::Suspended)
+                && admitted
+                    .as_ref()
+                    .is_some_and(|(status, message)| status == "False" && !message.is_empty());
+            Ok(waits.then_some(mc))
+        },
+    )
+    .await?;
+    let (_, suspended_message) = condition(&waiting, "Suspended").unwrap_or_default();
+    assert!(
+        suspended_message.contains("Kueue"),
+        "the Suspended condition says why: {suspended_message}"
+    );
+    assert_eq!(waiting.status.as_ref().map(|s| s.ready_brokers), Some(0));
+
+    // The first cluster finishes; Kueue releases its quota and admits the second.
+    finish_lead(&ns, &first).await?;
+    wait_phase(&mcs, &first, Phase::Succeeded).await?;
+    let admitted = wait_phase(&mcs, &second, Phase::Running).await?;
+    assert_eq!(admitted.status.as_ref().map(|s| s.ready_brokers), Some(4));
+    assert_eq!(
+        condition(&admitted, "Admitted").map(|c| c.0).as_deref(),
+        Some("True")
+    );
+
+    let wait_count = format!(
+        "flux_operator_minicluster_admission_wait_seconds_count{{namespace=\"{}\"}} 2",
+        ns.name
+    );
+    wait_for("admission wait observed for both", TIMEOUT, || async {
+        Ok(operator
+            .metrics()
+            .await?
+            .contains(&wait_count)
+            .then_some(()))
+    })
+    .await?;
+    ns.cleanup().await;
+    Ok(())
+}
