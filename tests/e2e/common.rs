@@ -91,7 +91,11 @@ fn sanitize(name: &str) -> String {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     let s = s.trim_matches('-');
-    s.chars().take(40).collect::<String>().trim_end_matches('-').to_string()
+    s.chars()
+        .take(40)
+        .collect::<String>()
+        .trim_end_matches('-')
+        .to_string()
 }
 
 /// A cluster-scoped object a test created and wants deleted with its namespace.

@@ -25,7 +25,10 @@ pub async fn queues(ns: &mut TestNamespace, cpu: &str, memory: &str) -> Result<S
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
         "metadata": { "name": flavor }, "spec": {}
     });
-    flavors.create(&PostParams::default(), &dynamic_object(rf)?).await.context("creating the ResourceFlavor")?;
+    flavors
+        .create(&PostParams::default(), &dynamic_object(rf)?)
+        .await
+        .context("creating the ResourceFlavor")?;
     ns.track_cluster_object(&kueue_resource("ResourceFlavor"), &flavor);
 
     let cqs = ns.cluster_dynamic(&kueue_resource("ClusterQueue"));
@@ -44,7 +47,9 @@ pub async fn queues(ns: &mut TestNamespace, cpu: &str, memory: &str) -> Result<S
             }]
         }
     });
-    cqs.create(&PostParams::default(), &dynamic_object(cq)?).await.context("creating the ClusterQueue")?;
+    cqs.create(&PostParams::default(), &dynamic_object(cq)?)
+        .await
+        .context("creating the ClusterQueue")?;
     ns.track_cluster_object(&kueue_resource("ClusterQueue"), &cluster_queue);
 
     let lqs = ns.dynamic(&kueue_resource("LocalQueue"));
@@ -52,10 +57,15 @@ pub async fn queues(ns: &mut TestNamespace, cpu: &str, memory: &str) -> Result<S
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
         "metadata": { "name": local_queue }, "spec": { "clusterQueue": cluster_queue }
     });
-    lqs.create(&PostParams::default(), &dynamic_object(lq)?).await.context("creating the LocalQueue")?;
+    lqs.create(&PostParams::default(), &dynamic_object(lq)?)
+        .await
+        .context("creating the LocalQueue")?;
 
     // Kueue marks the ClusterQueue Active once it has seen the flavor.
-    wait_for_object(&cqs, &cluster_queue, "ClusterQueue Active", TIMEOUT, |o| has_condition(&o.data, "Active", "True")).await?;
+    wait_for_object(&cqs, &cluster_queue, "ClusterQueue Active", TIMEOUT, |o| {
+        has_condition(&o.data, "Active", "True")
+    })
+    .await?;
     Ok(local_queue)
 }
 
@@ -72,14 +82,19 @@ pub fn queued_jobset(name: &str, queue: &str, workers: u32, annotations: Value) 
 
 /// The Workload Kueue made for the JobSet `name`.
 pub async fn workload_of(workloads: &Api<DynamicObject>, name: &str) -> Result<DynamicObject> {
-    wait_for(&format!("a Workload owned by JobSet {name}"), TIMEOUT, || async {
-        let list = workloads.list(&ListParams::default()).await?;
-        Ok(list.items.into_iter().find(|w| {
-            w.metadata.owner_references.as_ref().is_some_and(|refs| {
-                refs.iter().any(|r| r.kind == "JobSet" && r.name == name)
-            })
-        }))
-    })
+    wait_for(
+        &format!("a Workload owned by JobSet {name}"),
+        TIMEOUT,
+        || async {
+            let list = workloads.list(&ListParams::default()).await?;
+            Ok(list.items.into_iter().find(|w| {
+                w.metadata
+                    .owner_references
+                    .as_ref()
+                    .is_some_and(|refs| refs.iter().any(|r| r.kind == "JobSet" && r.name == name))
+            }))
+        },
+    )
     .await
 }
 
@@ -90,25 +105,56 @@ async fn kueue_admits_a_jobset_that_fits() -> Result<()> {
     let jobsets = ns.dynamic(&jobset_resource());
     let name = "fits";
     let created = jobsets
-        .create(&PostParams::default(), &dynamic_object(queued_jobset(name, &queue, 2, json!({})))?)
+        .create(
+            &PostParams::default(),
+            &dynamic_object(queued_jobset(name, &queue, 2, json!({})))?,
+        )
         .await
         .context("creating the JobSet")?;
     // Kueue's webhook suspends a queued JobSet on creation.
-    ensure!(created.data["spec"]["suspend"] == json!(true), "Kueue did not suspend the JobSet on creation: {}", created.data["spec"]);
+    ensure!(
+        created.data["spec"]["suspend"] == json!(true),
+        "Kueue did not suspend the JobSet on creation: {}",
+        created.data["spec"]
+    );
 
     let workloads = ns.dynamic(&kueue_resource("Workload"));
     let wl = workload_of(&workloads, name).await?;
     let wl_name = wl.metadata.name.clone().context("workload name")?;
     let wl = wait_for_object(&workloads, &wl_name, "Workload admitted", TIMEOUT, |w| {
-        has_condition(&w.data, "QuotaReserved", "True") && has_condition(&w.data, "Admitted", "True")
+        has_condition(&w.data, "QuotaReserved", "True")
+            && has_condition(&w.data, "Admitted", "True")
     })
     .await?;
-    let admission = wl.data.pointer("/status/admission/clusterQueue").and_then(Value::as_str).unwrap_or("");
-    assert_eq!(admission, ns.unique_name("cq"), "admitted by the wrong ClusterQueue");
+    let admission = wl
+        .data
+        .pointer("/status/admission/clusterQueue")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    assert_eq!(
+        admission,
+        ns.unique_name("cq"),
+        "admitted by the wrong ClusterQueue"
+    );
 
     // Admission resumes the JobSet, and its 3 pods run.
-    wait_for_object(&jobsets, name, "JobSet resumed (spec.suspend false)", TIMEOUT, |js| js.data["spec"]["suspend"] == json!(false)).await?;
-    let pods = wait_for_list(&ns.api::<Pod>(), &format!("jobset.sigs.k8s.io/jobset-name={name}"), 3, "3 pods Running", TIMEOUT, |p: &Pod| pod_phase(p) == "Running").await?;
+    wait_for_object(
+        &jobsets,
+        name,
+        "JobSet resumed (spec.suspend false)",
+        TIMEOUT,
+        |js| js.data["spec"]["suspend"] == json!(false),
+    )
+    .await?;
+    let pods = wait_for_list(
+        &ns.api::<Pod>(),
+        &format!("jobset.sigs.k8s.io/jobset-name={name}"),
+        3,
+        "3 pods Running",
+        TIMEOUT,
+        |p: &Pod| pod_phase(p) == "Running",
+    )
+    .await?;
     assert_eq!(pods.len(), 3);
 
     ns.cleanup().await;
@@ -123,16 +169,23 @@ async fn kueue_holds_a_jobset_that_does_not_fit() -> Result<()> {
     let jobsets = ns.dynamic(&jobset_resource());
     let name = "too-big";
     jobsets
-        .create(&PostParams::default(), &dynamic_object(queued_jobset(name, &queue, 2, json!({})))?)
+        .create(
+            &PostParams::default(),
+            &dynamic_object(queued_jobset(name, &queue, 2, json!({})))?,
+        )
         .await
         .context("creating the JobSet")?;
 
     let workloads = ns.dynamic(&kueue_resource("Workload"));
     let wl = workload_of(&workloads, name).await?;
     let wl_name = wl.metadata.name.clone().context("workload name")?;
-    let wl = wait_for_object(&workloads, &wl_name, "Workload with QuotaReserved=False", TIMEOUT, |w| {
-        has_condition(&w.data, "QuotaReserved", "False")
-    })
+    let wl = wait_for_object(
+        &workloads,
+        &wl_name,
+        "Workload with QuotaReserved=False",
+        TIMEOUT,
+        |w| has_condition(&w.data, "QuotaReserved", "False"),
+    )
     .await?;
     let reserved = condition(&wl.data, "QuotaReserved").context("QuotaReserved condition")?;
     let message = reserved["message"].as_str().unwrap_or("");
@@ -140,14 +193,29 @@ async fn kueue_holds_a_jobset_that_does_not_fit() -> Result<()> {
         message.contains("insufficient") || message.contains("quota"),
         "QuotaReserved=False should say why, got: {reserved}"
     );
-    assert!(!has_condition(&wl.data, "Admitted", "True"), "Workload admitted anyway: {}", wl.data["status"]);
+    assert!(
+        !has_condition(&wl.data, "Admitted", "True"),
+        "Workload admitted anyway: {}",
+        wl.data["status"]
+    );
 
     // It stays suspended and no pods are created.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let js = jobsets.get(name).await?;
-    assert_eq!(js.data["spec"]["suspend"], json!(true), "JobSet was resumed without quota");
-    let pods = ns.api::<Pod>().list(&ListParams::default().labels(&format!("jobset.sigs.k8s.io/jobset-name={name}"))).await?;
-    assert!(pods.items.is_empty(), "{} pods exist for a JobSet without quota", pods.items.len());
+    assert_eq!(
+        js.data["spec"]["suspend"],
+        json!(true),
+        "JobSet was resumed without quota"
+    );
+    let pods = ns
+        .api::<Pod>()
+        .list(&ListParams::default().labels(&format!("jobset.sigs.k8s.io/jobset-name={name}")))
+        .await?;
+    assert!(
+        pods.items.is_empty(),
+        "{} pods exist for a JobSet without quota",
+        pods.items.len()
+    );
 
     ns.cleanup().await;
     Ok(())
