@@ -14,9 +14,11 @@ pub enum LogFormat {
 /// Install the global subscriber (once; later calls are ignored).
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    use std::io::IsTerminal;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     let _ = match format {
         LogFormat::Json => builder
             .json()

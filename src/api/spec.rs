@@ -49,10 +49,10 @@ pub const DEFAULT_DEADLINE_SECONDS: i64 = 31_500_000;
     doc = "A MiniCluster is an on-demand Flux Framework cluster: a lead broker and followers run as one JobSet.",
     validation = kube::core::Rule::new(
         "size(self.metadata.name) + 17 + ((has(self.spec.maxSize) ? self.spec.maxSize : self.spec.size) < 12 ? 1 : string((has(self.spec.maxSize) ? self.spec.maxSize : self.spec.size) - 2).size()) <= 63"
-    ).message("metadata.name is too long: the longest pod name, <name>-workers-0-<maxSize-2> plus the 6-character suffix Kubernetes adds, must fit in 63 characters").field_path(".metadata.name"),
+    ).message("metadata.name is too long: the longest pod name, <name>-workers-0-<maxSize-2> plus the 6-character suffix Kubernetes adds, must fit in 63 characters"),
     validation = kube::core::Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')")
         .message("metadata.name must be a DNS label (lower-case letters, digits, '-', starting with a letter): it becomes the broker host names")
-        .field_path(".metadata.name"),
+        ,
 )]
 #[serde(rename_all = "camelCase")]
 #[garde(allow_unvalidated)]

@@ -119,7 +119,12 @@ pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> A
         .inc();
     let delay = Duration::from_secs(1u64 << attempts.min(9).saturating_sub(1))
         .min(Duration::from_secs(300));
-    tracing::warn!(minicluster = %mc.name_any(), namespace = ?mc.namespace(), %error, ?delay, "reconcile failed; retrying");
+    if error.reason() == "conflict" {
+        // Another manager (Kueue, JobSet) changed a field between our read and our apply.
+        tracing::info!(minicluster = %mc.name_any(), namespace = ?mc.namespace(), %error, ?delay, "apply conflict; retrying");
+    } else {
+        tracing::warn!(minicluster = %mc.name_any(), namespace = ?mc.namespace(), %error, ?delay, "reconcile failed; retrying");
+    }
     Action::requeue(delay)
 }
 

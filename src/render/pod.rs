@@ -98,6 +98,8 @@ pub fn pod_template(mc: &MiniCluster, role: Role) -> PodTemplateSpec {
                 ..Default::default()
             }),
             security_context: pod.security_context.clone(),
+            resource_claims: (!spec.resource_claims.is_empty())
+                .then(|| spec.resource_claims.clone()),
             image_pull_secrets: (!pull_secrets.is_empty()).then(|| {
                 pull_secrets
                     .into_iter()

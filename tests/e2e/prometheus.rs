@@ -24,8 +24,13 @@ struct Prometheus {
 impl Prometheus {
     fn start(target_port: u16) -> Result<Self> {
         let dir = tempfile::tempdir()?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let rules = format!("{}/manifests/prometheus/rules.yml", env!("CARGO_MANIFEST_DIR"));
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let rules = format!(
+            "{}/manifests/prometheus/rules.yml",
+            env!("CARGO_MANIFEST_DIR")
+        );
         let config = format!(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {rules}\n\
              scrape_configs:\n  - job_name: flux-operator\n    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
@@ -35,14 +40,21 @@ impl Prometheus {
         let log = std::fs::File::create(dir.path().join("prometheus.log"))?;
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
             .context("starting prometheus (Debian package `prometheus`)")?;
-        Ok(Self { child, port, _dir: dir })
+        Ok(Self {
+            child,
+            port,
+            _dir: dir,
+        })
     }
 
     /// The value of an instant query's single sample, if there is one.
@@ -50,7 +62,9 @@ impl Prometheus {
         let encoded: String = promql
             .bytes()
             .map(|b| match b {
-                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' => {
+                    (b as char).to_string()
+                }
                 _ => format!("%{b:02X}"),
             })
             .collect();
@@ -87,22 +101,43 @@ async fn prometheus_scrapes_the_cluster_up_histogram() -> Result<()> {
     wait_phase(&mcs, &name, Phase::Running).await?;
 
     let selector = format!("{{namespace=\"{}\"}}", ns.name);
-    let count = wait_for("cluster-up count in Prometheus", Duration::from_secs(60), || async {
-        prometheus.query(&format!("flux_operator_minicluster_up_seconds_count{selector}")).await
-    })
+    let count = wait_for(
+        "cluster-up count in Prometheus",
+        Duration::from_secs(60),
+        || async {
+            prometheus
+                .query(&format!(
+                    "flux_operator_minicluster_up_seconds_count{selector}"
+                ))
+                .await
+        },
+    )
     .await?;
     assert_eq!(count, 1.0);
     let sum = prometheus
-        .query(&format!("flux_operator_minicluster_up_seconds_sum{selector}"))
+        .query(&format!(
+            "flux_operator_minicluster_up_seconds_sum{selector}"
+        ))
         .await?
         .context("cluster-up sum")?;
     assert!(sum > 0.0 && sum < 120.0, "cluster-up took {sum}s");
     // The recording rule from manifests/prometheus/rules.yml is evaluated too.
-    let mean = wait_for("recorded mean cluster-up time", Duration::from_secs(60), || async {
-        prometheus.query(&format!("namespace:flux_operator_minicluster_up_seconds:mean{selector}")).await
-    })
+    let mean = wait_for(
+        "recorded mean cluster-up time",
+        Duration::from_secs(60),
+        || async {
+            prometheus
+                .query(&format!(
+                    "namespace:flux_operator_minicluster_up_seconds:mean{selector}"
+                ))
+                .await
+        },
+    )
     .await?;
-    assert!((mean - sum).abs() < 1e-6, "mean {mean} of one observation is its sum {sum}");
+    assert!(
+        (mean - sum).abs() < 1e-6,
+        "mean {mean} of one observation is its sum {sum}"
+    );
     ns.cleanup().await;
     Ok(())
 }
