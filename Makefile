@@ -3,7 +3,9 @@
 #   make setup        install missing Debian packages (e2e/setup-host.sh)
 #   make e2e-build    build kube-apiserver & co., etcd, kwok, JobSet, Kueue (cached)
 #   make up / down    start / stop the test cluster; `up` prints `export KUBECONFIG=...`
+#   make demo         the local demo: cluster, operator, hello-world to Succeeded, metrics
 #   make test         unit tests, then the e2e tests against a fresh cluster
+#   make crds         regenerate crds/ from the Rust types
 #   make vendor-crds  refresh vendor-crds/ from the pinned JobSet and Kueue modules
 
 SHELL := bash
@@ -23,7 +25,7 @@ CARGO_E2E := cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_T
 SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness \
-        test-e2e-running lint-scripts
+        test-e2e-running lint-scripts demo crds
 
 setup:
 	e2e/setup-host.sh
@@ -40,10 +42,17 @@ down:
 vendor-crds: e2e-build
 	e2e/vendor-crds.sh
 
-test: test-unit test-e2e
+# The README's two commands: each installs and builds what a fresh machine lacks.
+demo: setup e2e-build
+	e2e/demo.sh
+
+test: setup test-unit test-e2e
 
 test-unit:
 	cargo test
+
+crds:
+	cargo run --quiet -- crd > crds/flux-framework.org_miniclusters.yaml
 
 # Starts a fresh cluster, runs the e2e tests, and stops the cluster even when they fail.
 test-e2e: e2e-build

@@ -70,8 +70,8 @@ say "the cluster is up"
 k get minicluster hello-world
 k get jobset,pods -l flux-framework.org/minicluster=hello-world -o wide
 echo
-echo "broker config (rank order):"
-k get configmap hello-world-flux -o jsonpath='{.data.broker\.toml}' | sed -n '/\[bootstrap\]/,/^$/p'
+echo "broker config (every broker reads it; its rank is its host name's place in [bootstrap] hosts):"
+k get configmap hello-world-flux -o jsonpath='{.data.broker\.toml}'
 
 say "the lead broker's job finishes (KWOK marks its pod Succeeded)"
 lead=$(k get pods -l flux-framework.org/minicluster=hello-world,flux-framework.org/role=lead -o name)
