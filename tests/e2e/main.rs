@@ -11,6 +11,7 @@ mod common;
 mod elastic;
 mod jobset;
 mod kueue;
+mod lifecycle;
 mod operator;
 mod prometheus;
 mod queued;

@@ -65,7 +65,19 @@ impl Operator {
     }
 
     pub fn start_on(namespace: &str, metrics_port: u16) -> Result<Self> {
-        let log = std::env::temp_dir().join(format!("flux-operator-{namespace}.log"));
+        Self::launch(namespace, metrics_port, "e2e-operator")
+    }
+
+    /// Another replica, with its own identity in the leader election.
+    pub fn start_as(namespace: &str, identity: &str) -> Result<Self> {
+        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        Self::launch(namespace, metrics_port, identity)
+    }
+
+    fn launch(namespace: &str, metrics_port: u16, identity: &str) -> Result<Self> {
+        let log = std::env::temp_dir().join(format!("flux-operator-{namespace}-{identity}.log"));
         let log_file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -80,7 +92,7 @@ impl Operator {
             ])
             .args([
                 "--identity",
-                "e2e-operator",
+                identity,
                 "--cluster-domain",
                 "cluster.local",
                 "--log-format",

@@ -120,7 +120,10 @@ async fn prometheus_scrapes_the_cluster_up_histogram() -> Result<()> {
         ))
         .await?
         .context("cluster-up sum")?;
-    assert!(sum > 0.0 && sum < 120.0, "cluster-up took {sum}s");
+    assert!(
+        (0.0..120.0).contains(&sum),
+        "cluster-up took {sum}s (API timestamps have one-second resolution, so 0 is possible)"
+    );
     // The recording rule from manifests/prometheus/rules.yml is evaluated too.
     let mean = wait_for(
         "recorded mean cluster-up time",

@@ -1,0 +1,297 @@
+//! The operator's handling of what happens around a cluster: specs only the operator can
+//! judge, fields it does not act on, `spec.suspend` without Kueue, Kueue evicting and
+//! readmitting a running cluster, and a second replica taking over leadership.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::events::v1::Event as EventV1;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use flux_operator::api::{BurstedCluster, KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, Phase};
+use flux_operator::jobset::JobSet;
+
+use crate::common::{TestNamespace, kueue_resource, pod_phase, wait_for};
+use crate::kueue::queues;
+use crate::operator::{Operator, example, install_crd, wait_phase};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+fn condition(mc: &MiniCluster, type_: &str) -> Option<(String, String, String)> {
+    let c = mc
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+async fn running_pods(ns: &TestNamespace, name: &str) -> Result<usize> {
+    let pods: Api<Pod> = ns.api();
+    Ok(pods
+        .list(&ListParams::default().labels(&format!("{NAME_LABEL}={name}")))
+        .await?
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_phase(p) == "Running")
+        .count())
+}
+
+/// Warning Events (events.k8s.io) about a MiniCluster with this reason.
+async fn warnings(ns: &TestNamespace, name: &str, reason: &str) -> Result<Vec<String>> {
+    let events: Api<EventV1> = ns.api();
+    Ok(events
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some(reason)
+        })
+        .filter_map(|e| e.note)
+        .collect())
+}
+
+#[tokio::test]
+async fn operator_reports_what_the_api_server_cannot_check() -> Result<()> {
+    let ns = TestNamespace::create("invalid-spec").await?;
+    install_crd(&ns.client).await?;
+    let _operator = Operator::start(&ns.name)?;
+    let mcs: Api<MiniCluster> = ns.api();
+
+    // An environment variable name the schema cannot rule out: refused by the operator.
+    let mut bad = example("hello-world", &ns.name)?;
+    bad.metadata.name = Some("bad-env".into());
+    bad.spec.containers[0]
+        .environment
+        .insert("1NOT-A-NAME".into(), "x".into());
+    mcs.create(&PostParams::default(), &bad).await?;
+    let invalid = wait_for("InvalidSpec condition", TIMEOUT, || async {
+        let mc = mcs.get("bad-env").await?;
+        Ok(condition(&mc, "InvalidSpec")
+            .filter(|c| c.0 == "True")
+            .map(|c| (mc, c.2)))
+    })
+    .await?;
+    let (mc, message) = invalid;
+    assert!(
+        message.contains("spec.containers[0].environment"),
+        "names the field: {message}"
+    );
+    assert_eq!(
+        mc.status.as_ref().and_then(|s| s.phase),
+        Some(Phase::Failed)
+    );
+    let notes = wait_for("InvalidSpec Warning Event", TIMEOUT, || async {
+        let notes = warnings(&ns, "bad-env", "InvalidSpec").await?;
+        Ok((!notes.is_empty()).then_some(notes))
+    })
+    .await?;
+    assert!(
+        notes[0].contains("spec.containers[0].environment"),
+        "{notes:?}"
+    );
+    let created = ns
+        .api::<Secret>()
+        .list(&ListParams::default().labels(&format!("{NAME_LABEL}=bad-env")))
+        .await?
+        .items
+        .len()
+        + ns.api::<ConfigMap>()
+            .list(&ListParams::default().labels(&format!("{NAME_LABEL}=bad-env")))
+            .await?
+            .items
+            .len()
+        + ns.api::<JobSet>()
+            .list(&ListParams::default())
+            .await?
+            .items
+            .len();
+    assert_eq!(created, 0, "nothing is created for an invalid spec");
+
+    // Fixing the spec is not possible in place (it is immutable), but the cluster with an
+    // accepted-but-unsupported field runs and says what it ignores.
+    let mut bursting = example("hello-world", &ns.name)?;
+    bursting.metadata.name = Some("bursting".into());
+    bursting.spec.size = 2;
+    bursting.spec.tasks = 2;
+    bursting.spec.flux.bursting.clusters = vec![BurstedCluster {
+        name: "remote".into(),
+        size: Some(2),
+    }];
+    mcs.create(&PostParams::default(), &bursting).await?;
+    let running = wait_phase(&mcs, "bursting", Phase::Running).await?;
+    let unsupported = condition(&running, "Unsupported").context("Unsupported condition")?;
+    assert_eq!(unsupported.0, "True");
+    assert!(
+        unsupported.2.contains("spec.flux.bursting"),
+        "{unsupported:?}"
+    );
+    let notes = wait_for("Unsupported Warning Event", TIMEOUT, || async {
+        let notes = warnings(&ns, "bursting", "Unsupported").await?;
+        Ok((!notes.is_empty()).then_some(notes))
+    })
+    .await?;
+    assert!(notes[0].contains("spec.flux.bursting"), "{notes:?}");
+    ns.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn suspend_holds_a_cluster_without_kueue() -> Result<()> {
+    let ns = TestNamespace::create("suspend").await?;
+    install_crd(&ns.client).await?;
+    let _operator = Operator::start(&ns.name)?;
+    let mcs: Api<MiniCluster> = ns.api();
+    let mut mc = example("hello-world", &ns.name)?;
+    mc.spec.size = 2;
+    mc.spec.tasks = 2;
+    mc.spec.suspend = true;
+    let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
+
+    let held = wait_phase(&mcs, &name, Phase::Suspended).await?;
+    assert_eq!(
+        condition(&held, "Suspended").map(|c| c.0).as_deref(),
+        Some("True")
+    );
+    let js = ns.api::<JobSet>().get(&name).await?;
+    assert_eq!(js.spec.suspend, Some(true));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        running_pods(&ns, &name).await?,
+        0,
+        "a suspended cluster has no pods"
+    );
+
+    mcs.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"suspend": false}})),
+    )
+    .await?;
+    let running = wait_phase(&mcs, &name, Phase::Running).await?;
+    assert_eq!(running.status.as_ref().map(|s| s.ready_brokers), Some(2));
+    assert_eq!(
+        condition(&running, "Suspended").map(|c| c.0).as_deref(),
+        Some("False")
+    );
+    ns.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn kueue_eviction_shows_in_status_and_the_cluster_comes_back() -> Result<()> {
+    let mut ns = TestNamespace::create("evict").await?;
+    install_crd(&ns.client).await?;
+    let queue = queues(&mut ns, "8", "8Gi").await?;
+    let _operator = Operator::start(&ns.name)?;
+    let mcs: Api<MiniCluster> = ns.api();
+    let mut mc = example("hello-world", &ns.name)?;
+    mc.spec.size = 2;
+    mc.spec.tasks = 2;
+    mc.metadata.labels = Some([(KUEUE_QUEUE_LABEL.to_string(), queue)].into());
+    let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
+    wait_phase(&mcs, &name, Phase::Running).await?;
+
+    // Deactivating the Workload makes Kueue evict it: the JobSet is suspended again.
+    let workloads = ns.dynamic(&kueue_resource("Workload"));
+    let workload = wait_for("the JobSet's Workload", TIMEOUT, || async {
+        Ok(workloads
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .next())
+    })
+    .await?;
+    let wl = workload.name_any();
+    workloads
+        .patch(
+            &wl,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"active": false}})),
+        )
+        .await?;
+    let evicted = wait_phase(&mcs, &name, Phase::Suspended).await?;
+    let admitted = condition(&evicted, "Admitted").context("Admitted condition")?;
+    assert_eq!(admitted.0, "False", "{admitted:?}");
+    assert_eq!(admitted.1, "Evicted", "{admitted:?}");
+    wait_for("pods gone after eviction", TIMEOUT, || async {
+        Ok((running_pods(&ns, &name).await? == 0).then_some(()))
+    })
+    .await?;
+
+    // Reactivated, it is admitted again and the cluster comes back.
+    workloads
+        .patch(
+            &wl,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"active": true}})),
+        )
+        .await?;
+    let back = wait_phase(&mcs, &name, Phase::Running).await?;
+    assert_eq!(back.status.as_ref().map(|s| s.ready_brokers), Some(2));
+    assert_eq!(
+        condition(&back, "Admitted").map(|c| c.0).as_deref(),
+        Some("True")
+    );
+    ns.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_standby_replica_takes_over_when_the_leader_dies() -> Result<()> {
+    let ns = TestNamespace::create("leader").await?;
+    install_crd(&ns.client).await?;
+    let mut first = Operator::start_as(&ns.name, "replica-a")?;
+    let leases: Api<Lease> = ns.api();
+    wait_for("replica-a holds the lease", TIMEOUT, || async {
+        let holder = leases
+            .get_opt("flux-operator-leader")
+            .await?
+            .and_then(|l| l.spec?.holder_identity);
+        Ok((holder.as_deref() == Some("replica-a")).then_some(()))
+    })
+    .await?;
+    let _second = Operator::start_as(&ns.name, "replica-b")?;
+
+    let mcs: Api<MiniCluster> = ns.api();
+    let mut mc = example("hello-world", &ns.name)?;
+    mc.spec.size = 2;
+    mc.spec.tasks = 2;
+    mcs.create(&PostParams::default(), &mc).await?;
+    wait_phase(&mcs, "hello-world", Phase::Running).await?;
+    let holder = leases
+        .get("flux-operator-leader")
+        .await?
+        .spec
+        .and_then(|s| s.holder_identity);
+    assert_eq!(
+        holder.as_deref(),
+        Some("replica-a"),
+        "the standby does not take the lease from a live leader"
+    );
+
+    // The leader dies without releasing the lease; the standby takes over once it expires.
+    first.kill();
+    mc.metadata.name = Some("after-failover".into());
+    mcs.create(&PostParams::default(), &mc).await?;
+    wait_for("replica-b holds the lease", TIMEOUT, || async {
+        let holder = leases
+            .get_opt("flux-operator-leader")
+            .await?
+            .and_then(|l| l.spec?.holder_identity);
+        Ok((holder.as_deref() == Some("replica-b")).then_some(()))
+    })
+    .await?;
+    wait_phase(&mcs, "after-failover", Phase::Running).await?;
+    ns.cleanup().await;
+    Ok(())
+}
