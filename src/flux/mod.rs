@@ -6,19 +6,26 @@
 //!
 //! | path | what | from |
 //! |---|---|---|
-//! | [`CONFIG_MOUNT`] `/etc/flux-operator/config` | `broker.toml`, `lead.sh`, `worker.sh`, `view-init.sh`, `service-<name>.sh`, hook files, `script.sh`, `batch.sh` | the ConfigMap ([`config_map_data`]), read-only |
-//! | [`CURVE_MOUNT`] `/etc/flux-operator/curve` | `curve.cert` | the CURVE Secret, read-only ([`pod::curve_secret_mode`]) |
-//! | [`RUN_MOUNT`] `/run/flux-operator` | `curve.cert` (private copy, 0400), `local` (the broker socket) | emptyDir, shared with sidecars (read-only there) |
+//! | [`CONFIG_MOUNT`] `/etc/flux-operator/config` | `broker.toml`, `lead.sh`, `worker.sh`, `view-init.sh`, `service.<name>.sh`, hook files, `script.sh`, `batch.sh` | the ConfigMap ([`config_map_data`]), read-only |
+//! | [`CURVE_MOUNT`] `/etc/flux-operator/curve` | `curve.cert` | the CURVE Secret, read-only ([`pod::curve_secret_mode`]), Flux container only |
+//! | [`KEY_MOUNT`] `/run/flux-operator-key` | `curve.cert` (private copy, 0400: [`CURVE_PRIVATE_PATH`]) | memory-backed emptyDir ([`pod::KEY_VOLUME`]), Flux container only |
+//! | [`RUN_MOUNT`] `/run/flux-operator` | `local` (the broker socket, [`SOCKET_PATH`]) | emptyDir ([`pod::RUN_VOLUME`]), shared with sidecars (read-only there) |
 //! | `flux.container.mountPath` (`/mnt/flux`) | `view/` (Flux), `software/` | emptyDir filled by the view init container, read-only in the app |
 //! | [`SOFTWARE_MOUNT`] `/opt/software` | the view's install tree | subPath `software` of the view volume |
 //!
 //! Flux reads every `*.toml` in its config directory; `broker.toml` is the only such file in
-//! the ConfigMap, so the directory doubles as the script directory.
+//! the ConfigMap, so the directory doubles as the script directory. ConfigMap keys of service
+//! containers are dotted (`service.<name>.sh`, `service.<name>.init.sh`,
+//! `service.<name>.pre.sh`, see [`scripts::files`]): service names are DNS labels, which have
+//! no dots, so no two services' files can share a key.
+//!
+//! Sidecars never see the CURVE secret key: neither the Secret nor the private copy's volume
+//! is mounted in service containers or the view init container.
 //!
 //! The Flux container runs `/bin/bash <CONFIG_MOUNT>/lead.sh` (pod `<mc>-lead-0-0`, rank 0) or
 //! `worker.sh` (`<mc>-workers-0-<i>`, rank i+1). Its environment ([`flux_container_env`]):
-//! `FLUX_OPERATOR_CONFIG_DIR`, `FLUX_OPERATOR_CURVE_DIR`, `FLUX_OPERATOR_RUN_DIR`,
-//! `FLUX_OPERATOR_VIEW` (empty without a view), `FLUX_OPERATOR_ROLE`, then the container's
+//! `FLUX_OPERATOR_CONFIG_DIR`, `FLUX_OPERATOR_CURVE_DIR`, `FLUX_OPERATOR_KEY_DIR`,
+//! `FLUX_OPERATOR_RUN_DIR`, `FLUX_OPERATOR_VIEW` (empty without a view), `FLUX_OPERATOR_ROLE`, then the container's
 //! `environment` and `secrets`. The scripts default to the same paths, and tests point the
 //! variables at a temporary directory.
 //!
@@ -26,7 +33,7 @@
 //!
 //! In order: `commands.init`; the view (its `bin` appended to `PATH`, its Python packages to
 //! `PYTHONPATH`); `flux.environment` exports; the certificate copied from the Secret to a
-//! private 0400 file; `commands.pre`; `commands.brokerPre` (lead) or `commands.workerPre`
+//! private 0400 file in the key directory; `commands.pre`; `commands.brokerPre` (lead) or `commands.workerPre`
 //! (followers); the broker; `commands.post`. The lead runs
 //! `[commands.prefix] flux start [--wrap=W] -o --config DIR <options> [program]` and exits with
 //! its status. Options: `-Slog-stderr-level=<logLevel>` (0 with `logging.quiet`),
@@ -71,11 +78,19 @@
 //!
 //! # Sidecars
 //!
-//! A service container with a `command` runs `/bin/sh <CONFIG>/service-<name>.sh` (POSIX sh):
+//! A service container with a `command` runs `/bin/sh <CONFIG>/service.<name>.sh` (POSIX sh):
 //! `commands.init`, the view's `bin` on `PATH`, `FLUX_URI=local://<RUN_MOUNT>/local`, a wait for
 //! the broker socket (unless `flux.noWaitSocket`; none with `flux.disableSocket`),
 //! `commands.servicePre`, then `exec /bin/sh -c '<command>'`. With `noWrapEntrypoint` (or no
 //! command) the image's entrypoint stays and [`service_container_args`] gives the args.
+//!
+//! # Readiness
+//!
+//! [`lead_readiness_probe`] (every lead): its TBON port accepts connections, or with
+//! `maxSize` 1 its local socket exists. [`follower_readiness_probe`] (every follower): its
+//! broker's local socket exists, i.e. the broker process is up (not necessarily joined to the
+//! lead yet; a follower waiting for the lead is ready). With `flux.disableSocket` the broker
+//! has no known socket path and followers get no probe (`None`).
 
 pub mod command;
 pub mod config;
@@ -91,9 +106,9 @@ use std::collections::BTreeMap;
 use crate::api::MiniCluster;
 
 pub use pod::{
-    flux_container_command, flux_container_env, flux_container_mounts, lead_readiness_probe,
-    minimal_service, pod_volumes, service_container_args, service_container_command,
-    service_container_mounts, sidecar_services, view_init_container,
+    flux_container_command, flux_container_env, flux_container_mounts, follower_readiness_probe,
+    lead_readiness_probe, minimal_service, pod_volumes, service_container_args,
+    service_container_command, service_container_mounts, sidecar_services, view_init_container,
 };
 
 /// Where the ConfigMap (broker config and scripts) is mounted in containers.
@@ -102,11 +117,16 @@ pub const CONFIG_MOUNT: &str = "/etc/flux-operator/config";
 pub const CURVE_MOUNT: &str = "/etc/flux-operator/curve";
 /// The key of the certificate in the CURVE Secret (and its file name).
 pub const CURVE_SECRET_KEY: &str = "curve.cert";
-/// The private run directory (emptyDir) of every pod.
+/// The run directory (emptyDir) of every pod: the broker socket. Shared with the service
+/// containers (read-only there), so it must never hold a secret.
 pub const RUN_MOUNT: &str = "/run/flux-operator";
-/// The private certificate copy Flux reads (`[bootstrap] curve_cert`).
-pub const CURVE_PRIVATE_PATH: &str = "/run/flux-operator/curve.cert";
-/// The broker's local socket (`-Slocal-uri=local://...`), for sidecars and `flux proxy`.
+/// The Flux container's private key directory (memory-backed emptyDir [`pod::KEY_VOLUME`],
+/// mounted in no other container): the entrypoint's copy of the certificate.
+pub const KEY_MOUNT: &str = "/run/flux-operator-key";
+/// The private certificate copy Flux reads (`[bootstrap] curve_cert`), in [`KEY_MOUNT`].
+pub const CURVE_PRIVATE_PATH: &str = "/run/flux-operator-key/curve.cert";
+/// The broker's local socket (`-Slocal-uri=local://...`), in [`RUN_MOUNT`], for sidecars,
+/// readiness probes and `flux proxy`.
 pub const SOCKET_PATH: &str = "/run/flux-operator/local";
 /// Where the view's install tree appears in the containers (its links point there).
 pub const SOFTWARE_MOUNT: &str = "/opt/software";

@@ -6,12 +6,13 @@ use k8s_openapi::api::core::v1::{
     KeyToPath, Probe, SeccompProfile, SecretVolumeSource, SecurityContext, ServicePort,
     TCPSocketAction, Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::scripts::{files, flux_container};
 use super::{
-    BROKER_PORT, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, RUN_MOUNT, Role, SOCKET_PATH,
-    SOFTWARE_MOUNT,
+    BROKER_PORT, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, KEY_MOUNT, RUN_MOUNT, Role,
+    SOCKET_PATH, SOFTWARE_MOUNT,
 };
 use crate::api::{MiniCluster, is_dns_label};
 
@@ -19,12 +20,24 @@ use crate::api::{MiniCluster, is_dns_label};
 pub const CONFIG_VOLUME: &str = "flux-operator-config";
 /// Volume holding the CURVE certificate Secret.
 pub const CURVE_VOLUME: &str = "flux-operator-curve";
-/// Private emptyDir: the certificate copy Flux reads and the broker's local socket.
+/// emptyDir for the broker's local socket, shared with the service containers (read-only
+/// there). Holds nothing secret.
 pub const RUN_VOLUME: &str = "flux-operator-run";
+/// Memory-backed emptyDir for the certificate copy Flux reads (mounted at [`KEY_MOUNT`] in the
+/// Flux container only).
+pub const KEY_VOLUME: &str = "flux-operator-key";
+/// Size limit of [`KEY_VOLUME`] (it holds one certificate of a few hundred bytes).
+const KEY_VOLUME_SIZE: &str = "1Mi";
 /// emptyDir the init container copies the flux view into.
 pub const VIEW_VOLUME: &str = "flux-view";
 /// Volume names this module uses; user volumes must not take them.
-pub const RESERVED_VOLUMES: [&str; 4] = [CONFIG_VOLUME, CURVE_VOLUME, RUN_VOLUME, VIEW_VOLUME];
+pub const RESERVED_VOLUMES: [&str; 5] = [
+    CONFIG_VOLUME,
+    CURVE_VOLUME,
+    RUN_VOLUME,
+    KEY_VOLUME,
+    VIEW_VOLUME,
+];
 /// User the view init container runs as unless `flux.container.securityContext` says
 /// otherwise (`nobody`: the view's files are world-readable, the emptyDir world-writable).
 pub const VIEW_INIT_USER: i64 = 65534;
@@ -63,7 +76,8 @@ pub fn curve_secret_mode(mc: &MiniCluster) -> i32 {
 }
 
 /// Pod volumes Flux needs: the ConfigMap `config_map`, the CURVE Secret `curve_secret`, the
-/// private run directory, and the flux view (unless disabled).
+/// run directory (the socket), the key directory (memory-backed, for the certificate copy),
+/// and the flux view (unless disabled).
 pub fn pod_volumes(mc: &MiniCluster, config_map: &str, curve_secret: &str) -> Vec<Volume> {
     let mut volumes = vec![
         Volume {
@@ -93,6 +107,14 @@ pub fn pod_volumes(mc: &MiniCluster, config_map: &str, curve_secret: &str) -> Ve
             empty_dir: Some(EmptyDirVolumeSource::default()),
             ..Default::default()
         },
+        Volume {
+            name: KEY_VOLUME.into(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: Some("Memory".into()),
+                size_limit: Some(Quantity(KEY_VOLUME_SIZE.into())),
+            }),
+            ..Default::default()
+        },
     ];
     if view_enabled(mc) {
         volumes.push(Volume {
@@ -119,19 +141,22 @@ fn view_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
 }
 
 /// Mounts of the Flux container: the ConfigMap and the Secret (read-only), the run
-/// directory, and the flux view with its install tree at `/opt/software` (read-only).
+/// directory, the key directory, and the flux view with its install tree at `/opt/software`
+/// (read-only). The only container that mounts the Secret or the key directory.
 pub fn flux_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
     let mut mounts = vec![
         mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
         mount(CURVE_VOLUME, CURVE_MOUNT, true),
         mount(RUN_VOLUME, RUN_MOUNT, false),
+        mount(KEY_VOLUME, KEY_MOUNT, false),
     ];
     mounts.extend(view_mounts(mc));
     mounts
 }
 
 /// Mounts of service containers: the ConfigMap (their wrappers), the run directory
-/// (read-only: the broker socket) and the flux view. Not the CURVE Secret.
+/// (read-only: the broker socket) and the flux view. Neither the CURVE Secret nor the key
+/// directory: a sidecar cannot read the secret key.
 pub fn service_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
     let mut mounts = vec![
         mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
@@ -164,6 +189,7 @@ pub fn flux_container_env(mc: &MiniCluster, role: Role) -> Vec<EnvVar> {
     let mut env = vec![
         var("FLUX_OPERATOR_CONFIG_DIR", CONFIG_MOUNT),
         var("FLUX_OPERATOR_CURVE_DIR", CURVE_MOUNT),
+        var("FLUX_OPERATOR_KEY_DIR", KEY_MOUNT),
         var("FLUX_OPERATOR_RUN_DIR", RUN_MOUNT),
         var(
             "FLUX_OPERATOR_VIEW",
@@ -260,10 +286,20 @@ pub fn view_init_container(mc: &MiniCluster) -> Option<Container> {
     })
 }
 
-/// Readiness of the lead broker (for `startupOrder: LeadFirst`): its TBON port accepts
-/// connections once the broker is up and followers can join. With `maxSize` 1 the broker
-/// binds no port, so the probe checks its local socket instead (or nothing when
-/// `disableSocket`).
+/// The exec command that succeeds once the broker's local socket ([`SOCKET_PATH`]) exists.
+/// Through `/bin/sh` (the app image has it) so it needs no `test` binary on `PATH`.
+fn socket_exists_command() -> Vec<String> {
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        format!("test -S {SOCKET_PATH}"),
+    ]
+}
+
+/// Readiness of the lead broker (every lead pod): its TBON port accepts connections once
+/// the broker is up and followers can join. With `maxSize` 1 the broker binds no port, so
+/// the probe checks its local socket instead (or nothing when `disableSocket`). Checked every
+/// second, so `LeadFirst` startup waits little.
 pub fn lead_readiness_probe(mc: &MiniCluster) -> Probe {
     let base = Probe {
         period_seconds: Some(1),
@@ -283,11 +319,7 @@ pub fn lead_readiness_probe(mc: &MiniCluster) -> Probe {
         let command = if mc.spec.flux.disable_socket {
             vec!["true".to_string()]
         } else {
-            vec![
-                "test".to_string(),
-                "-S".to_string(),
-                SOCKET_PATH.to_string(),
-            ]
+            socket_exists_command()
         };
         Probe {
             exec: Some(ExecAction {
@@ -296,6 +328,32 @@ pub fn lead_readiness_probe(mc: &MiniCluster) -> Probe {
             ..base
         }
     }
+}
+
+/// Readiness of a follower broker (every worker pod): its local socket ([`SOCKET_PATH`])
+/// exists, that is the broker process is up. It says nothing about the TBON connection: a
+/// follower waiting for its lead is ready (followers bind no port in the flat topology, and
+/// the lead's view of who joined is `flux resource`'s business). The entrypoint removes the
+/// socket before each (re)start, so a broker that keeps failing turns unready after
+/// `failureThreshold` x `periodSeconds` (15 s); a quick restart does not flap.
+///
+/// `None` with `flux.disableSocket`: the broker then picks its own socket path under
+/// `$TMPDIR`, so there is nothing fixed to check, and a probe that always succeeds would
+/// only claim something it does not know.
+pub fn follower_readiness_probe(mc: &MiniCluster) -> Option<Probe> {
+    if mc.spec.flux.disable_socket {
+        return None;
+    }
+    Some(Probe {
+        exec: Some(ExecAction {
+            command: Some(socket_exists_command()),
+        }),
+        period_seconds: Some(5),
+        timeout_seconds: Some(2),
+        success_threshold: Some(1),
+        failure_threshold: Some(3),
+        ..Default::default()
+    })
 }
 
 /// A Service for a sidecar's ports (the render module chooses the pod selector).

@@ -12,10 +12,15 @@ use serde::Serialize;
 
 use super::command::{check_no_nul, command_argv, quote, quote_all, split_words};
 use super::config::quorum;
-use super::{CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, RUN_MOUNT};
-use crate::api::{MiniCluster, MiniClusterContainer};
+use super::{CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, KEY_MOUNT, RUN_MOUNT};
+use crate::api::{MiniCluster, MiniClusterContainer, is_dns_label};
 
-/// File names in the ConfigMap.
+/// File names in the ConfigMap (keys of its `data`).
+///
+/// Files of service containers are `service.<name>.sh` and `service.<name>[.<hook>].sh`:
+/// service names are DNS labels, so they contain no dot, and the dots make every key
+/// unambiguous (a service `a-init` cannot take the key of service `a`'s init hook). No fixed
+/// name starts with `service.`.
 pub mod files {
     /// The broker config.
     pub const BROKER_TOML: &str = "broker.toml";
@@ -40,17 +45,17 @@ pub mod files {
     /// `commands.post`.
     pub const HOOK_POST: &str = "hook-post.sh";
 
-    /// Entrypoint of service container `name`.
+    /// Entrypoint of service container `name`: `service.<name>.sh`.
     pub fn service(name: &str) -> String {
-        format!("service-{name}.sh")
+        format!("service.{name}.sh")
     }
-    /// `commands.init` of service container `name`.
+    /// `commands.init` of service container `name`: `service.<name>.init.sh`.
     pub fn service_init(name: &str) -> String {
-        format!("service-{name}-init.sh")
+        format!("service.{name}.init.sh")
     }
-    /// `commands.servicePre` of service container `name`.
+    /// `commands.servicePre` of service container `name`: `service.<name>.pre.sh`.
     pub fn service_pre(name: &str) -> String {
-        format!("service-{name}-pre.sh")
+        format!("service.{name}.pre.sh")
     }
 }
 
@@ -339,6 +344,7 @@ struct BrokerScript {
     timed: bool,
     config_mount: &'static str,
     curve_mount: &'static str,
+    key_mount: &'static str,
     run_mount: &'static str,
     cert_key: &'static str,
     view: Option<String>,
@@ -523,6 +529,7 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
         timed: lead && logging.timed,
         config_mount: CONFIG_MOUNT,
         curve_mount: CURVE_MOUNT,
+        key_mount: KEY_MOUNT,
         run_mount: RUN_MOUNT,
         cert_key: CURVE_SECRET_KEY,
         view: view_mount(mc),
@@ -646,22 +653,42 @@ pub fn script_files(mc: &MiniCluster) -> Result<BTreeMap<String, String>, Error>
         let Some(script) = service_script(mc, i)? else {
             continue;
         };
-        out.insert(files::service(&s.name), script);
         let sfield = format!("spec.services[{i}]");
+        // Validation makes names unique DNS labels; never overwrite a file if it did not.
+        if !is_dns_label(&s.name) {
+            return Err(field_err(
+                format!("{sfield}.name"),
+                format!("{:?} is not a DNS label", s.name),
+            ));
+        }
+        let mut add = |key: String, text: String| match out.entry(key) {
+            std::collections::btree_map::Entry::Occupied(e) => Err(field_err(
+                format!("{sfield}.name"),
+                format!(
+                    "its file {} is already taken (duplicate service name?)",
+                    e.key()
+                ),
+            )),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(text);
+                Ok(())
+            }
+        };
+        add(files::service(&s.name), script)?;
         if !s.commands.init.trim().is_empty() {
-            out.insert(
+            add(
                 files::service_init(&s.name),
                 hook_file(&format!("{sfield}.commands.init"), &s.commands.init),
-            );
+            )?;
         }
         if !s.commands.service_pre.trim().is_empty() {
-            out.insert(
+            add(
                 files::service_pre(&s.name),
                 hook_file(
                     &format!("{sfield}.commands.servicePre"),
                     &s.commands.service_pre,
                 ),
-            );
+            )?;
         }
     }
     Ok(out)

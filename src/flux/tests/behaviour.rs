@@ -25,6 +25,7 @@ struct Pod {
     config: PathBuf,
     curve: PathBuf,
     run: PathBuf,
+    key: PathBuf,
     view: PathBuf,
     bin: PathBuf,
     log: PathBuf,
@@ -52,6 +53,7 @@ impl Pod {
             config: root.join("config"),
             curve: root.join("curve"),
             run: root.join("run"),
+            key: root.join("key"),
             view: root.join("view"),
             bin: root.join("bin"),
             log: root.join("flux.log"),
@@ -83,6 +85,7 @@ impl Pod {
             .env("FLUX_OPERATOR_CONFIG_DIR", &self.config)
             .env("FLUX_OPERATOR_CURVE_DIR", &self.curve)
             .env("FLUX_OPERATOR_RUN_DIR", &self.run)
+            .env("FLUX_OPERATOR_KEY_DIR", &self.key)
             .env("FLUX_OPERATOR_VIEW", &self.view)
             .env("FLUX_OPERATOR_RETRY_SECONDS", "0")
             .env("FAKE_FLUX_LOG", &self.log)
@@ -736,10 +739,18 @@ fn the_certificate_copy_is_private() {
     for script in ["lead.sh", "worker.sh", "lead.sh"] {
         // The second lead run finds the 0400 copy of the first and replaces it.
         assert_ok(&pod.run(script, &[]));
-        let copy = pod.run.join("curve.cert");
+        let copy = pod.key.join("curve.cert");
         assert_eq!(std::fs::read_to_string(&copy).unwrap(), CERT);
         let mode = std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o400, "{script}");
+        // The run directory is shared with the sidecars: no copy of the key there.
+        let shared: Vec<_> = std::fs::read_dir(&pod.run)
+            .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+            .unwrap_or_default();
+        assert!(
+            shared.is_empty(),
+            "{script}: {shared:?} in the shared run directory"
+        );
     }
     std::fs::remove_file(pod.curve.join("curve.cert")).unwrap();
     let out = pod.run("lead.sh", &[]);
@@ -799,7 +810,7 @@ fn sidecar_waits_for_the_socket_then_runs_its_command() {
     std::fs::create_dir_all(&pod.run).unwrap();
     let socket = pod.run.join("local");
     let mut child = pod
-        .command("sh", "service-api.sh", &[])
+        .command("sh", "service.api.sh", &[])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -829,7 +840,7 @@ fn sidecar_without_waiting() {
     mc.spec.flux.no_wait_socket = true;
     let pod = Pod::new(&mc);
     assert!(
-        pod.command("sh", "service-api.sh", &[])
+        pod.command("sh", "service.api.sh", &[])
             .status()
             .unwrap()
             .success()
@@ -842,7 +853,7 @@ fn sidecar_without_waiting() {
     mc.spec.flux.disable_socket = true;
     let pod = Pod::new(&mc);
     assert!(
-        pod.command("sh", "service-api.sh", &[])
+        pod.command("sh", "service.api.sh", &[])
             .status()
             .unwrap()
             .success()

@@ -3,8 +3,8 @@
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::MiniClusterContainer;
-use crate::flux::pod::{self, CONFIG_VOLUME, CURVE_VOLUME, RUN_VOLUME, VIEW_VOLUME};
-use crate::flux::{self, CONFIG_MOUNT, CURVE_MOUNT, RUN_MOUNT, Role};
+use crate::flux::pod::{self, CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RUN_VOLUME, VIEW_VOLUME};
+use crate::flux::{self, CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, Role};
 
 use super::mc_command;
 
@@ -39,13 +39,20 @@ fn volumes_and_mounts_with_the_view() {
     let names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(
         names,
-        [CONFIG_VOLUME, CURVE_VOLUME, RUN_VOLUME, VIEW_VOLUME]
+        [
+            CONFIG_VOLUME,
+            CURVE_VOLUME,
+            RUN_VOLUME,
+            KEY_VOLUME,
+            VIEW_VOLUME
+        ]
     );
+    assert_eq!(names, pod::RESERVED_VOLUMES);
     assert_eq!(volumes[0].config_map.as_ref().unwrap().name, "mc-flux");
     let secret = volumes[1].secret.as_ref().unwrap();
     assert_eq!(secret.secret_name.as_deref(), Some("mc-curve"));
     assert_eq!(secret.default_mode, Some(0o400));
-    assert!(volumes[2].empty_dir.is_some() && volumes[3].empty_dir.is_some());
+    assert!(volumes[2..].iter().all(|v| v.empty_dir.is_some()));
 
     assert_eq!(
         mounts_of(&flux::flux_container_mounts(&mc)),
@@ -53,6 +60,7 @@ fn volumes_and_mounts_with_the_view() {
             t(CONFIG_VOLUME, CONFIG_MOUNT, true, None),
             t(CURVE_VOLUME, CURVE_MOUNT, true, None),
             t(RUN_VOLUME, RUN_MOUNT, false, None),
+            t(KEY_VOLUME, KEY_MOUNT, false, None),
             t(VIEW_VOLUME, "/mnt/flux", true, None),
             t(VIEW_VOLUME, "/opt/software", true, Some("software")),
         ]
@@ -194,6 +202,10 @@ fn commands_and_env() {
         Some(RUN_MOUNT)
     );
     assert_eq!(
+        get("FLUX_OPERATOR_KEY_DIR").value.as_deref(),
+        Some(KEY_MOUNT)
+    );
+    assert_eq!(
         get("FLUX_OPERATOR_VIEW").value.as_deref(),
         Some("/mnt/flux")
     );
@@ -223,7 +235,7 @@ fn service_commands() {
     });
     assert_eq!(
         flux::service_container_command(&mc, 0).unwrap(),
-        ["/bin/sh", "/etc/flux-operator/config/service-web.sh"]
+        ["/bin/sh", "/etc/flux-operator/config/service.web.sh"]
     );
     assert_eq!(flux::service_container_args(&mc, 0), None);
     assert_eq!(flux::service_container_command(&mc, 1), None);
@@ -235,8 +247,8 @@ fn service_commands() {
     assert_eq!(flux::service_container_args(&mc, 2), None);
     assert_eq!(flux::service_container_command(&mc, 3), None);
     let data = flux::config_map_data(&mc, &super::ctx()).unwrap();
-    assert!(data.contains_key("service-web.sh"));
-    assert!(!data.contains_key("service-own.sh"));
+    assert!(data.contains_key("service.web.sh"));
+    assert!(!data.contains_key("service.own.sh"));
 }
 
 #[test]
@@ -253,8 +265,65 @@ fn lead_readiness_probe() {
     assert!(probe.tcp_socket.is_none());
     assert_eq!(
         probe.exec.unwrap().command.unwrap(),
-        ["test", "-S", flux::SOCKET_PATH]
+        ["/bin/sh", "-c", "test -S /run/flux-operator/local"]
     );
+    assert_eq!(probe.period_seconds, Some(1));
+    let mut quiet = one.clone();
+    quiet.spec.flux.disable_socket = true;
+    assert_eq!(
+        flux::lead_readiness_probe(&quiet)
+            .exec
+            .unwrap()
+            .command
+            .unwrap(),
+        ["true"]
+    );
+}
+
+#[test]
+fn follower_readiness_probe() {
+    for (size, max) in [(2, None), (4, Some(8)), (1, Some(3))] {
+        let mut mc = mc_command("mc", size, "hostname");
+        mc.spec.max_size = max;
+        mc.spec.flux.topology = "kary:2".into();
+        let probe = flux::follower_readiness_probe(&mc).expect("a probe");
+        // The broker's own socket, through /bin/sh (no `test` binary needed on PATH).
+        assert_eq!(
+            probe.exec.as_ref().unwrap().command.as_deref().unwrap(),
+            ["/bin/sh", "-c", "test -S /run/flux-operator/local"]
+        );
+        assert!(probe.tcp_socket.is_none() && probe.http_get.is_none());
+        assert_eq!(
+            format!("{}/local", RUN_MOUNT),
+            flux::SOCKET_PATH,
+            "the probe checks the socket the brokers create"
+        );
+        // Cheap on many pods, and a quick broker restart does not flap.
+        assert_eq!(probe.period_seconds, Some(5));
+        assert_eq!(probe.timeout_seconds, Some(2));
+        assert_eq!(probe.failure_threshold, Some(3));
+        assert_eq!(probe.success_threshold, Some(1));
+        assert_eq!(probe.initial_delay_seconds, None);
+    }
+    // No known socket: no probe rather than one that claims readiness it cannot see.
+    let mut mc = mc_command("mc", 3, "hostname");
+    mc.spec.flux.disable_socket = true;
+    assert_eq!(flux::follower_readiness_probe(&mc), None);
+    // noWaitSocket only concerns sidecars: the socket is still there.
+    let mut mc = mc_command("mc", 3, "hostname");
+    mc.spec.flux.no_wait_socket = true;
+    assert!(flux::follower_readiness_probe(&mc).is_some());
+}
+
+#[test]
+fn paths_agree() {
+    assert_eq!(
+        flux::CURVE_PRIVATE_PATH,
+        format!("{KEY_MOUNT}/{}", flux::CURVE_SECRET_KEY)
+    );
+    assert_eq!(flux::SOCKET_PATH, format!("{RUN_MOUNT}/local"));
+    assert!(!KEY_MOUNT.starts_with(&format!("{RUN_MOUNT}/")));
+    assert!(!RUN_MOUNT.starts_with(&format!("{KEY_MOUNT}/")));
 }
 
 #[test]
@@ -342,5 +411,146 @@ fn errors_name_the_field() {
             .unwrap_err()
             .field(),
         Some("spec.containers")
+    );
+}
+
+/// The private copy of the CURVE secret key lives in a volume that only the Flux container
+/// mounts: sidecars share the run directory (the broker socket) but never see the key.
+#[test]
+fn only_the_flux_container_mounts_the_private_key() {
+    let mut no_view = mc_command("mc", 2, "hostname");
+    no_view.spec.flux.container.disable = true;
+    let mut mc = mc_command("mc", 2, "hostname");
+    mc.spec.services.push(MiniClusterContainer {
+        name: "web".into(),
+        command: "nginx".into(),
+        ..Default::default()
+    });
+    let key_dir = std::path::Path::new(flux::CURVE_PRIVATE_PATH)
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap();
+    let sees_key = |m: &k8s_openapi::api::core::v1::VolumeMount| {
+        m.name == KEY_VOLUME || flux::CURVE_PRIVATE_PATH.starts_with(&format!("{}/", m.mount_path))
+    };
+    for mc in [mc, no_view] {
+        let volumes = flux::pod_volumes(&mc, "a", "b");
+        let key = volumes
+            .iter()
+            .find(|v| v.name == KEY_VOLUME)
+            .expect("a volume for the private key");
+        assert_eq!(
+            key.empty_dir.as_ref().unwrap().medium.as_deref(),
+            Some("Memory"),
+            "the key copy never touches the node's disk"
+        );
+        let flux_mounts = flux::flux_container_mounts(&mc);
+        let key_mounts: Vec<_> = flux_mounts.iter().filter(|m| sees_key(m)).collect();
+        assert_eq!(key_mounts.len(), 1, "{flux_mounts:?}");
+        assert_eq!(key_mounts[0].name, KEY_VOLUME);
+        assert_eq!(key_mounts[0].mount_path, key_dir);
+        assert_ne!(
+            key_mounts[0].read_only,
+            Some(true),
+            "the entrypoint writes the copy"
+        );
+
+        let service_mounts = flux::service_container_mounts(&mc);
+        assert!(
+            service_mounts.iter().any(|m| m.name == RUN_VOLUME),
+            "sidecars still share the broker socket"
+        );
+        assert!(
+            flux::SOCKET_PATH.starts_with(&format!("{RUN_MOUNT}/")),
+            "the socket stays in the shared run directory"
+        );
+        for m in &service_mounts {
+            assert!(!sees_key(m), "a service container sees the key: {m:?}");
+        }
+        for m in flux::view_init_container(&mc)
+            .and_then(|c| c.volume_mounts)
+            .unwrap_or_default()
+        {
+            assert!(!sees_key(&m), "the view init container sees the key: {m:?}");
+        }
+    }
+}
+
+/// Service `a` with hooks and services named like those hooks' files get distinct
+/// ConfigMap keys: every file each one needs is there, with its own content.
+#[test]
+fn service_files_never_collide() {
+    let mut mc = mc_command("mc", 2, "hostname");
+    for name in ["a", "a-init", "a-pre", "init", "pre"] {
+        let mut s = MiniClusterContainer {
+            name: name.into(),
+            command: format!("echo command-of-{name}"),
+            ..Default::default()
+        };
+        s.commands.init = format!("echo init-of-{name}");
+        s.commands.service_pre = format!("echo pre-of-{name}");
+        mc.spec.services.push(s);
+    }
+    let data = flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let mut keys = std::collections::BTreeSet::new();
+    for (i, s) in mc.spec.services.iter().enumerate() {
+        let name = &s.name;
+        let entry = flux::service_container_command(&mc, i).unwrap()[1]
+            .strip_prefix(&format!("{CONFIG_MOUNT}/"))
+            .unwrap()
+            .to_string();
+        let script = &data[&entry];
+        assert!(
+            script.contains(&format!("echo command-of-{name}")),
+            "{entry}"
+        );
+        assert!(
+            script.contains(&format!("service container {name} ")),
+            "{entry}"
+        );
+        let init = flux::scripts::files::service_init(name);
+        let pre = flux::scripts::files::service_pre(name);
+        assert!(
+            data[&init].contains(&format!("echo init-of-{name}")),
+            "{init}"
+        );
+        assert!(data[&pre].contains(&format!("echo pre-of-{name}")), "{pre}");
+        assert!(
+            script.contains(&format!("\"$config_dir/{init}\"")),
+            "{entry}"
+        );
+        assert!(
+            script.contains(&format!("\"$config_dir/{pre}\"")),
+            "{entry}"
+        );
+        for key in [entry, init, pre] {
+            assert!(keys.insert(key.clone()), "{key} is used twice");
+        }
+    }
+    // ConfigMap keys: [-._a-zA-Z0-9]+.
+    for key in data.keys() {
+        assert!(
+            key.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)),
+            "{key}"
+        );
+    }
+    // Specs that skipped validation cannot make one file replace another.
+    let mut twice = mc.clone();
+    twice.spec.services.push(twice.spec.services[0].clone());
+    assert_eq!(
+        flux::config_map_data(&twice, &super::ctx())
+            .unwrap_err()
+            .field(),
+        Some("spec.services[5].name")
+    );
+    let mut dotted = mc.clone();
+    dotted.spec.services[1].name = "a.init".into();
+    assert_eq!(
+        flux::config_map_data(&dotted, &super::ctx())
+            .unwrap_err()
+            .field(),
+        Some("spec.services[1].name")
     );
 }

@@ -27,14 +27,18 @@ fn generated_scripts_pass_shellcheck() {
         let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
         let sub = dir.path().join(&label);
         std::fs::create_dir_all(&sub).unwrap();
+        let services: Vec<String> = mc
+            .spec
+            .services
+            .iter()
+            .map(|s| crate::flux::scripts::files::service(&s.name))
+            .collect();
         let mut files = Vec::new();
         for (name, text) in &data {
             let generated = name == "lead.sh"
                 || name == "worker.sh"
                 || name == "view-init.sh"
-                || (name.starts_with("service-")
-                    && !name.ends_with("-init.sh")
-                    && !name.ends_with("-pre.sh"))
+                || services.contains(name)
                 || (name == "batch.sh" && mode(&mc).unwrap() == Mode::Batch);
             if generated {
                 let path = sub.join(name);
