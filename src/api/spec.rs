@@ -68,6 +68,12 @@ pub const DEFAULT_DEADLINE_SECONDS: i64 = 31_500_000;
         .message("exactly one of several containers must set runFlux: true").field_path(".containers"),
     validation = kube::core::Rule::new("self.containers.filter(c, has(c.runFlux) && c.runFlux).size() <= 1")
         .message("only one container may set runFlux: true").field_path(".containers"),
+    validation = kube::core::Rule::new("has(self.maxSize) || self.size == oldSelf.size")
+        .message("spec.size can change only when spec.maxSize is set: the broker config lists maxSize hosts, and maxSize defaults to the size at creation")
+        .field_path(".size"),
+    validation = kube::core::Rule::new(
+        "has(self.services) == has(oldSelf.services) && has(self.jobLabels) == has(oldSelf.jobLabels) && has(self.resourceClaims) == has(oldSelf.resourceClaims)"
+    ).message("services, jobLabels and resourceClaims are immutable: delete and re-create the MiniCluster to change them").reason(kube::core::Reason::FieldValueForbidden),
     validation = kube::core::Rule::new(
         "(has(self.maxSize) == has(oldSelf.maxSize) && (!has(self.maxSize) || self.maxSize == oldSelf.maxSize)) && (has(self.minSize) == has(oldSelf.minSize) && (!has(self.minSize) || self.minSize == oldSelf.minSize)) && (has(self.backoffLimit) == has(oldSelf.backoffLimit) && (!has(self.backoffLimit) || self.backoffLimit == oldSelf.backoffLimit)) && (has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished))"
     ).message("maxSize, minSize, backoffLimit and ttlSecondsAfterFinished are immutable: delete and re-create the MiniCluster to change them").reason(kube::core::Reason::FieldValueForbidden),
@@ -147,7 +153,9 @@ pub struct MiniClusterSpec {
     #[schemars(range(min = 1, max = 100000))]
     pub max_size: Option<i32>,
 
-    /// Retries of a failed cluster (JobSet restarts) before it counts as failed.
+    /// Retries of a failed broker pod (the Jobs' backoffLimit, default 6) before the cluster
+    /// counts as failed. The cluster as a whole is not restarted: a new lead broker would
+    /// start an empty Flux instance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 1000))]
     pub backoff_limit: Option<i32>,

@@ -132,6 +132,25 @@ fn errors_name_the_field() {
 }
 
 #[test]
+fn container_names_cannot_collide_with_generated_ones() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].run_flux = true;
+    let mut other = mc.spec.containers[0].clone();
+    other.run_flux = false;
+    other.name = "flux".into();
+    mc.spec.containers.push(other);
+    assert!(
+        fields(&mc).contains(&"spec.containers[1].name".to_string()),
+        "{:?}",
+        validate(&mc)
+    );
+    mc.spec.containers[1].name = "flux-view".into();
+    assert!(fields(&mc).contains(&"spec.containers[1].name".to_string()));
+    mc.spec.containers[1].name = "sidecar".into();
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+}
+
+#[test]
 fn name_budget_matches_jobset_pod_names() {
     // hello-workers-0-2-abcde: the longest pod of a 4-broker cluster.
     assert_eq!(

@@ -88,7 +88,15 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
     }
 
     let mut names = BTreeSet::new();
-    let reserved = [spec.flux.container.name.as_str()];
+    // The flux view init container's name, and the name an unnamed Flux container gets.
+    let unnamed_runner = spec
+        .containers
+        .iter()
+        .any(|c| (c.run_flux || spec.containers.len() == 1) && c.name.is_empty());
+    let mut reserved = vec![spec.flux.container.name.as_str()];
+    if unnamed_runner {
+        reserved.push(crate::render::DEFAULT_CONTAINER_NAME);
+    }
     for (i, c) in spec.containers.iter().enumerate() {
         let field = format!("spec.containers[{i}]");
         let is_runner = c.run_flux || spec.containers.len() == 1;
@@ -169,7 +177,10 @@ fn check_container(
         if reserved.contains(&c.name.as_str()) {
             errors.push(err(
                 format!("{field}.name"),
-                format!("{:?} is the flux view init container's name", c.name),
+                format!(
+                    "{:?} is taken: it is the flux view init container's name, or the name the unnamed Flux container gets",
+                    c.name
+                ),
             ));
         }
         if !names.insert(c.name.clone()) {

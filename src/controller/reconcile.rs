@@ -14,6 +14,7 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
+use tracing::Instrument;
 
 use super::status::{self, Observed};
 use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition, validation};
@@ -23,6 +24,9 @@ use crate::render::{self, Environment};
 
 /// The field manager of every server-side apply the operator makes.
 pub const FIELD_MANAGER: &str = "flux-operator";
+/// The field manager of later changes to a JobSet: only the fields that may change while it
+/// runs (the followers' size, `suspend` outside Kueue).
+pub const UPDATE_MANAGER: &str = "flux-operator-update";
 
 /// Shared state of the reconciler.
 pub struct Context {
@@ -69,6 +73,8 @@ pub enum Error {
     Certificate(#[from] crate::flux::Error),
     #[error("serialization: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -79,6 +85,7 @@ impl Error {
             Error::Render(_) => "render",
             Error::Certificate(_) => "certificate",
             Error::Json(_) => "serialization",
+            Error::Internal(_) => "internal",
         }
     }
 }
@@ -86,7 +93,9 @@ impl Error {
 /// Reconcile one MiniCluster.
 pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
-    let result = reconcile_inner(&mc, &ctx).await;
+    let span =
+        tracing::info_span!("reconcile", minicluster = %mc.name_any(), namespace = ?mc.namespace());
+    let result = reconcile_inner(&mc, &ctx).instrument(span).await;
     ctx.metrics
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
@@ -128,15 +137,22 @@ pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> A
     Action::requeue(delay)
 }
 
-async fn reconcile_inner(mc: &MiniCluster, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, Error> {
+    let ns = cached.namespace().unwrap_or_else(|| "default".to_string());
+    let name = cached.name_any();
+    // The watch cache can lag behind our own last status write; status transitions (and the
+    // metrics observed on them) must start from what the API server has now.
+    let Some(fresh) = Api::<MiniCluster>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(&name)
+        .await?
+    else {
+        return Ok(Action::await_change());
+    };
+    let mc = &fresh;
     if mc.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let ns = mc.namespace().unwrap_or_else(|| "default".to_string());
-    let name = mc.name_any();
     let now = Timestamp::now();
-    let span = tracing::info_span!("reconcile", minicluster = %name, namespace = %ns);
-    let _guard = span.enter();
 
     // 1. What only the operator can check. Nothing is created for an invalid spec.
     let errors = validation::validate(mc);
@@ -150,57 +166,76 @@ async fn reconcile_inner(mc: &MiniCluster, ctx: &Context) -> Result<Action, Erro
     }
 
     // 2. The certificate, once. A user-supplied one replaces the generated one.
-    if let Err(e) = ensure_curve_secret(mc, ctx, &ns).await {
-        return match e {
-            Error::Certificate(e) if e.field().is_some() => {
-                invalid_spec(mc, ctx, &e.to_string(), now).await
-            }
-            e => Err(e),
-        };
+    match ensure_curve_secret(mc, ctx, &ns).await {
+        Ok(SecretState::Ready) => {}
+        Ok(SecretState::Foreign(message)) => return invalid_spec(mc, ctx, &message, now).await,
+        Ok(SecretState::Terminating) => return Ok(Action::requeue(Duration::from_secs(2))),
+        Err(Error::Certificate(e)) if e.field().is_some() => {
+            return invalid_spec(mc, ctx, &e.to_string(), now).await;
+        }
+        Err(e) => return Err(e),
     }
 
-    // 3. Desired state, applied.
+    // 3. Desired state, applied. Objects of the same name that this MiniCluster does not own
+    // are never taken over.
     let desired = match render::desired(mc, &ctx.env) {
         Ok(d) => d,
         Err(e) if e.field().is_some() => return invalid_spec(mc, ctx, &e.to_string(), now).await,
         Err(e) => return Err(e.into()),
     };
     let params = PatchParams::apply(FIELD_MANAGER);
-    Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns)
-        .patch(
-            &render::config_map_name(mc),
-            &params,
-            &Patch::Apply(&desired.config_map),
-        )
-        .await?;
+    let config_maps = Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns);
+    let services = Api::<Service>::namespaced(ctx.client.clone(), &ns);
+    let mut foreign = not_owned(&config_maps, &render::config_map_name(mc), mc).await?;
     for svc in &desired.services {
-        Api::<Service>::namespaced(ctx.client.clone(), &ns)
-            .patch(&svc.name_any(), &params, &Patch::Apply(svc))
-            .await?;
+        foreign = foreign.or(not_owned(&services, &svc.name_any(), mc).await?);
     }
     let jobsets = Api::<JobSet>::namespaced(ctx.client.clone(), &ns);
     let observed = jobsets.get_opt(&name).await?;
     if let Some(existing) = &observed
-        && !existing
-            .owner_references()
-            .iter()
-            .any(|o| Some(&o.uid) == mc.uid().as_ref())
+        && !controlled_by(existing, mc)
     {
-        let message = format!("a JobSet named {name} exists and is not owned by this MiniCluster");
+        foreign = Some(format!("JobSet {name}"));
+    }
+    if let Some(object) = foreign {
+        let message = format!(
+            "{object} exists and is not owned by this MiniCluster; delete it or rename the MiniCluster"
+        );
         return invalid_spec(mc, ctx, &message, now).await;
     }
-    let finished = observed
-        .as_ref()
-        .is_some_and(|j| j.condition_true("Completed") || j.condition_true("Failed"));
-    let jobset = if finished {
-        // A finished JobSet is immutable in practice; leave it as it is.
-        observed.clone().unwrap_or_default()
-    } else {
-        let desired_js = render::jobset::with_observed_suspend(desired.jobset, observed.as_ref());
-        let applied = jobsets
-            .patch(&name, &params, &Patch::Apply(&desired_js))
+    let applied: Result<(), kube::Error> = async {
+        config_maps
+            .patch(
+                &render::config_map_name(mc),
+                &params,
+                &Patch::Apply(&desired.config_map),
+            )
             .await?;
-        if observed.is_none() {
+        for svc in &desired.services {
+            services
+                .patch(&svc.name_any(), &params, &Patch::Apply(svc))
+                .await?;
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = applied {
+        return rejected_or_retry(mc, ctx, e, now).await;
+    }
+
+    let old_status = mc.status.clone().unwrap_or_default();
+    let jobset = match observed {
+        // The JobSet went after the cluster finished (ttlSecondsAfterFinished, or deleted by
+        // hand): a finished cluster never runs again.
+        None if old_status.completion_time.is_some() => None,
+        None => {
+            let created = match jobsets
+                .patch(&name, &params, &Patch::Apply(&desired.jobset))
+                .await
+            {
+                Ok(js) => js,
+                Err(e) => return rejected_or_retry(mc, ctx, e, now).await,
+            };
             publish(
                 ctx,
                 mc,
@@ -210,22 +245,54 @@ async fn reconcile_inner(mc: &MiniCluster, ctx: &Context) -> Result<Action, Erro
                 format!("Created JobSet {name}"),
             )
             .await;
+            Some(created)
         }
-        applied
+        Some(js) => Some(js),
     };
 
-    // 4. Observe the pods and write status.
+    // Kueue's verdict, for a JobSet Kueue manages (a queue label, or a Workload it made).
+    let admission = match &jobset {
+        Some(js) if ctx.kueue => super::kueue::admission(&ctx.client, &ns, js).await?,
+        _ => None,
+    };
+    let queued = admission.is_some() || jobset.as_ref().is_some_and(render::jobset::is_queued);
+
+    // Later changes: only what may change on a running JobSet (the followers' size, and
+    // `suspend` outside Kueue), under a field manager of its own, so nothing else the
+    // operator set at creation is re-asserted against JobSet's or Kueue's own changes.
+    let mut apply_error = None;
+    let jobset = match jobset {
+        Some(js) if !is_finished(&js) => {
+            match render::jobset::update(mc, (!queued).then_some(mc.spec.suspend)) {
+                Some(update) if render::jobset::needs_update(&js, &update) => {
+                    match jobsets
+                        .patch(
+                            &name,
+                            &PatchParams::apply(UPDATE_MANAGER).force(),
+                            &Patch::Apply(&update),
+                        )
+                        .await
+                    {
+                        Ok(updated) => Some(updated),
+                        Err(e) => {
+                            apply_error = Some(e);
+                            Some(js)
+                        }
+                    }
+                }
+                _ => Some(js),
+            }
+        }
+        other => other,
+    };
+
+    // 4. Observe the pods and write status (also when an update failed: status shows what is).
     let pods = Api::<Pod>::namespaced(ctx.client.clone(), &ns)
         .list(&ListParams::default().labels(&render::pod_selector(mc)))
         .await?
         .items;
-    let admission = if ctx.kueue && render::jobset::is_queued(&jobset) {
-        super::kueue::admission(&ctx.client, &ns, &jobset).await?
-    } else {
-        None
-    };
     let observed = Observed {
-        jobset: Some(&jobset),
+        jobset: jobset.as_ref(),
         pods: &pods,
         admission: admission.clone(),
     };
@@ -257,7 +324,6 @@ async fn reconcile_inner(mc: &MiniCluster, ctx: &Context) -> Result<Action, Erro
         mc.metadata.generation,
         now,
     );
-    let old_status = mc.status.clone().unwrap_or_default();
     if new_status != old_status {
         patch_status(mc, ctx, &ns, &new_status).await?;
         announce(mc, ctx, &old_status, &new_status, &unsupported).await;
@@ -267,7 +333,7 @@ async fn reconcile_inner(mc: &MiniCluster, ctx: &Context) -> Result<Action, Erro
             &ns,
             &old_status,
             &new_status,
-            &jobset,
+            jobset.as_ref(),
             admission.as_ref(),
         );
     }
@@ -287,18 +353,100 @@ async fn reconcile_inner(mc: &MiniCluster, ctx: &Context) -> Result<Action, Erro
         )
         .await;
     }
-    Ok(Action::await_change())
+    match apply_error {
+        Some(e) => rejected_or_retry(mc, ctx, e, now).await,
+        None => Ok(Action::await_change()),
+    }
+}
+
+/// Whether the JobSet finished (Completed or Failed).
+fn is_finished(js: &JobSet) -> bool {
+    js.condition_true("Completed") || js.condition_true("Failed")
+}
+
+/// Whether `obj` is controller-owned by the MiniCluster.
+fn controlled_by(obj: &impl Resource, mc: &MiniCluster) -> bool {
+    obj.meta()
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && Some(&o.uid) == mc.metadata.uid.as_ref())
+}
+
+/// `Some("Kind name")` when an object of that name exists and the MiniCluster does not own it.
+async fn not_owned<K>(api: &Api<K>, name: &str, mc: &MiniCluster) -> Result<Option<String>, Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api
+        .get_metadata_opt(name)
+        .await?
+        .filter(|o| !controlled_by(o, mc))
+        .map(|_| format!("{} {name}", K::kind(&()))))
+}
+
+/// An apply the API server refused for good (invalid, or denied by an admission webhook)
+/// becomes a condition and an Event, not a retry loop; anything else is retried.
+async fn rejected_or_retry(
+    mc: &MiniCluster,
+    ctx: &Context,
+    e: kube::Error,
+    now: Timestamp,
+) -> Result<Action, Error> {
+    match &e {
+        kube::Error::Api(s)
+            if s.code == 400
+                || s.code == 422
+                || (s.code == 403 && s.message.contains("admission webhook")) =>
+        {
+            let message = format!(
+                "the API server refused the operator's change: {}",
+                s.message
+            );
+            invalid_spec(mc, ctx, &message, now).await
+        }
+        _ => Err(e.into()),
+    }
+}
+
+/// What [`ensure_curve_secret`] found.
+enum SecretState {
+    /// The MiniCluster's certificate Secret exists (or was just created).
+    Ready,
+    /// A Secret of that name belongs to something else.
+    Foreign(String),
+    /// A Secret of that name is being deleted (e.g. by a MiniCluster of the same name that was
+    /// just deleted): wait for it to go.
+    Terminating,
 }
 
 /// Create the certificate Secret unless it exists. Never updated: the keypair lives as long
 /// as the cluster.
-async fn ensure_curve_secret(mc: &MiniCluster, ctx: &Context, ns: &str) -> Result<(), Error> {
+async fn ensure_curve_secret(
+    mc: &MiniCluster,
+    ctx: &Context,
+    ns: &str,
+) -> Result<SecretState, Error> {
     let secrets = Api::<Secret>::namespaced(ctx.client.clone(), ns);
     let name = render::curve_secret_name(mc);
-    if secrets.get_metadata_opt(&name).await?.is_some() {
-        return Ok(());
+    if let Some(existing) = secrets.get_metadata_opt(&name).await? {
+        return Ok(if controlled_by(&existing, mc) {
+            SecretState::Ready
+        } else if existing.metadata.deletion_timestamp.is_some() {
+            SecretState::Terminating
+        } else {
+            SecretState::Foreign(format!(
+                "Secret {name} exists and is not owned by this MiniCluster; delete it or rename the MiniCluster"
+            ))
+        });
     }
-    let text = crate::flux::curve_certificate(mc)?.to_text();
+    // Generating checks the keypair with a CURVE handshake through libzmq: blocking work.
+    let for_cert = mc.clone();
+    let certificate =
+        tokio::task::spawn_blocking(move || crate::flux::curve_certificate(&for_cert))
+            .await
+            .map_err(|e| Error::Internal(format!("certificate task: {e}")))??;
+    let text = certificate.to_text();
     let secret = render::curve_secret(mc, &text);
     match secrets
         .create(
@@ -320,10 +468,10 @@ async fn ensure_curve_secret(mc: &MiniCluster, ctx: &Context, ns: &str) -> Resul
                 format!("Created CURVE certificate Secret {name}"),
             )
             .await;
-            Ok(())
+            Ok(SecretState::Ready)
         }
-        // Created concurrently (e.g. by a previous leader): keep that one.
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        // Created concurrently (e.g. by a previous leader): look again next time.
+        Err(kube::Error::Api(s)) if s.code == 409 => Err(Error::Kube(kube::Error::Api(s))),
         Err(e) => Err(e.into()),
     }
 }
@@ -434,6 +582,7 @@ async fn announce(
                 "Waiting for broker pods".to_string(),
             ),
         };
+        tracing::info!(phase = phase.as_str(), "{note}");
         publish(ctx, mc, kind, reason, "Reconcile", note).await;
     }
     let was_unsupported = old
@@ -461,7 +610,7 @@ fn observe_durations(
     ns: &str,
     old: &MiniClusterStatus,
     new: &MiniClusterStatus,
-    jobset: &JobSet,
+    jobset: Option<&JobSet>,
     admission: Option<&status::Admission>,
 ) {
     let Some(created) = mc.metadata.creation_timestamp.as_ref().map(|t| t.0) else {
@@ -469,7 +618,7 @@ fn observe_durations(
     };
     if old.job_set.is_empty()
         && !new.job_set.is_empty()
-        && let Some(js_created) = &jobset.metadata.creation_timestamp
+        && let Some(js_created) = jobset.and_then(|j| j.metadata.creation_timestamp.as_ref())
     {
         Metrics::observe(
             &metrics.jobset_created,
@@ -495,7 +644,12 @@ fn observe_durations(
         .conditions
         .iter()
         .any(|c| c.type_ == condition::ADMITTED && c.status == "True");
-    if !was_admitted && let Some(at) = admitted_at {
+    // The first admission only: a readmission after an eviction is not time spent queued
+    // since creation.
+    if !was_admitted
+        && old.start_time.is_none()
+        && let Some(at) = admitted_at
+    {
         Metrics::observe(&metrics.admission_wait, ns, seconds_between(&created, &at));
     }
     if old.teardown_time.is_none()

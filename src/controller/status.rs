@@ -48,7 +48,8 @@ pub fn pod_facts(pods: &[Pod]) -> PodFacts {
         let terminating = pod.metadata.deletion_timestamp.is_some();
         let status = pod.status.as_ref();
         let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-        if !matches!(phase, "Succeeded" | "Failed") && !terminating {
+        // A terminating pod still counts: teardown ends when the pods are gone.
+        if !matches!(phase, "Succeeded" | "Failed") {
             facts.live += 1;
         }
         if let Some(created) = &pod.metadata.creation_timestamp {
@@ -88,6 +89,15 @@ pub fn compute(mc: &MiniCluster, observed: &Observed<'_>, now: Timestamp) -> Min
     let size = mc.spec.size;
     let facts = pod_facts(observed.pods);
     let js = observed.jobset;
+    if js.is_none() && old.completion_time.is_some() {
+        // Finished, and its JobSet is gone (ttlSecondsAfterFinished): it stays finished.
+        let mut status = old;
+        if status.teardown_time.is_none() && facts.live == 0 {
+            status.teardown_time = Some(Time(now));
+        }
+        status.ready_brokers = 0;
+        return status;
+    }
 
     let completed = js
         .and_then(|j| j.condition("Completed"))

@@ -18,9 +18,9 @@ pub const DEFAULT_BACKOFF_LIMIT: i32 = 6;
 
 /// The desired JobSet.
 ///
-/// `suspend` is `spec.suspend` for clusters outside Kueue. For a cluster in a Kueue queue,
-/// Kueue owns the field: the JobSet is created suspended and the caller passes the observed
-/// value on later applies (see [`with_observed_suspend`]), so the operator never flips it.
+/// This is the object applied once, at creation. `suspend` is `spec.suspend` outside Kueue;
+/// a cluster in a Kueue queue is created suspended and from then on Kueue owns the field:
+/// later changes go through [`update`], which leaves it out for queued clusters.
 pub fn jobset(mc: &MiniCluster) -> JobSet {
     let mut replicated_jobs = vec![replicated_job(mc, Role::Lead, 1)];
     let workers = mc.spec.size - 1;
@@ -78,15 +78,54 @@ pub fn is_queued(js: &JobSet) -> bool {
         .is_some_and(|l| l.contains_key(KUEUE_QUEUE_LABEL))
 }
 
-/// For a JobSet Kueue manages, keep whatever `suspend` Kueue last set, so an apply never
-/// changes it. Outside Kueue the desired value stands.
-pub fn with_observed_suspend(mut desired: JobSet, observed: Option<&JobSet>) -> JobSet {
-    if is_queued(&desired)
-        && let Some(observed) = observed
-    {
-        desired.spec.suspend = observed.spec.suspend;
+/// The later-change apply for an existing JobSet: the followers' parallelism and completions
+/// (for clusters that have a followers job) and, outside Kueue, `suspend`. `None` when there
+/// is nothing that may change.
+pub fn update(mc: &MiniCluster, suspend: Option<bool>) -> Option<serde_json::Value> {
+    let mut spec = serde_json::Map::new();
+    if mc.max_size() > 1 {
+        let workers = (mc.spec.size - 1).max(1);
+        spec.insert(
+            "replicatedJobs".into(),
+            serde_json::json!([{
+                "name": WORKERS_JOB,
+                "template": {"spec": {"parallelism": workers, "completions": workers}},
+            }]),
+        );
     }
-    desired
+    if let Some(suspend) = suspend {
+        spec.insert("suspend".into(), suspend.into());
+    }
+    (!spec.is_empty()).then(|| {
+        serde_json::json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": mc.name(), "namespace": mc.namespace_or_default()},
+            "spec": spec,
+        })
+    })
+}
+
+/// Whether applying `update` would change the observed JobSet.
+pub fn needs_update(observed: &JobSet, update: &serde_json::Value) -> bool {
+    let spec = &update["spec"];
+    if let Some(suspend) = spec["suspend"].as_bool()
+        && observed.spec.suspend.unwrap_or(false) != suspend
+    {
+        return true;
+    }
+    let wanted = spec["replicatedJobs"][0]["template"]["spec"]["parallelism"].as_i64();
+    let current = observed
+        .spec
+        .replicated_jobs
+        .iter()
+        .find(|r| r.name == WORKERS_JOB)
+        .and_then(|r| r.template.spec.as_ref())
+        .map(|s| (s.parallelism.map(i64::from), s.completions.map(i64::from)));
+    match (wanted, current) {
+        (Some(w), Some((p, c))) => p != Some(w) || c != Some(w),
+        _ => false,
+    }
 }
 
 fn replicated_job(mc: &MiniCluster, role: Role, pods: i32) -> ReplicatedJob {

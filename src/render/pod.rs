@@ -179,9 +179,13 @@ fn flux_container(mc: &MiniCluster, c: &MiniClusterContainer, role: Role) -> Con
     let mut mounts = flux::flux_container_mounts(mc);
     mounts.extend(user_mounts(c));
     container.volume_mounts = Some(mounts);
-    if role == Role::Lead && mc.spec.startup_order == crate::api::StartupOrder::LeadFirst {
-        container.readiness_probe = Some(flux::lead_readiness_probe(mc));
-    }
+    // Ready means the broker is up, not just that the container started: the lead answers
+    // on its TBON port (JobSet's dependsOn for LeadFirst waits on this too).
+    // A follower is ready once its broker's socket exists.
+    container.readiness_probe = match role {
+        Role::Lead => Some(flux::lead_readiness_probe(mc)),
+        Role::Worker => flux::follower_readiness_probe(mc),
+    };
     container
 }
 

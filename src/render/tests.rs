@@ -144,25 +144,46 @@ fn kueue_labels_reach_the_jobset_and_start_it_suspended() {
     );
     assert_eq!(js.spec.suspend, Some(true));
 
-    // Once Kueue resumed it, applies keep Kueue's value.
-    let mut observed = js.clone();
-    observed.spec.suspend = Some(false);
-    let desired = jobset::with_observed_suspend(jobset(&mc), Some(&observed));
-    assert_eq!(desired.spec.suspend, Some(false));
+    // Later changes never carry `suspend` for a queued cluster: Kueue owns it.
+    let update = jobset::update(&mc, None).unwrap();
+    assert!(update["spec"].get("suspend").is_none());
 }
 
 #[test]
-fn suspend_without_kueue_is_the_spec() {
-    let mut mc = hello(2);
-    mc.spec.suspend = true;
-    let mut observed = jobset(&mc);
-    observed.spec.suspend = Some(false);
+fn later_changes_touch_only_the_followers_size_and_suspend() {
+    let mut mc = hello(3);
+    mc.spec.max_size = Some(6);
+    let created = jobset(&mc);
+    let update = jobset::update(&mc, Some(false)).unwrap();
+    assert_eq!(update["spec"].as_object().unwrap().len(), 2, "{update}");
+    assert_eq!(update["spec"]["replicatedJobs"][0]["name"], "workers");
     assert_eq!(
-        jobset::with_observed_suspend(jobset(&mc), Some(&observed))
-            .spec
-            .suspend,
-        Some(true)
+        update["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"],
+        2
     );
+    assert!(!jobset::needs_update(&created, &update), "nothing changed");
+
+    mc.spec.size = 5;
+    let update = jobset::update(&mc, Some(false)).unwrap();
+    assert_eq!(
+        update["spec"]["replicatedJobs"][0]["template"]["spec"]["completions"],
+        4
+    );
+    assert!(
+        jobset::needs_update(&created, &update),
+        "the followers grow"
+    );
+
+    mc.spec.size = 3;
+    mc.spec.suspend = true;
+    assert!(
+        jobset::needs_update(&created, &jobset::update(&mc, Some(true)).unwrap()),
+        "suspend changed"
+    );
+
+    // A lone lead broker has no followers job: only `suspend` may change.
+    let lone = hello(1);
+    assert!(jobset::update(&lone, None).is_none());
 }
 
 #[test]

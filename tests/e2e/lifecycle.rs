@@ -187,6 +187,42 @@ async fn suspend_holds_a_cluster_without_kueue() -> Result<()> {
 }
 
 #[tokio::test]
+async fn a_finished_cluster_never_runs_again_after_its_ttl() -> Result<()> {
+    let ns = TestNamespace::create("ttl").await?;
+    install_crd(&ns.client).await?;
+    let _operator = Operator::start(&ns.name)?;
+    let mcs: Api<MiniCluster> = ns.api();
+    let mut mc = example("hello-world", &ns.name)?;
+    mc.spec.size = 2;
+    mc.spec.tasks = 2;
+    mc.spec.ttl_seconds_after_finished = Some(1);
+    let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
+    wait_phase(&mcs, &name, Phase::Running).await?;
+    crate::operator::finish_lead(&ns, &name).await?;
+    wait_phase(&mcs, &name, Phase::Succeeded).await?;
+
+    let jobsets: Api<JobSet> = ns.api();
+    wait_for("JobSet deleted after its TTL", TIMEOUT, || async {
+        Ok(jobsets.get_opt(&name).await?.is_none().then_some(()))
+    })
+    .await?;
+    // Give a wrong operator every chance to re-create it.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        jobsets.get_opt(&name).await?.is_none(),
+        "the finished cluster was started again"
+    );
+    let mc = mcs.get(&name).await?;
+    assert_eq!(
+        mc.status.as_ref().and_then(|s| s.phase),
+        Some(Phase::Succeeded)
+    );
+    assert_eq!(running_pods(&ns, &name).await?, 0);
+    ns.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test]
 async fn kueue_eviction_shows_in_status_and_the_cluster_comes_back() -> Result<()> {
     let mut ns = TestNamespace::create("evict").await?;
     install_crd(&ns.client).await?;
@@ -219,10 +255,22 @@ async fn kueue_eviction_shows_in_status_and_the_cluster_comes_back() -> Result<(
             &Patch::Merge(&json!({"spec": {"active": false}})),
         )
         .await?;
-    let evicted = wait_phase(&mcs, &name, Phase::Suspended).await?;
-    let admitted = condition(&evicted, "Admitted").context("Admitted condition")?;
-    assert_eq!(admitted.0, "False", "{admitted:?}");
-    assert_eq!(admitted.1, "Evicted", "{admitted:?}");
+    let evicted = wait_for(
+        "Suspended and Admitted False (Evicted)",
+        TIMEOUT,
+        || async {
+            let mc = mcs.get(&name).await?;
+            let suspended = mc.status.as_ref().and_then(|s| s.phase) == Some(Phase::Suspended);
+            let admitted = condition(&mc, "Admitted");
+            let evicted = admitted
+                .as_ref()
+                .is_some_and(|(status, reason, _)| status == "False" && reason == "Evicted");
+            Ok((suspended && evicted).then_some(mc))
+        },
+    )
+    .await?;
+    let (_, _, message) = condition(&evicted, "Admitted").context("Admitted condition")?;
+    assert!(message.contains("evicted by Kueue"), "{message}");
     wait_for("pods gone after eviction", TIMEOUT, || async {
         Ok((running_pods(&ns, &name).await? == 0).then_some(()))
     })

@@ -453,10 +453,10 @@ async fn api_server_refuses_invalid_specs() -> Result<()> {
         "{msg}"
     );
 
-    // Immutable fields: `size` may change, `tasks` may not.
-    let mc = mcs
-        .create(&PostParams::default(), &example("hello-world", &ns.name)?)
-        .await?;
+    // Immutable fields: `size` may change (within maxSize), `tasks` may not.
+    let mut elastic = example("hello-world", &ns.name)?;
+    elastic.spec.max_size = Some(6);
+    let mc = mcs.create(&PostParams::default(), &elastic).await?;
     let name = mc.name_any();
     let ok = mcs
         .patch(
@@ -490,7 +490,35 @@ async fn api_server_refuses_invalid_specs() -> Result<()> {
         .await
     {
         Err(kube::Error::Api(s)) => assert!(s.message.contains("immutable"), "{}", s.message),
-        other => bail!("adding maxSize was not refused: {other:?}"),
+        other => bail!("changing maxSize was not refused: {other:?}"),
+    }
+    match mcs
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"jobLabels": {"a": "b"}}})),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert!(s.message.contains("immutable"), "{}", s.message),
+        other => bail!("adding jobLabels was not refused: {other:?}"),
+    }
+    // Without maxSize the broker config lists only `size` hosts: size is fixed.
+    let mut fixed = example("hello-world", &ns.name)?;
+    fixed.metadata.name = Some("fixed".into());
+    mcs.create(&PostParams::default(), &fixed).await?;
+    match mcs
+        .patch(
+            "fixed",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"size": 5}})),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => {
+            assert!(s.message.contains("spec.maxSize is set"), "{}", s.message)
+        }
+        other => bail!("resizing without maxSize was not refused: {other:?}"),
     }
     ns.cleanup().await;
     Ok(())
