@@ -617,9 +617,10 @@ pub struct FluxSpec {
     #[serde(default = "default_log_level")]
     #[schemars(range(min = 0, max = 7))]
     pub log_level: i32,
-    /// A CURVE certificate to use instead of generating one (Flux's text format).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub curve_cert: String,
+    /// A CURVE certificate to use instead of generating one (Flux's text format). It holds
+    /// the secret key: prefer letting the operator generate one into a Secret.
+    #[serde(default, skip_serializing_if = "SecretText::is_empty")]
+    pub curve_cert: SecretText,
     /// Scheduler options.
     #[serde(default)]
     pub scheduler: FluxScheduler,
@@ -653,12 +654,46 @@ impl Default for FluxSpec {
             no_wait_socket: false,
             complete_workers: false,
             log_level: default_log_level(),
-            curve_cert: String::new(),
+            curve_cert: SecretText::default(),
             scheduler: FluxScheduler::default(),
             munge_secret: String::new(),
             bursting: Bursting::default(),
             broker_config: String::new(),
             environment: BTreeMap::new(),
+        }
+    }
+}
+
+/// Text that holds a secret: serialized as the plain string, never shown by `Debug`, so a
+/// log line or panic message that prints a spec cannot leak it.
+#[derive(Serialize, Deserialize, Clone, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(transparent)]
+pub struct SecretText(String);
+
+impl SecretText {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl From<String> for SecretText {
+    fn from(text: String) -> Self {
+        Self(text)
+    }
+}
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("\"\"")
+        } else {
+            f.write_str("<redacted>")
         }
     }
 }

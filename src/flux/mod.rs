@@ -217,7 +217,7 @@ pub fn config_map_data(mc: &MiniCluster, ctx: &Context) -> Result<BTreeMap<Strin
 /// keypair named after the MiniCluster. The operator calls this once, when the Secret does
 /// not exist yet; the certificate is never rotated while the cluster lives.
 pub fn curve_certificate(mc: &MiniCluster) -> Result<curve::Certificate, Error> {
-    let user = &mc.spec.flux.curve_cert;
+    let user = mc.spec.flux.curve_cert.as_str();
     if user.trim().is_empty() {
         return curve::Certificate::generate(mc.name());
     }

@@ -118,16 +118,26 @@ fn user_certificate_is_checked_and_used() {
     require_curve();
     let mut mc = super::mc_command("mc", 2, "hostname");
     let user = Certificate::generate("users-cert").unwrap();
-    mc.spec.flux.curve_cert = user.to_text();
+    mc.spec.flux.curve_cert = user.to_text().into();
     assert_eq!(crate::flux::curve_certificate(&mc).unwrap(), user);
     let other = Certificate::generate("x").unwrap();
     mc.spec.flux.curve_cert = user
         .to_text()
-        .replace(user.public_key(), other.public_key());
+        .replace(user.public_key(), other.public_key())
+        .into();
     assert_eq!(
         crate::flux::curve_certificate(&mc).unwrap_err().field(),
         Some("spec.flux.curveCert")
     );
-    mc.spec.flux.curve_cert = String::new();
+    mc.spec.flux.curve_cert = String::new().into();
+    let debug = format!("{:?}", {
+        let mut with_cert = mc.clone();
+        with_cert.spec.flux.curve_cert = user.to_text().into();
+        with_cert
+    });
+    assert!(
+        !debug.contains(user.secret_key()) && debug.contains("<redacted>"),
+        "Debug of a spec hides the secret key"
+    );
     assert_eq!(crate::flux::curve_certificate(&mc).unwrap().name(), "mc");
 }
