@@ -603,9 +603,9 @@ pub struct FluxSpec {
     /// Do not set the broker's local socket path.
     #[serde(default)]
     pub disable_socket: bool,
-    /// TBON topology, e.g. `kary:2` or `binomial`.
+    /// TBON topology, e.g. `kary:2`, `binomial` or `mincrit:8`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[schemars(regex(pattern = r"^(kary:[0-9]+|binomial|custom)?$"))]
+    #[schemars(regex(pattern = r"^(kary:[0-9]+|binomial|mincrit(:[0-9]+)?|custom)?$"))]
     pub topology: String,
     /// Services do not wait for the broker socket.
     #[serde(default)]
