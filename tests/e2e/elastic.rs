@@ -14,7 +14,7 @@ use flux_operator::api::{MiniCluster, NAME_LABEL, Phase};
 use flux_operator::jobset::JobSet;
 
 use crate::common::{TestNamespace, pod_phase, wait_for};
-use crate::operator::{Operator, example, install_crd, kubectl, wait_phase};
+use crate::operator::{Setup, example, kubectl, setup, wait_phase};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -52,10 +52,11 @@ async fn wait_size(ns: &TestNamespace, name: &str, size: i32) -> Result<()> {
 
 #[tokio::test]
 async fn running_cluster_grows_shrinks_and_refuses_beyond_max_size() -> Result<()> {
-    let ns = TestNamespace::create("elastic").await?;
-    install_crd(&ns.client).await?;
-    let _operator = Operator::start(&ns.name)?;
-    let mcs: Api<MiniCluster> = ns.api();
+    let Setup {
+        ns,
+        operator: _operator,
+        mcs,
+    } = setup("elastic").await?;
     let mut mc = example("elastic", &ns.name)?;
     mc.spec.max_size = Some(4);
     let name = mcs.create(&PostParams::default(), &mc).await?.name_any();

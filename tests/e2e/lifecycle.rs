@@ -17,19 +17,11 @@ use flux_operator::jobset::JobSet;
 
 use crate::common::{TestNamespace, kueue_resource, pod_phase, wait_for};
 use crate::kueue::queues;
-use crate::operator::{Operator, example, install_crd, wait_phase};
+use crate::operator::{
+    Operator, Setup, example, hello, install_crd, mc_condition, setup, wait_phase,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
-
-fn condition(mc: &MiniCluster, type_: &str) -> Option<(String, String, String)> {
-    let c = mc
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)?;
-    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
-}
 
 async fn running_pods(ns: &TestNamespace, name: &str) -> Result<usize> {
     let pods: Api<Pod> = ns.api();
@@ -61,10 +53,11 @@ async fn warnings(ns: &TestNamespace, name: &str, reason: &str) -> Result<Vec<St
 
 #[tokio::test]
 async fn operator_reports_what_the_api_server_cannot_check() -> Result<()> {
-    let ns = TestNamespace::create("invalid-spec").await?;
-    install_crd(&ns.client).await?;
-    let _operator = Operator::start(&ns.name)?;
-    let mcs: Api<MiniCluster> = ns.api();
+    let Setup {
+        ns,
+        operator: _operator,
+        mcs,
+    } = setup("invalid-spec").await?;
 
     // An environment variable name the schema cannot rule out: refused by the operator.
     let mut bad = example("hello-world", &ns.name)?;
@@ -75,7 +68,7 @@ async fn operator_reports_what_the_api_server_cannot_check() -> Result<()> {
     mcs.create(&PostParams::default(), &bad).await?;
     let invalid = wait_for("InvalidSpec condition", TIMEOUT, || async {
         let mc = mcs.get("bad-env").await?;
-        Ok(condition(&mc, "InvalidSpec")
+        Ok(mc_condition(&mc, "InvalidSpec")
             .filter(|c| c.0 == "True")
             .map(|c| (mc, c.2)))
     })
@@ -128,7 +121,7 @@ async fn operator_reports_what_the_api_server_cannot_check() -> Result<()> {
     }];
     mcs.create(&PostParams::default(), &bursting).await?;
     let running = wait_phase(&mcs, "bursting", Phase::Running).await?;
-    let unsupported = condition(&running, "Unsupported").context("Unsupported condition")?;
+    let unsupported = mc_condition(&running, "Unsupported").context("Unsupported condition")?;
     assert_eq!(unsupported.0, "True");
     assert!(
         unsupported.2.contains("spec.flux.bursting"),
@@ -146,19 +139,18 @@ async fn operator_reports_what_the_api_server_cannot_check() -> Result<()> {
 
 #[tokio::test]
 async fn suspend_holds_a_cluster_without_kueue() -> Result<()> {
-    let ns = TestNamespace::create("suspend").await?;
-    install_crd(&ns.client).await?;
-    let _operator = Operator::start(&ns.name)?;
-    let mcs: Api<MiniCluster> = ns.api();
-    let mut mc = example("hello-world", &ns.name)?;
-    mc.spec.size = 2;
-    mc.spec.tasks = 2;
+    let Setup {
+        ns,
+        operator: _operator,
+        mcs,
+    } = setup("suspend").await?;
+    let mut mc = hello(&ns.name, 2)?;
     mc.spec.suspend = true;
     let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
 
     let held = wait_phase(&mcs, &name, Phase::Suspended).await?;
     assert_eq!(
-        condition(&held, "Suspended").map(|c| c.0).as_deref(),
+        mc_condition(&held, "Suspended").map(|c| c.0).as_deref(),
         Some("True")
     );
     let js = ns.api::<JobSet>().get(&name).await?;
@@ -179,7 +171,7 @@ async fn suspend_holds_a_cluster_without_kueue() -> Result<()> {
     let running = wait_phase(&mcs, &name, Phase::Running).await?;
     assert_eq!(running.status.as_ref().map(|s| s.ready_brokers), Some(2));
     assert_eq!(
-        condition(&running, "Suspended").map(|c| c.0).as_deref(),
+        mc_condition(&running, "Suspended").map(|c| c.0).as_deref(),
         Some("False")
     );
     ns.cleanup().await;
@@ -188,13 +180,12 @@ async fn suspend_holds_a_cluster_without_kueue() -> Result<()> {
 
 #[tokio::test]
 async fn a_finished_cluster_never_runs_again_after_its_ttl() -> Result<()> {
-    let ns = TestNamespace::create("ttl").await?;
-    install_crd(&ns.client).await?;
-    let _operator = Operator::start(&ns.name)?;
-    let mcs: Api<MiniCluster> = ns.api();
-    let mut mc = example("hello-world", &ns.name)?;
-    mc.spec.size = 2;
-    mc.spec.tasks = 2;
+    let Setup {
+        ns,
+        operator: _operator,
+        mcs,
+    } = setup("ttl").await?;
+    let mut mc = hello(&ns.name, 2)?;
     mc.spec.ttl_seconds_after_finished = Some(1);
     let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
     wait_phase(&mcs, &name, Phase::Running).await?;
@@ -229,9 +220,7 @@ async fn kueue_eviction_shows_in_status_and_the_cluster_comes_back() -> Result<(
     let queue = queues(&mut ns, "8", "8Gi").await?;
     let _operator = Operator::start(&ns.name)?;
     let mcs: Api<MiniCluster> = ns.api();
-    let mut mc = example("hello-world", &ns.name)?;
-    mc.spec.size = 2;
-    mc.spec.tasks = 2;
+    let mut mc = hello(&ns.name, 2)?;
     mc.metadata.labels = Some([(KUEUE_QUEUE_LABEL.to_string(), queue)].into());
     let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
     wait_phase(&mcs, &name, Phase::Running).await?;
@@ -261,7 +250,7 @@ async fn kueue_eviction_shows_in_status_and_the_cluster_comes_back() -> Result<(
         || async {
             let mc = mcs.get(&name).await?;
             let suspended = mc.status.as_ref().and_then(|s| s.phase) == Some(Phase::Suspended);
-            let admitted = condition(&mc, "Admitted");
+            let admitted = mc_condition(&mc, "Admitted");
             let evicted = admitted
                 .as_ref()
                 .is_some_and(|(status, reason, _)| status == "False" && reason == "Evicted");
@@ -269,7 +258,7 @@ async fn kueue_eviction_shows_in_status_and_the_cluster_comes_back() -> Result<(
         },
     )
     .await?;
-    let (_, _, message) = condition(&evicted, "Admitted").context("Admitted condition")?;
+    let (_, _, message) = mc_condition(&evicted, "Admitted").context("Admitted condition")?;
     assert!(message.contains("evicted by Kueue"), "{message}");
     wait_for("pods gone after eviction", TIMEOUT, || async {
         Ok((running_pods(&ns, &name).await? == 0).then_some(()))
@@ -287,7 +276,7 @@ async fn kueue_eviction_shows_in_status_and_the_cluster_comes_back() -> Result<(
     let back = wait_phase(&mcs, &name, Phase::Running).await?;
     assert_eq!(back.status.as_ref().map(|s| s.ready_brokers), Some(2));
     assert_eq!(
-        condition(&back, "Admitted").map(|c| c.0).as_deref(),
+        mc_condition(&back, "Admitted").map(|c| c.0).as_deref(),
         Some("True")
     );
     ns.cleanup().await;
@@ -311,9 +300,7 @@ async fn a_standby_replica_takes_over_when_the_leader_dies() -> Result<()> {
     let _second = Operator::start_as(&ns.name, "replica-b")?;
 
     let mcs: Api<MiniCluster> = ns.api();
-    let mut mc = example("hello-world", &ns.name)?;
-    mc.spec.size = 2;
-    mc.spec.tasks = 2;
+    let mut mc = hello(&ns.name, 2)?;
     mcs.create(&PostParams::default(), &mc).await?;
     wait_phase(&mcs, "hello-world", Phase::Running).await?;
     let holder = leases

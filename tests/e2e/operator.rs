@@ -157,6 +157,41 @@ pub fn example(name: &str, namespace: &str) -> Result<MiniCluster> {
     Ok(mc)
 }
 
+/// A test namespace with the MiniCluster CRD installed and the operator running for it.
+pub struct Setup {
+    pub ns: TestNamespace,
+    pub operator: Operator,
+    pub mcs: Api<MiniCluster>,
+}
+
+/// Namespace, CRD and operator for one test.
+pub async fn setup(test: &str) -> Result<Setup> {
+    let ns = TestNamespace::create(test).await?;
+    install_crd(&ns.client).await?;
+    let operator = Operator::start(&ns.name)?;
+    let mcs = ns.api();
+    Ok(Setup { ns, operator, mcs })
+}
+
+/// The hello-world example at `size` brokers, one task each.
+pub fn hello(namespace: &str, size: i32) -> Result<MiniCluster> {
+    let mut mc = example("hello-world", namespace)?;
+    mc.spec.size = size;
+    mc.spec.tasks = size;
+    Ok(mc)
+}
+
+/// A condition of the MiniCluster's status: (status, reason, message).
+pub fn mc_condition(mc: &MiniCluster, type_: &str) -> Option<(String, String, String)> {
+    let c = mc
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
 pub async fn wait_phase(api: &Api<MiniCluster>, name: &str, phase: Phase) -> Result<MiniCluster> {
     wait_for(
         &format!("MiniCluster {name} {phase:?}"),
@@ -247,10 +282,7 @@ pub fn kubectl() -> PathBuf {
 /// Done-when 1 and 5: hello world with 4 brokers comes up, finishes, and is measured.
 #[tokio::test]
 async fn hello_world_runs_to_completion_with_metrics() -> Result<()> {
-    let ns = TestNamespace::create("hello").await?;
-    install_crd(&ns.client).await?;
-    let operator = Operator::start(&ns.name)?;
-    let mcs: Api<MiniCluster> = ns.api();
+    let Setup { ns, operator, mcs } = setup("hello").await?;
     let mc = mcs
         .create(&PostParams::default(), &example("hello-world", &ns.name)?)
         .await?;
@@ -527,13 +559,12 @@ async fn api_server_refuses_invalid_specs() -> Result<()> {
 /// Done-when 3: deleting a MiniCluster removes everything it owned.
 #[tokio::test]
 async fn deleting_a_minicluster_removes_what_it_owned() -> Result<()> {
-    let ns = TestNamespace::create("delete").await?;
-    install_crd(&ns.client).await?;
-    let _operator = Operator::start(&ns.name)?;
-    let mcs: Api<MiniCluster> = ns.api();
-    let mut mc = example("hello-world", &ns.name)?;
-    mc.spec.size = 2;
-    mc.spec.tasks = 2;
+    let Setup {
+        ns,
+        operator: _operator,
+        mcs,
+    } = setup("delete").await?;
+    let mc = hello(&ns.name, 2)?;
     let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
     wait_phase(&mcs, &name, Phase::Running).await?;
 
@@ -559,9 +590,7 @@ async fn operator_restart_mid_creation_is_harmless() -> Result<()> {
     let mut operator = Operator::start(&ns.name)?;
     let port = operator.metrics_port;
     let mcs: Api<MiniCluster> = ns.api();
-    let mut mc = example("hello-world", &ns.name)?;
-    mc.spec.size = 3;
-    mc.spec.tasks = 3;
+    let mc = hello(&ns.name, 3)?;
     let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
 
     let secrets: Api<Secret> = ns.api();

@@ -13,7 +13,7 @@ use serde_json::Value;
 use flux_operator::api::{MiniCluster, Phase};
 
 use crate::common::{TestNamespace, wait_for};
-use crate::operator::{Operator, example, http_get, install_crd, wait_phase};
+use crate::operator::{Operator, hello, http_get, install_crd, wait_phase};
 
 struct Prometheus {
     child: Child,
@@ -94,9 +94,7 @@ async fn prometheus_scrapes_the_cluster_up_histogram() -> Result<()> {
     let prometheus = Prometheus::start(operator.metrics_port)?;
 
     let mcs: Api<MiniCluster> = ns.api();
-    let mut mc = example("hello-world", &ns.name)?;
-    mc.spec.size = 3;
-    mc.spec.tasks = 3;
+    let mc = hello(&ns.name, 3)?;
     let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
     wait_phase(&mcs, &name, Phase::Running).await?;
 

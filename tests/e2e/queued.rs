@@ -14,7 +14,7 @@ use flux_operator::api::{KUEUE_QUEUE_LABEL, MiniCluster, Phase};
 
 use crate::common::{TestNamespace, wait_for};
 use crate::kueue::queues;
-use crate::operator::{Operator, example, finish_lead, install_crd, wait_phase};
+use crate::operator::{Operator, example, finish_lead, install_crd, mc_condition, wait_phase};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -37,16 +37,6 @@ fn queued(ns: &str, name: &str, size: i32, queue: &str) -> Result<MiniCluster> {
     Ok(mc)
 }
 
-fn condition(mc: &MiniCluster, type_: &str) -> Option<(String, String)> {
-    let c = mc
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)?;
-    Some((c.status.clone(), c.message.clone()))
-}
-
 #[tokio::test]
 async fn kueue_runs_one_cluster_and_queues_the_other() -> Result<()> {
     let mut ns = TestNamespace::create("queued").await?;
@@ -64,7 +54,7 @@ async fn kueue_runs_one_cluster_and_queues_the_other() -> Result<()> {
         .name_any();
     let running = wait_phase(&mcs, &first, Phase::Running).await?;
     assert_eq!(
-        condition(&running, "Admitted").map(|c| c.0).as_deref(),
+        mc_condition(&running, "Admitted").map(|c| c.0).as_deref(),
         Some("True")
     );
 
@@ -81,16 +71,16 @@ async fn kueue_runs_one_cluster_and_queues_the_other() -> Result<()> {
         || async {
             let mc = mcs.get(&second).await?;
             let phase = mc.status.as_ref().and_then(|s| s.phase);
-            let admitted = condition(&mc, "Admitted");
+            let admitted = mc_condition(&mc, "Admitted");
             let waits = phase == Some(Phase::Suspended)
                 && admitted
                     .as_ref()
-                    .is_some_and(|(status, message)| status == "False" && !message.is_empty());
+                    .is_some_and(|(status, _, message)| status == "False" && !message.is_empty());
             Ok(waits.then_some(mc))
         },
     )
     .await?;
-    let (_, suspended_message) = condition(&waiting, "Suspended").unwrap_or_default();
+    let (_, _, suspended_message) = mc_condition(&waiting, "Suspended").unwrap_or_default();
     assert!(
         suspended_message.contains("Kueue"),
         "the Suspended condition says why: {suspended_message}"
@@ -103,7 +93,7 @@ async fn kueue_runs_one_cluster_and_queues_the_other() -> Result<()> {
     let admitted = wait_phase(&mcs, &second, Phase::Running).await?;
     assert_eq!(admitted.status.as_ref().map(|s| s.ready_brokers), Some(4));
     assert_eq!(
-        condition(&admitted, "Admitted").map(|c| c.0).as_deref(),
+        mc_condition(&admitted, "Admitted").map(|c| c.0).as_deref(),
         Some("True")
     );
 
