@@ -168,7 +168,10 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
     // 2. The certificate, once. A user-supplied one replaces the generated one.
     match ensure_curve_secret(mc, ctx, &ns).await {
         Ok(SecretState::Ready) => {}
-        Ok(SecretState::Foreign(message)) => return invalid_spec(mc, ctx, &message, now).await,
+        Ok(SecretState::Foreign(message)) => {
+            invalid_spec(mc, ctx, &message, now).await?;
+            return Ok(Action::requeue(Duration::from_secs(60)));
+        }
         Ok(SecretState::Terminating) => return Ok(Action::requeue(Duration::from_secs(2))),
         Err(Error::Certificate(e)) if e.field().is_some() => {
             return invalid_spec(mc, ctx, &e.to_string(), now).await;
@@ -201,7 +204,9 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
         let message = format!(
             "{object} exists and is not owned by this MiniCluster; delete it or rename the MiniCluster"
         );
-        return invalid_spec(mc, ctx, &message, now).await;
+        invalid_spec(mc, ctx, &message, now).await?;
+        // Nothing watches the other object: look again now and then, in case it goes.
+        return Ok(Action::requeue(Duration::from_secs(60)));
     }
     let applied: Result<(), kube::Error> = async {
         config_maps

@@ -330,3 +330,46 @@ async fn a_standby_replica_takes_over_when_the_leader_dies() -> Result<()> {
     ns.cleanup().await;
     Ok(())
 }
+
+#[tokio::test]
+async fn objects_it_does_not_own_are_never_taken_over() -> Result<()> {
+    let Setup {
+        ns,
+        operator: _operator,
+        mcs,
+    } = setup("foreign").await?;
+    let config_maps: Api<ConfigMap> = ns.api();
+    let theirs: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "mine-flux"}, "data": {"owner": "someone else"}
+    }))?;
+    config_maps.create(&PostParams::default(), &theirs).await?;
+
+    let mut mc = hello(&ns.name, 2)?;
+    mc.metadata.name = Some("mine".into());
+    mcs.create(&PostParams::default(), &mc).await?;
+    let message = wait_for(
+        "InvalidSpec about the foreign ConfigMap",
+        TIMEOUT,
+        || async {
+            let mc = mcs.get("mine").await?;
+            Ok(mc_condition(&mc, "InvalidSpec")
+                .filter(|c| c.0 == "True")
+                .map(|c| c.2))
+        },
+    )
+    .await?;
+    assert!(
+        message.contains("ConfigMap mine-flux exists and is not owned"),
+        "{message}"
+    );
+    let after = config_maps.get("mine-flux").await?;
+    assert_eq!(after.data, theirs.data, "the other ConfigMap is untouched");
+    assert!(after.metadata.owner_references.is_none(), "and not adopted");
+    assert!(
+        ns.api::<JobSet>().get_opt("mine").await?.is_none(),
+        "no JobSet was created"
+    );
+    ns.cleanup().await;
+    Ok(())
+}
