@@ -3,7 +3,10 @@
 //! The reconcile logic itself is in [`reconcile`]; status is computed by [`status`].
 
 mod cluster_domain;
+mod events;
 pub mod kueue;
+mod observe;
+mod owned;
 mod reconcile;
 pub mod status;
 

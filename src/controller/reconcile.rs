@@ -2,24 +2,27 @@
 //! server-side apply, write status. Level-triggered and idempotent; watches on the
 //! MiniCluster, its JobSet and its pods wake it, nothing polls.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod, Secret, Service};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::Instrument;
 
+use super::events::{announce, publish};
+use super::observe::{observe_durations, update_phase_gauge};
+use super::owned::{SecretState, controlled_by, ensure_curve_secret, not_owned};
 use super::status::{self, Observed};
 use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition, validation};
 use crate::jobset::JobSet;
-use crate::metrics::{Metrics, PhaseLabels, SharedMetrics};
+use crate::metrics::SharedMetrics;
 use crate::render::{self, Environment};
 
 /// The field manager of every server-side apply the operator makes.
@@ -30,11 +33,11 @@ pub const UPDATE_MANAGER: &str = "flux-operator-update";
 
 /// Shared state of the reconciler.
 pub struct Context {
-    client: Client,
-    recorder: Recorder,
-    metrics: SharedMetrics,
+    pub(super) client: Client,
+    pub(super) recorder: Recorder,
+    pub(super) metrics: SharedMetrics,
     env: Environment,
-    store: Store<MiniCluster>,
+    pub(super) store: Store<MiniCluster>,
     /// Whether Kueue's Workload API is served.
     kueue: bool,
     failures: Mutex<HashMap<ObjectRef<MiniCluster>, u32>>,
@@ -369,27 +372,6 @@ fn is_finished(js: &JobSet) -> bool {
     js.condition_true("Completed") || js.condition_true("Failed")
 }
 
-/// Whether `obj` is controller-owned by the MiniCluster.
-fn controlled_by(obj: &impl Resource, mc: &MiniCluster) -> bool {
-    obj.meta()
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && Some(&o.uid) == mc.metadata.uid.as_ref())
-}
-
-/// `Some("Kind name")` when an object of that name exists and the MiniCluster does not own it.
-async fn not_owned<K>(api: &Api<K>, name: &str, mc: &MiniCluster) -> Result<Option<String>, Error>
-where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    Ok(api
-        .get_metadata_opt(name)
-        .await?
-        .filter(|o| !controlled_by(o, mc))
-        .map(|_| format!("{} {name}", K::kind(&()))))
-}
-
 /// An apply the API server refused for good (invalid, or denied by an admission webhook)
 /// becomes a condition and an Event, not a retry loop; anything else is retried.
 async fn rejected_or_retry(
@@ -411,73 +393,6 @@ async fn rejected_or_retry(
             invalid_spec(mc, ctx, &message, now).await
         }
         _ => Err(e.into()),
-    }
-}
-
-/// What [`ensure_curve_secret`] found.
-enum SecretState {
-    /// The MiniCluster's certificate Secret exists (or was just created).
-    Ready,
-    /// A Secret of that name belongs to something else.
-    Foreign(String),
-    /// A Secret of that name is being deleted (e.g. by a MiniCluster of the same name that was
-    /// just deleted): wait for it to go.
-    Terminating,
-}
-
-/// Create the certificate Secret unless it exists. Never updated: the keypair lives as long
-/// as the cluster.
-async fn ensure_curve_secret(
-    mc: &MiniCluster,
-    ctx: &Context,
-    ns: &str,
-) -> Result<SecretState, Error> {
-    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), ns);
-    let name = render::curve_secret_name(mc);
-    if let Some(existing) = secrets.get_metadata_opt(&name).await? {
-        return Ok(if controlled_by(&existing, mc) {
-            SecretState::Ready
-        } else if existing.metadata.deletion_timestamp.is_some() {
-            SecretState::Terminating
-        } else {
-            SecretState::Foreign(format!(
-                "Secret {name} exists and is not owned by this MiniCluster; delete it or rename the MiniCluster"
-            ))
-        });
-    }
-    // Generating checks the keypair with a CURVE handshake through libzmq: blocking work.
-    let for_cert = mc.clone();
-    let certificate =
-        tokio::task::spawn_blocking(move || crate::flux::curve_certificate(&for_cert))
-            .await
-            .map_err(|e| Error::Internal(format!("certificate task: {e}")))??;
-    let text = certificate.to_text();
-    let secret = render::curve_secret(mc, &text);
-    match secrets
-        .create(
-            &PostParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..Default::default()
-            },
-            &secret,
-        )
-        .await
-    {
-        Ok(_) => {
-            publish(
-                ctx,
-                mc,
-                EventType::Normal,
-                "Created",
-                "CreateSecret",
-                format!("Created CURVE certificate Secret {name}"),
-            )
-            .await;
-            Ok(SecretState::Ready)
-        }
-        // Created concurrently (e.g. by a previous leader): look again next time.
-        Err(kube::Error::Api(s)) if s.code == 409 => Err(Error::Kube(kube::Error::Api(s))),
-        Err(e) => Err(e.into()),
     }
 }
 
@@ -542,167 +457,4 @@ async fn patch_status(
         )
         .await?;
     Ok(())
-}
-
-/// Events for the transitions a user wants to see in `kubectl describe`.
-async fn announce(
-    mc: &MiniCluster,
-    ctx: &Context,
-    old: &MiniClusterStatus,
-    new: &MiniClusterStatus,
-    unsupported: &[validation::FieldError],
-) {
-    if old.phase != new.phase
-        && let Some(phase) = new.phase
-    {
-        let (kind, reason, note) = match phase {
-            Phase::Running => (
-                EventType::Normal,
-                "Running",
-                format!("All {} brokers are ready", mc.spec.size),
-            ),
-            Phase::Succeeded => (
-                EventType::Normal,
-                "Succeeded",
-                "The lead broker finished".to_string(),
-            ),
-            Phase::Failed => (
-                EventType::Warning,
-                "Failed",
-                "The cluster failed".to_string(),
-            ),
-            Phase::Suspended => (
-                EventType::Normal,
-                "Suspended",
-                "The cluster is suspended".to_string(),
-            ),
-            Phase::Starting => (
-                EventType::Normal,
-                "Starting",
-                "Broker pods are starting".to_string(),
-            ),
-            Phase::Pending => (
-                EventType::Normal,
-                "Pending",
-                "Waiting for broker pods".to_string(),
-            ),
-        };
-        tracing::info!(phase = phase.as_str(), "{note}");
-        publish(ctx, mc, kind, reason, "Reconcile", note).await;
-    }
-    let was_unsupported = old
-        .conditions
-        .iter()
-        .any(|c| c.type_ == condition::UNSUPPORTED && c.status == "True");
-    if !unsupported.is_empty() && !was_unsupported {
-        let note = unsupported
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
-        publish(ctx, mc, EventType::Warning, "Unsupported", "Validate", note).await;
-    }
-}
-
-fn seconds_between(from: &Timestamp, to: &Timestamp) -> f64 {
-    (to.as_millisecond() - from.as_millisecond()) as f64 / 1000.0
-}
-
-/// Record each lifecycle duration the first time its status timestamp appears.
-fn observe_durations(
-    mc: &MiniCluster,
-    metrics: &Metrics,
-    ns: &str,
-    old: &MiniClusterStatus,
-    new: &MiniClusterStatus,
-    jobset: Option<&JobSet>,
-    admission: Option<&status::Admission>,
-) {
-    let Some(created) = mc.metadata.creation_timestamp.as_ref().map(|t| t.0) else {
-        return;
-    };
-    if old.job_set.is_empty()
-        && !new.job_set.is_empty()
-        && let Some(js_created) = jobset.and_then(|j| j.metadata.creation_timestamp.as_ref())
-    {
-        Metrics::observe(
-            &metrics.jobset_created,
-            ns,
-            seconds_between(&created, &js_created.0),
-        );
-    }
-    if old.lead_ready_time.is_none()
-        && let Some(t) = &new.lead_ready_time
-    {
-        Metrics::observe(&metrics.lead_ready, ns, seconds_between(&created, &t.0));
-    }
-    let admitted_at = admission.and_then(|a| a.admitted_at);
-    if old.ready_time.is_none()
-        && let Some(up) = &new.ready_time
-    {
-        Metrics::observe(&metrics.cluster_up, ns, seconds_between(&created, &up.0));
-        if let Some(at) = admitted_at {
-            Metrics::observe(&metrics.admission_to_up, ns, seconds_between(&at, &up.0));
-        }
-    }
-    let was_admitted = old
-        .conditions
-        .iter()
-        .any(|c| c.type_ == condition::ADMITTED && c.status == "True");
-    // The first admission only: a readmission after an eviction is not time spent queued
-    // since creation.
-    if !was_admitted
-        && old.start_time.is_none()
-        && let Some(at) = admitted_at
-    {
-        Metrics::observe(&metrics.admission_wait, ns, seconds_between(&created, &at));
-    }
-    if old.teardown_time.is_none()
-        && let (Some(done), Some(gone)) = (&new.completion_time, &new.teardown_time)
-    {
-        Metrics::observe(&metrics.teardown, ns, seconds_between(&done.0, &gone.0));
-    }
-}
-
-fn update_phase_gauge(ctx: &Context) {
-    let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
-    for mc in ctx.store.state() {
-        let phase = mc
-            .status
-            .as_ref()
-            .and_then(|s| s.phase)
-            .unwrap_or(Phase::Pending);
-        *counts
-            .entry((
-                mc.namespace().unwrap_or_default(),
-                phase.as_str().to_string(),
-            ))
-            .or_default() += 1;
-    }
-    ctx.metrics.set_phase_counts(
-        counts
-            .into_iter()
-            .map(|((namespace, phase), n)| (PhaseLabels { namespace, phase }, n)),
-    );
-}
-
-async fn publish(
-    ctx: &Context,
-    mc: &MiniCluster,
-    type_: EventType,
-    reason: &str,
-    action: &str,
-    note: String,
-) {
-    let reference: ObjectReference = mc.object_ref(&());
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: action.into(),
-        secondary: None,
-    };
-    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
-        tracing::warn!(%error, "could not publish event");
-    }
 }
