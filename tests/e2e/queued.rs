@@ -8,7 +8,8 @@ use anyhow::Result;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
 
 use flux_operator::api::{KUEUE_QUEUE_LABEL, MiniCluster, Phase};
 
@@ -109,6 +110,38 @@ async fn kueue_runs_one_cluster_and_queues_the_other() -> Result<()> {
             .then_some(()))
     })
     .await?;
+    ns.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn resizing_a_queued_cluster_is_readmitted_at_the_new_size() -> Result<()> {
+    let mut ns = TestNamespace::create("queued-resize").await?;
+    install_crd(&ns.client).await?;
+    let queue = queues(&mut ns, "6", "6Gi").await?;
+    let _operator = Operator::start(&ns.name)?;
+    let mcs: Api<MiniCluster> = ns.api();
+    let mut mc = queued(&ns.name, "elastic", 2, &queue)?;
+    mc.spec.max_size = Some(4);
+    let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
+    wait_phase(&mcs, &name, Phase::Running).await?;
+
+    mcs.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"size": 3}})),
+    )
+    .await?;
+    let resized = wait_for("running again at size 3", TIMEOUT, || async {
+        let mc = mcs.get(&name).await?;
+        let s = mc.status.clone().unwrap_or_default();
+        Ok((s.phase == Some(Phase::Running) && s.ready_brokers == 3 && s.size == 3).then_some(mc))
+    })
+    .await?;
+    assert_eq!(
+        mc_condition(&resized, "Admitted").map(|c| c.0).as_deref(),
+        Some("True")
+    );
     ns.cleanup().await;
     Ok(())
 }
