@@ -124,7 +124,10 @@ pub fn compute(mc: &MiniCluster, observed: &Observed<'_>, now: Timestamp) -> Min
         Phase::Failed
     } else if suspended {
         Phase::Suspended
-    } else if all_ready {
+    } else if all_ready || old.phase == Some(Phase::Running) {
+        // A running cluster stays Running while brokers come and go (a resize, a follower
+        // restarting, the lead finishing before JobSet marks it Completed): the Ready and
+        // Resizing conditions say what is going on. Starting is the first bring-up only.
         Phase::Running
     } else if facts.live > 0 {
         Phase::Starting
@@ -384,6 +387,39 @@ mod tests {
         assert_eq!(find(&s, "Ready").status, "True");
         assert_eq!(find(&s, "Ready").observed_generation, Some(3));
         assert_eq!(s.selector, "flux-framework.org/minicluster=m");
+    }
+
+    #[test]
+    fn a_running_cluster_stays_running_while_brokers_change() {
+        let js = jobset(3, vec![]);
+        let mut running = mc(4);
+        running.status = Some(MiniClusterStatus {
+            phase: Some(Phase::Running),
+            ready_time: Some(Time(ts(5))),
+            ..Default::default()
+        });
+        let pods = [
+            pod("lead", "Running", Some(5)),
+            pod("workers", "Running", Some(5)),
+            pod("workers", "Pending", None),
+            pod("workers", "Pending", None),
+        ];
+        let s = compute(
+            &running,
+            &Observed {
+                jobset: Some(&js),
+                pods: &pods,
+                admission: None,
+            },
+            ts(9),
+        );
+        assert_eq!(s.phase, Some(Phase::Running));
+        assert_eq!(find(&s, "Ready").status, "False");
+        assert_eq!(
+            find(&s, "Resizing").status,
+            "False",
+            "4 live pods for size 4"
+        );
     }
 
     #[test]
