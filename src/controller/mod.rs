@@ -181,6 +181,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     let controller = controller.graceful_shutdown_on(stop_controller);
     let store = controller.store();
+    metrics.count_phases_from(store.clone());
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -193,7 +194,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         recorder,
         metrics,
         cluster_domain,
-        store.clone(),
         kueue_installed,
     ));
 

@@ -1,17 +1,13 @@
-//! Lifecycle durations and the phase gauge, from API timestamps. Each duration is observed
+//! Lifecycle durations, from API timestamps. Each duration is observed
 //! when the status field that records its moment first appears, so it counts once (the
 //! reconciler reads the MiniCluster fresh, and the status survives operator restarts).
 
-use std::collections::BTreeMap;
-
 use jiff::Timestamp;
-use kube::ResourceExt;
 
-use super::reconcile::Context;
 use super::status;
-use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition};
+use crate::api::{MiniCluster, MiniClusterStatus, condition};
 use crate::jobset::JobSet;
-use crate::metrics::{Metrics, PhaseLabels};
+use crate::metrics::Metrics;
 
 pub(super) fn seconds_between(from: &Timestamp, to: &Timestamp) -> f64 {
     (to.as_millisecond() - from.as_millisecond()) as f64 / 1000.0
@@ -71,26 +67,4 @@ pub(super) fn observe_durations(
     {
         Metrics::observe(&metrics.teardown, ns, seconds_between(&done.0, &gone.0));
     }
-}
-
-pub(super) fn update_phase_gauge(ctx: &Context) {
-    let mut counts: BTreeMap<(String, String), i64> = BTreeMap::new();
-    for mc in ctx.store.state() {
-        let phase = mc
-            .status
-            .as_ref()
-            .and_then(|s| s.phase)
-            .unwrap_or(Phase::Pending);
-        *counts
-            .entry((
-                mc.namespace().unwrap_or_default(),
-                phase.as_str().to_string(),
-            ))
-            .or_default() += 1;
-    }
-    ctx.metrics.set_phase_counts(
-        counts
-            .into_iter()
-            .map(|((namespace, phase), n)| (PhaseLabels { namespace, phase }, n)),
-    );
 }

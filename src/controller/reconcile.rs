@@ -11,13 +11,13 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{EventType, Recorder};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::Instrument;
 
 use super::events::{announce, publish};
-use super::observe::{observe_durations, update_phase_gauge};
+use super::observe::observe_durations;
 use super::owned::{SecretState, controlled_by, ensure_curve_secret, not_owned};
 use super::status::{self, Observed};
 use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition, validation};
@@ -37,7 +37,6 @@ pub struct Context {
     pub(super) recorder: Recorder,
     pub(super) metrics: SharedMetrics,
     env: Environment,
-    pub(super) store: Store<MiniCluster>,
     /// Whether Kueue's Workload API is served.
     kueue: bool,
     failures: Mutex<HashMap<ObjectRef<MiniCluster>, u32>>,
@@ -50,7 +49,6 @@ impl Context {
         recorder: Recorder,
         metrics: SharedMetrics,
         cluster_domain: String,
-        store: Store<MiniCluster>,
         kueue: bool,
     ) -> Self {
         Self {
@@ -58,7 +56,6 @@ impl Context {
             recorder,
             metrics,
             env: Environment { cluster_domain },
-            store,
             kueue,
             failures: Mutex::default(),
         }
@@ -107,7 +104,6 @@ pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action
     {
         failures.remove(&ObjectRef::from_obj(mc.as_ref()));
     }
-    update_phase_gauge(&ctx);
     result
 }
 

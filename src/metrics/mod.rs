@@ -8,7 +8,11 @@
 
 mod server;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use kube::runtime::reflector::Store;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -18,6 +22,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
 pub use server::{Health, serve};
+
+use crate::api::{MiniCluster, Phase};
 
 /// Labels of the per-namespace lifecycle histograms.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -70,8 +76,8 @@ pub struct Metrics {
     pub reconcile_duration: Histogram,
     /// Reconciles that ended in an error, by reason.
     pub reconcile_errors: Family<ErrorLabels, Counter>,
-    /// MiniClusters by namespace and phase.
-    pub miniclusters: Family<PhaseLabels, Gauge>,
+    /// MiniClusters by namespace and phase, counted from the watch cache at each scrape.
+    phases: Arc<PhaseGauge>,
 }
 
 impl Default for Metrics {
@@ -95,7 +101,7 @@ impl Metrics {
             teardown: durations(),
             reconcile_duration: reconcile_histogram(),
             reconcile_errors: Family::default(),
-            miniclusters: Family::default(),
+            phases: Arc::default(),
             registry: Registry::default(),
         };
         let sub = &mut registry;
@@ -146,11 +152,7 @@ impl Metrics {
             "Reconciles that ended in an error",
             m.reconcile_errors.clone(),
         );
-        sub.register(
-            "miniclusters",
-            "MiniClusters by namespace and phase",
-            m.miniclusters.clone(),
-        );
+        sub.register_collector(Box::new(m.phases.clone()));
         Self { registry, ..m }
     }
 
@@ -171,12 +173,44 @@ impl Metrics {
             .observe(seconds.max(0.0));
     }
 
-    /// Replace the phase gauge with fresh counts.
-    pub fn set_phase_counts(&self, counts: impl IntoIterator<Item = (PhaseLabels, i64)>) {
-        self.miniclusters.clear();
-        for (labels, count) in counts {
-            self.miniclusters.get_or_create(&labels).set(count);
+    /// Count MiniClusters by phase from this cache at every scrape (set once, when the
+    /// controller's cache exists).
+    pub fn count_phases_from(&self, store: Store<MiniCluster>) {
+        let _ = self.phases.store.set(store);
+    }
+}
+
+/// The `miniclusters` gauge: computed when scraped, so a deleted MiniCluster stops counting
+/// at once and nothing has to remember to update it.
+#[derive(Debug, Default)]
+struct PhaseGauge {
+    store: OnceLock<Store<MiniCluster>>,
+}
+
+impl Collector for PhaseGauge {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let family = Family::<PhaseLabels, Gauge>::default();
+        if let Some(store) = self.store.get() {
+            for mc in store.state() {
+                let phase = mc
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase)
+                    .unwrap_or(Phase::Pending);
+                let labels = PhaseLabels {
+                    namespace: mc.metadata.namespace.clone().unwrap_or_default(),
+                    phase: phase.as_str().to_string(),
+                };
+                family.get_or_create(&labels).inc();
+            }
         }
+        let metric = encoder.encode_descriptor(
+            "miniclusters",
+            "MiniClusters by namespace and phase",
+            None,
+            family.metric_type(),
+        )?;
+        family.encode(metric)
     }
 }
 
@@ -203,19 +237,12 @@ mod tests {
     }
 
     #[test]
-    fn phase_counts_replace_old_ones() {
-        let m = Metrics::new();
-        let l = |phase: &str| PhaseLabels {
-            namespace: "a".into(),
-            phase: phase.into(),
-        };
-        m.set_phase_counts([(l("Running"), 2)]);
-        m.set_phase_counts([(l("Succeeded"), 1)]);
-        let text = m.encode();
+    fn phase_gauge_is_empty_without_a_cache() {
+        let text = Metrics::new().encode();
         assert!(
-            text.contains("flux_operator_miniclusters{namespace=\"a\",phase=\"Succeeded\"} 1"),
+            text.contains("# TYPE flux_operator_miniclusters gauge"),
             "{text}"
         );
-        assert!(!text.contains("phase=\"Running\""), "{text}");
+        assert!(!text.contains("flux_operator_miniclusters{"), "{text}");
     }
 }

@@ -559,14 +559,18 @@ async fn api_server_refuses_invalid_specs() -> Result<()> {
 /// Done-when 3: deleting a MiniCluster removes everything it owned.
 #[tokio::test]
 async fn deleting_a_minicluster_removes_what_it_owned() -> Result<()> {
-    let Setup {
-        ns,
-        operator: _operator,
-        mcs,
-    } = setup("delete").await?;
+    let Setup { ns, operator, mcs } = setup("delete").await?;
     let mc = hello(&ns.name, 2)?;
     let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
     wait_phase(&mcs, &name, Phase::Running).await?;
+    let gauge = format!(
+        "flux_operator_miniclusters{{namespace=\"{}\",phase=\"Running\"}} 1",
+        ns.name
+    );
+    wait_for("the phase gauge counts it", TIMEOUT, || async {
+        Ok(operator.metrics().await?.contains(&gauge).then_some(()))
+    })
+    .await?;
 
     mcs.delete(&name, &DeleteParams::background()).await?;
     wait_for("owned objects gone", TIMEOUT, || async {
@@ -575,6 +579,11 @@ async fn deleting_a_minicluster_removes_what_it_owned() -> Result<()> {
             + labelled(&ns.api::<JobSet>(), &name).await?.len()
             + labelled(&ns.api::<Pod>(), &name).await?.len();
         Ok((left == 0).then_some(()))
+    })
+    .await?;
+    let in_namespace = format!("flux_operator_miniclusters{{namespace=\"{}\"", ns.name);
+    wait_for("the phase gauge forgets it", TIMEOUT, || async {
+        Ok((!operator.metrics().await?.contains(&in_namespace)).then_some(()))
     })
     .await?;
     ns.cleanup().await;
