@@ -50,6 +50,13 @@ async fn wait_size(ns: &TestNamespace, name: &str, size: i32) -> Result<()> {
     .await
 }
 
+/// `kubectl scale minicluster/<name> --replicas=<n>`: the scale subresource, as an HPA uses it.
+fn kubectl_scale(ns: &TestNamespace, name: &str, replicas: i32) -> Result<std::process::Output> {
+    let replicas = format!("--replicas={replicas}");
+    let args = ["scale", "minicluster", name, "-n", &ns.name, &replicas];
+    Ok(Command::new(kubectl()).args(args).output()?)
+}
+
 #[tokio::test]
 async fn running_cluster_grows_shrinks_and_refuses_beyond_max_size() -> Result<()> {
     let Setup {
@@ -73,16 +80,7 @@ async fn running_cluster_grows_shrinks_and_refuses_beyond_max_size() -> Result<(
     wait_size(&ns, &name, 4).await?;
 
     // The scale subresource (kubectl scale, an HPA): 4 -> 3.
-    let out = Command::new(kubectl())
-        .args([
-            "scale",
-            "minicluster",
-            &name,
-            "-n",
-            &ns.name,
-            "--replicas=3",
-        ])
-        .output()?;
+    let out = kubectl_scale(&ns, &name, 3)?;
     assert!(
         out.status.success(),
         "kubectl scale: {}",
@@ -94,16 +92,7 @@ async fn running_cluster_grows_shrinks_and_refuses_beyond_max_size() -> Result<(
     assert_eq!(mc.status.as_ref().map(|s| s.maximum_size), Some(4));
 
     // Beyond maxSize the API server refuses, with the reason.
-    let out = Command::new(kubectl())
-        .args([
-            "scale",
-            "minicluster",
-            &name,
-            "-n",
-            &ns.name,
-            "--replicas=6",
-        ])
-        .output()?;
+    let out = kubectl_scale(&ns, &name, 6)?;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
