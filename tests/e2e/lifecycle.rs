@@ -373,3 +373,34 @@ async fn objects_it_does_not_own_are_never_taken_over() -> Result<()> {
     ns.cleanup().await;
     Ok(())
 }
+
+#[tokio::test]
+async fn cleanup_deletes_the_finished_minicluster() -> Result<()> {
+    let Setup {
+        ns,
+        operator: _operator,
+        mcs,
+    } = setup("cleanup").await?;
+    let mut mc = hello(&ns.name, 2)?;
+    mc.spec.cleanup = true;
+    let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
+    wait_phase(&mcs, &name, Phase::Running).await?;
+    crate::operator::finish_lead(&ns, &name).await?;
+    wait_for(
+        "the MiniCluster deleted after it finished",
+        TIMEOUT,
+        || async { Ok(mcs.get_opt(&name).await?.is_none().then_some(())) },
+    )
+    .await?;
+    wait_for("its JobSet gone with it", TIMEOUT, || async {
+        Ok(ns
+            .api::<JobSet>()
+            .get_opt(&name)
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
+    ns.cleanup().await;
+    Ok(())
+}
