@@ -354,6 +354,19 @@ mod tests {
         }
     }
 
+    /// Status of `mc` with this JobSet and these pods, outside Kueue.
+    fn observe(mc: &MiniCluster, js: &JobSet, pods: &[Pod], now: Timestamp) -> MiniClusterStatus {
+        compute(
+            mc,
+            &Observed {
+                jobset: Some(js),
+                pods,
+                admission: None,
+            },
+            now,
+        )
+    }
+
     fn find<'a>(s: &'a MiniClusterStatus, t: &str) -> &'a Condition {
         s.conditions.iter().find(|c| c.type_ == t).unwrap()
     }
@@ -366,15 +379,7 @@ mod tests {
             pod("workers", "Running", Some(7)),
             pod("workers", "Running", Some(6)),
         ];
-        let s = compute(
-            &mc(3),
-            &Observed {
-                jobset: Some(&js),
-                pods: &pods,
-                admission: None,
-            },
-            ts(100),
-        );
+        let s = observe(&mc(3), &js, &pods, ts(100));
         assert_eq!(s.phase, Some(Phase::Running));
         assert_eq!((s.ready_brokers, s.size, s.maximum_size), (3, 3, 3));
         assert_eq!(
@@ -404,15 +409,7 @@ mod tests {
             pod("workers", "Pending", None),
             pod("workers", "Pending", None),
         ];
-        let s = compute(
-            &running,
-            &Observed {
-                jobset: Some(&js),
-                pods: &pods,
-                admission: None,
-            },
-            ts(9),
-        );
+        let s = observe(&running, &js, &pods, ts(9));
         assert_eq!(s.phase, Some(Phase::Running));
         assert_eq!(find(&s, "Ready").status, "False");
         assert_eq!(
@@ -429,15 +426,7 @@ mod tests {
             pod("lead", "Running", Some(5)),
             pod("workers", "Pending", None),
         ];
-        let s = compute(
-            &mc(3),
-            &Observed {
-                jobset: Some(&js),
-                pods: &pods,
-                admission: None,
-            },
-            ts(100),
-        );
+        let s = observe(&mc(3), &js, &pods, ts(100));
         assert_eq!(s.phase, Some(Phase::Starting));
         assert_eq!(find(&s, "Ready").status, "False");
         assert!(s.ready_time.is_none());
@@ -450,15 +439,7 @@ mod tests {
             pod("lead", "Succeeded", None),
             pod("workers", "Running", Some(3)),
         ];
-        let s = compute(
-            &mc(2),
-            &Observed {
-                jobset: Some(&js),
-                pods: &pods,
-                admission: None,
-            },
-            ts(50),
-        );
+        let s = observe(&mc(2), &js, &pods, ts(50));
         assert_eq!(s.phase, Some(Phase::Succeeded));
         assert_eq!(s.completion_time.as_ref().map(|t| t.0), Some(ts(40)));
         assert!(s.teardown_time.is_none(), "a follower still runs");
@@ -467,15 +448,7 @@ mod tests {
         let mut done = mc(2);
         done.status = Some(s);
         let pods = [pod("lead", "Succeeded", None)];
-        let s = compute(
-            &done,
-            &Observed {
-                jobset: Some(&js),
-                pods: &pods,
-                admission: None,
-            },
-            ts(55),
-        );
+        let s = observe(&done, &js, &pods, ts(55));
         assert_eq!(s.teardown_time.as_ref().map(|t| t.0), Some(ts(55)));
     }
 
