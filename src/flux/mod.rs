@@ -9,7 +9,8 @@
 //! | [`CONFIG_MOUNT`] `/etc/flux-operator/config` | `broker.toml`, `lead.sh`, `worker.sh`, `view-init.sh`, `service.<name>.sh`, hook files, `script.sh`, `batch.sh` | the ConfigMap ([`config_map_data`]), read-only |
 //! | [`CURVE_MOUNT`] `/etc/flux-operator/curve` | `curve.cert` | the CURVE Secret, read-only ([`pod::curve_secret_mode`]), Flux container only |
 //! | [`KEY_MOUNT`] `/run/flux-operator-key` | `curve.cert` (private copy, 0400: [`CURVE_PRIVATE_PATH`]) | memory-backed emptyDir ([`pod::KEY_VOLUME`]), Flux container only |
-//! | [`RUN_MOUNT`] `/run/flux-operator` | `local` (the broker socket, [`SOCKET_PATH`]) | emptyDir ([`pod::RUN_VOLUME`]), shared with sidecars (read-only there) |
+//! | [`RUN_MOUNT`] `/run/flux-operator` | `broker/` only | emptyDir ([`pod::RUN_VOLUME`]), owned by root (mode 0777, or group fsGroup with setgid), shared with sidecars (read-only there) |
+//! | [`BROKER_DIR`] `/run/flux-operator/broker` | `local` (the broker socket, [`SOCKET_PATH`]) | made by the entrypoint, owned by the broker's user, mode 0755 (Flux refuses a socket directory the instance owner does not own; sidecars of any user can reach the socket) |
 //! | `flux.container.mountPath` (`/mnt/flux`) | `view/` (Flux), `software/` | emptyDir filled by the view init container, read-only in the app |
 //! | [`SOFTWARE_MOUNT`] `/opt/software` | the view's install tree | subPath `software` of the view volume |
 //!
@@ -33,12 +34,13 @@
 //!
 //! In order: `commands.init`; the view (its `bin` appended to `PATH`, its Python packages to
 //! `PYTHONPATH`); `flux.environment` exports; the certificate copied from the Secret to a
-//! private 0400 file in the key directory; `commands.pre`; `commands.brokerPre` (lead) or `commands.workerPre`
+//! private 0400 file in the key directory; the broker directory ([`BROKER_DIR`], created
+//! and checked to be owned by the current user, chmod 0755); `commands.pre`; `commands.brokerPre` (lead) or `commands.workerPre`
 //! (followers); the broker; `commands.post`. The lead runs
 //! `[commands.prefix] flux start [--wrap=W] -o --config DIR <options> [program]` and exits with
 //! its status. Options: `-Slog-stderr-level=<logLevel>` (0 with `logging.quiet`),
 //! `-Slog-stderr-mode=local`, `-Sbroker.quorum=N` ([`config::quorum`]), `-Stbon.zmqdebug=1`
-//! (`logging.zeromq`), `-Slocal-uri=local://<RUN_MOUNT>/local` (unless `flux.disableSocket`),
+//! (`logging.zeromq`), `-Slocal-uri=local://<BROKER_DIR>/local` (unless `flux.disableSocket`),
 //! `-Sbroker.rc2_none=1` (interactive lead), `-Scontent.restore=<archive.path>` (when the
 //! archive exists). Followers run the same `flux start` without a program; exit status 0 means
 //! the lead shut the instance down and the follower exits 0; any other status restarts the
@@ -79,7 +81,7 @@
 //! # Sidecars
 //!
 //! A service container with a `command` runs `/bin/sh <CONFIG>/service.<name>.sh` (POSIX sh):
-//! `commands.init`, the view's `bin` on `PATH`, `FLUX_URI=local://<RUN_MOUNT>/local`, a wait for
+//! `commands.init`, the view's `bin` on `PATH`, `FLUX_URI=local://<BROKER_DIR>/local`, a wait for
 //! the broker socket (unless `flux.noWaitSocket`; none with `flux.disableSocket`),
 //! `commands.servicePre`, then `exec /bin/sh -c '<command>'`. With `noWrapEntrypoint` (or no
 //! command) the image's entrypoint stays and [`service_container_args`] gives the args.
@@ -117,17 +119,22 @@ pub const CONFIG_MOUNT: &str = "/etc/flux-operator/config";
 pub const CURVE_MOUNT: &str = "/etc/flux-operator/curve";
 /// The key of the certificate in the CURVE Secret (and its file name).
 pub const CURVE_SECRET_KEY: &str = "curve.cert";
-/// The run directory (emptyDir) of every pod: the broker socket. Shared with the service
-/// containers (read-only there), so it must never hold a secret.
+/// The run directory (emptyDir) of every pod. Shared with the service containers (read-only
+/// there), so it must never hold a secret. Only [`BROKER_DIR`] lives in it.
 pub const RUN_MOUNT: &str = "/run/flux-operator";
+/// The broker's directory in [`RUN_MOUNT`]: the entrypoint creates it (mode 0755, owned by
+/// the user the broker runs as) because Flux refuses a `local-uri` directory that the
+/// instance owner does not own, and emptyDirs are owned by root. Holds the socket
+/// ([`SOCKET_PATH`]); 0755 so sidecars running as another user still reach the socket.
+pub const BROKER_DIR: &str = "/run/flux-operator/broker";
 /// The Flux container's private key directory (memory-backed emptyDir [`pod::KEY_VOLUME`],
 /// mounted in no other container): the entrypoint's copy of the certificate.
 pub const KEY_MOUNT: &str = "/run/flux-operator-key";
 /// The private certificate copy Flux reads (`[bootstrap] curve_cert`), in [`KEY_MOUNT`].
 pub const CURVE_PRIVATE_PATH: &str = "/run/flux-operator-key/curve.cert";
-/// The broker's local socket (`-Slocal-uri=local://...`), in [`RUN_MOUNT`], for sidecars,
+/// The broker's local socket (`-Slocal-uri=local://...`), in [`BROKER_DIR`], for sidecars,
 /// readiness probes and `flux proxy`.
-pub const SOCKET_PATH: &str = "/run/flux-operator/local";
+pub const SOCKET_PATH: &str = "/run/flux-operator/broker/local";
 /// Where the view's install tree appears in the containers (its links point there).
 pub const SOFTWARE_MOUNT: &str = "/opt/software";
 /// The TBON port of every broker.

@@ -12,7 +12,10 @@ use serde::Serialize;
 
 use super::command::{check_no_nul, command_argv, quote, quote_all, split_words};
 use super::config::quorum;
-use super::{CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, KEY_MOUNT, RUN_MOUNT};
+use super::{
+    BROKER_DIR, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, KEY_MOUNT, RUN_MOUNT,
+    SOCKET_PATH,
+};
 use crate::api::{MiniCluster, MiniClusterContainer, is_dns_label};
 
 /// File names in the ConfigMap (keys of its `data`).
@@ -346,6 +349,8 @@ struct BrokerScript {
     curve_mount: &'static str,
     key_mount: &'static str,
     run_mount: &'static str,
+    broker_subdir: &'static str,
+    socket_name: &'static str,
     cert_key: &'static str,
     view: Option<String>,
     python_path: Option<String>,
@@ -372,6 +377,8 @@ struct ServiceScript {
     quiet: bool,
     config_mount: &'static str,
     run_mount: &'static str,
+    broker_subdir: &'static str,
+    socket_name: &'static str,
     view: Option<String>,
     socket: bool,
     wait_socket: bool,
@@ -426,6 +433,23 @@ fn check_env_name(field: &str, name: &str) -> Result<(), Error> {
             format!("{name:?} is not a valid environment variable name"),
         ))
     }
+}
+
+/// [`BROKER_DIR`] relative to [`RUN_MOUNT`] (the scripts find the run directory in
+/// `FLUX_OPERATOR_RUN_DIR`).
+fn broker_subdir() -> &'static str {
+    BROKER_DIR
+        .strip_prefix(RUN_MOUNT)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .expect("BROKER_DIR is inside RUN_MOUNT")
+}
+
+/// The socket's file name in [`BROKER_DIR`].
+fn socket_name() -> &'static str {
+    SOCKET_PATH
+        .strip_prefix(BROKER_DIR)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .expect("SOCKET_PATH is inside BROKER_DIR")
 }
 
 fn view_mount(mc: &MiniCluster) -> Option<String> {
@@ -531,6 +555,8 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
         curve_mount: CURVE_MOUNT,
         key_mount: KEY_MOUNT,
         run_mount: RUN_MOUNT,
+        broker_subdir: broker_subdir(),
+        socket_name: socket_name(),
         cert_key: CURVE_SECRET_KEY,
         view: view_mount(mc),
         python_path: (!flux.container.python_path.is_empty())
@@ -579,6 +605,8 @@ pub fn service_script(mc: &MiniCluster, index: usize) -> Result<Option<String>, 
         quiet: mc.spec.logging.quiet,
         config_mount: CONFIG_MOUNT,
         run_mount: RUN_MOUNT,
+        broker_subdir: broker_subdir(),
+        socket_name: socket_name(),
         view: view_mount(mc),
         socket: !flux.disable_socket,
         wait_socket: !flux.no_wait_socket,

@@ -143,7 +143,10 @@ impl Pod {
         let mut v = strs(&["start", "-o", "--config"]);
         v.push(self.config_dir());
         v.extend(strs(&["-Slog-stderr-level=6", "-Slog-stderr-mode=local"]));
-        v.push(format!("-Slocal-uri=local://{}/local", self.run.display()));
+        v.push(format!(
+            "-Slocal-uri=local://{}/broker/local",
+            self.run.display()
+        ));
         v.extend(strs(extra));
         v
     }
@@ -456,7 +459,10 @@ fn interactive_or_no_command_keeps_the_lead_up() {
             "-Slog-stderr-mode=local",
             "-Sbroker.rc2_none=1",
         ]));
-        start.push(format!("-Slocal-uri=local://{}/local", pod.run.display()));
+        start.push(format!(
+            "-Slocal-uri=local://{}/broker/local",
+            pod.run.display()
+        ));
         assert_eq!(pod.flux_calls(), vec![start]);
     }
 }
@@ -597,7 +603,10 @@ fn options_prefix_wrap_timed_debug_zeromq_quorum() {
         "-Sbroker.quorum=3",
         "-Stbon.zmqdebug=1",
     ]));
-    start.push(format!("-Slocal-uri=local://{}/local", pod.run.display()));
+    start.push(format!(
+        "-Slocal-uri=local://{}/broker/local",
+        pod.run.display()
+    ));
     start.extend(strs(&[
         "bash",
         "-c",
@@ -629,7 +638,10 @@ fn options_prefix_wrap_timed_debug_zeromq_quorum() {
         "-Sbroker.quorum=3",
         "-Stbon.zmqdebug=1",
     ]));
-    start.push(format!("-Slocal-uri=local://{}/local", pod.run.display()));
+    start.push(format!(
+        "-Slocal-uri=local://{}/broker/local",
+        pod.run.display()
+    ));
     assert_eq!(pod.flux_calls(), vec![start]);
 }
 
@@ -743,19 +755,85 @@ fn the_certificate_copy_is_private() {
         assert_eq!(std::fs::read_to_string(&copy).unwrap(), CERT);
         let mode = std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o400, "{script}");
-        // The run directory is shared with the sidecars: no copy of the key there.
+        // The run directory is shared with the sidecars: only the broker's directory there,
+        // and no copy of the key in it.
         let shared: Vec<_> = std::fs::read_dir(&pod.run)
             .map(|d| d.map(|e| e.unwrap().file_name()).collect())
             .unwrap_or_default();
-        assert!(
-            shared.is_empty(),
+        assert_eq!(
+            shared,
+            ["broker"],
             "{script}: {shared:?} in the shared run directory"
         );
+        for entry in std::fs::read_dir(pod.run.join("broker")).unwrap() {
+            let path = entry.unwrap().path();
+            assert_ne!(
+                std::fs::read_to_string(&path).ok().as_deref(),
+                Some(CERT),
+                "{script}: the key in {}",
+                path.display()
+            );
+        }
     }
     std::fs::remove_file(pod.curve.join("curve.cert")).unwrap();
     let out = pod.run("lead.sh", &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("cannot read"));
+}
+
+#[test]
+fn the_broker_socket_is_in_a_directory_the_brokers_user_owns() {
+    use std::os::unix::fs::MetadataExt;
+    let mc = mc_command("mc", 2, "hostname");
+    for script in ["lead.sh", "worker.sh"] {
+        let pod = Pod::new(&mc);
+        // A socket left by an earlier broker in this pod is removed before the start.
+        std::fs::create_dir_all(pod.run.join("broker")).unwrap();
+        std::fs::write(pod.run.join("broker/local"), "stale").unwrap();
+        // The run directory as the kubelet makes an emptyDir: world-writable.
+        std::fs::set_permissions(&pod.run, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_ok(&pod.run(script, &[]));
+        let dir = std::fs::metadata(pod.run.join("broker")).unwrap();
+        assert!(dir.is_dir());
+        assert_eq!(
+            dir.uid(),
+            current_uid(),
+            "{script}: owned by the broker's user"
+        );
+        assert_eq!(
+            dir.mode() & 0o7777,
+            0o755,
+            "{script}: sidecars of other users can reach the socket"
+        );
+        assert!(!pod.run.join("broker/local").exists(), "{script}");
+        let uri = format!("-Slocal-uri=local://{}/broker/local", pod.run.display());
+        assert!(pod.flux_calls()[0].contains(&uri), "{script}");
+    }
+    // A broker directory owned by another user: Flux would refuse it; say so, start nothing.
+    let pod = Pod::new(&mc);
+    std::fs::create_dir_all(&pod.run).unwrap();
+    if current_uid() == 0 {
+        std::fs::create_dir(pod.run.join("broker")).unwrap();
+        std::os::unix::fs::chown(pod.run.join("broker"), Some(65534), None).unwrap();
+    } else {
+        // Not root: "/" is a directory someone else (root) owns.
+        std::os::unix::fs::symlink("/", pod.run.join("broker")).unwrap();
+    }
+    let out = pod.run("worker.sh", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("is not owned by uid"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(pod.flux_calls().is_empty());
+}
+
+/// The uid this test runs as.
+fn current_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::metadata(dir.path()).unwrap().uid()
 }
 
 #[test]
@@ -807,8 +885,8 @@ fn sidecar_waits_for_the_socket_then_runs_its_command() {
     let command = r#"flux hook service "$FLUX_URI" 'it'"'"'s $HOME' "$HOME""#;
     let mc = with_service(command);
     let pod = Pod::new(&mc);
-    std::fs::create_dir_all(&pod.run).unwrap();
-    let socket = pod.run.join("local");
+    std::fs::create_dir_all(pod.run.join("broker")).unwrap();
+    let socket = pod.run.join("broker/local");
     let mut child = pod
         .command("sh", "service.api.sh", &[])
         .stderr(std::process::Stdio::piped())

@@ -265,7 +265,7 @@ fn lead_readiness_probe() {
     assert!(probe.tcp_socket.is_none());
     assert_eq!(
         probe.exec.unwrap().command.unwrap(),
-        ["/bin/sh", "-c", "test -S /run/flux-operator/local"]
+        ["/bin/sh", "-c", "test -S /run/flux-operator/broker/local"]
     );
     assert_eq!(probe.period_seconds, Some(1));
     let mut quiet = one.clone();
@@ -290,11 +290,11 @@ fn follower_readiness_probe() {
         // The broker's own socket, through /bin/sh (no `test` binary needed on PATH).
         assert_eq!(
             probe.exec.as_ref().unwrap().command.as_deref().unwrap(),
-            ["/bin/sh", "-c", "test -S /run/flux-operator/local"]
+            ["/bin/sh", "-c", "test -S /run/flux-operator/broker/local"]
         );
         assert!(probe.tcp_socket.is_none() && probe.http_get.is_none());
         assert_eq!(
-            format!("{}/local", RUN_MOUNT),
+            format!("{}/local", flux::BROKER_DIR),
             flux::SOCKET_PATH,
             "the probe checks the socket the brokers create"
         );
@@ -321,7 +321,8 @@ fn paths_agree() {
         flux::CURVE_PRIVATE_PATH,
         format!("{KEY_MOUNT}/{}", flux::CURVE_SECRET_KEY)
     );
-    assert_eq!(flux::SOCKET_PATH, format!("{RUN_MOUNT}/local"));
+    assert_eq!(flux::SOCKET_PATH, format!("{}/local", flux::BROKER_DIR));
+    assert_eq!(flux::BROKER_DIR, format!("{RUN_MOUNT}/broker"));
     assert!(!KEY_MOUNT.starts_with(&format!("{RUN_MOUNT}/")));
     assert!(!RUN_MOUNT.starts_with(&format!("{KEY_MOUNT}/")));
 }
