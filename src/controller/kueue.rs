@@ -17,9 +17,14 @@ pub fn workload_resource() -> ApiResource {
     )
 }
 
-/// Whether Kueue's Workload API is served (Kueue is installed).
-pub async fn installed(client: &Client) -> bool {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &workload_resource());
+/// Whether Kueue's Workload API is served (Kueue is installed) and this operator may list
+/// Workloads where it watches (`namespace`, or all namespaces).
+pub async fn installed(client: &Client, namespace: Option<&str>) -> bool {
+    let resource = workload_resource();
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
     api.list_metadata(&ListParams::default().limit(1))
         .await
         .is_ok()

@@ -18,14 +18,14 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::DynamicObject;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
 use crate::api::{MiniCluster, NAME_LABEL};
 use crate::jobset::JobSet;
-use crate::metrics::{self, Health, Metrics};
+use crate::metrics::{self, Health, Metrics, Role};
 
 pub use cluster_domain::discover_cluster_domain;
 pub use reconcile::{Context, FIELD_MANAGER};
@@ -86,6 +86,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         health.clone(),
         wait_true(stop_rx.clone()),
     ));
+    let heartbeat = tokio::spawn(health.clone().heartbeat());
+    let ns = config.namespace.as_deref();
 
     // Leader election: wait for the lease; losing it later stops this replica.
     let mut leader = None;
@@ -101,18 +103,30 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 .await?;
         let (mut rx, task) = manager.watch().await;
         tracing::info!(%identity, lease = %config.lease_name, "waiting for leadership");
-        health.set_ready(true); // a standby is healthy and ready
+        // While it waits, a standby keeps a MiniCluster cache of its own: it is ready when
+        // that has synced, i.e. when it could take over.
+        let standby = tokio::spawn(standby_cache(
+            scoped::<MiniCluster>(&client, ns),
+            health.clone(),
+        ));
         let mut stop = stop_rx.clone();
         while !*rx.borrow_and_update() {
             tokio::select! {
                 changed = rx.changed() => changed?,
-                _ = stop.changed() => { drop(rx); let _ = task.await; return Ok(()); }
+                _ = stop.changed() => {
+                    standby.abort();
+                    drop(rx);
+                    let _ = task.await;
+                    return Ok(());
+                }
             }
         }
+        standby.abort();
         tracing::info!(%identity, "acquired leadership");
         leader = Some((rx, task));
     }
-    health.set_ready(false);
+    // Not ready until the controller's own cache has synced.
+    health.set(Role::Starting);
 
     let stop_controller = {
         let mut stop = stop_rx.clone();
@@ -130,19 +144,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         }
     };
 
-    fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-        K::DynamicType: Default,
-    {
-        match namespace {
-            Some(ns) => Api::namespaced(client.clone(), ns),
-            None => Api::all(client.clone()),
-        }
-    }
-    let ns = config.namespace.as_deref();
     let labelled = watcher::Config::default().labels(NAME_LABEL);
-    let kueue_installed = kueue::installed(&client).await;
+    let kueue_installed = kueue::installed(&client, ns).await;
     tracing::info!(kueue = kueue_installed, "Kueue Workload API served");
     let mut controller = Controller::new(
         scoped::<MiniCluster>(&client, ns),
@@ -200,7 +203,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let ready_flag = health.clone();
     tokio::spawn(async move {
         if store.wait_until_ready().await.is_ok() {
-            ready_flag.set_ready(true);
+            tracing::info!("MiniCluster cache synced; ready");
+            ready_flag.set(Role::Leader);
         }
     });
 
@@ -219,7 +223,40 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
     }
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    heartbeat.abort();
     Ok(())
+}
+
+fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// A standby's MiniCluster cache: the watch the controller will run, kept warm. Marks the
+/// replica ready (as a standby) once it has synced; runs until aborted.
+async fn standby_cache(api: Api<MiniCluster>, health: Health) {
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .touched_objects();
+    let mark_ready = async {
+        if reader.wait_until_ready().await.is_ok() {
+            tracing::info!("standby: MiniCluster cache synced; ready");
+            health.set(Role::Standby);
+        }
+    };
+    let run = stream.for_each(|event| async move {
+        if let Err(error) = event {
+            tracing::warn!(%error, "standby: MiniCluster watch failed; retrying");
+        }
+    });
+    futures::join!(mark_ready, run);
 }
 
 async fn wait_true(mut rx: watch::Receiver<bool>) {
