@@ -1,70 +1,329 @@
-//! Lifecycle durations, from API timestamps. Each duration is observed
-//! when the status field that records its moment first appears, so it counts once (the
-//! reconciler reads the MiniCluster fresh, and the status survives operator restarts).
+//! Lifecycle durations. Each is observed when the status field that records its end first
+//! appears, so it counts once (the reconciler reads the MiniCluster fresh, and the status
+//! survives operator restarts).
+//!
+//! Where the operator saw both ends of a duration itself, the duration is the time between
+//! those two sightings on its monotonic clock (sub-second). A sighting is the moment a
+//! reconcile saw the transition: the MiniCluster new (no status yet, created within
+//! [`FRESH`]), its JobSet created, Kueue's admission, the lead broker ready, all brokers
+//! ready, the lead finished, no broker left. Sightings live in this process only: after a
+//! restart or a failover, and when both ends were first seen in the same reconcile, the
+//! duration comes from API timestamps instead (one-second resolution).
 
-use jiff::Timestamp;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use jiff::{SignedDuration, Timestamp};
 
 use super::status;
 use crate::api::{MiniCluster, MiniClusterStatus, condition};
 use crate::jobset::JobSet;
 use crate::metrics::Metrics;
 
+/// A MiniCluster first seen this long after its creation timestamp was not seen new (the
+/// operator was down, or busy): its creation is not a sighting. The creation timestamp is
+/// truncated to the second, so a live sighting is always less than a second plus the
+/// watch's latency after it.
+pub(super) const FRESH: SignedDuration = SignedDuration::from_secs(3);
+
 pub(super) fn seconds_between(from: &Timestamp, to: &Timestamp) -> f64 {
     (to.as_millisecond() - from.as_millisecond()) as f64 / 1000.0
 }
 
-/// Record each lifecycle duration the first time its status timestamp appears.
+/// The moments this process saw, per MiniCluster UID.
+#[derive(Debug, Default)]
+pub(super) struct Sightings(Mutex<HashMap<String, Seen>>);
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Seen {
+    created: Option<Instant>,
+    admitted: Option<Instant>,
+    completed: Option<Instant>,
+}
+
+impl Sightings {
+    /// A reconcile at `at` (wall clock `now`) looks at `mc`: if this is the first look at a
+    /// MiniCluster nobody has reconciled yet and it was created just now, remember `at` as
+    /// its creation.
+    pub(super) fn saw(&self, mc: &MiniCluster, at: Instant, now: Timestamp) {
+        let (Some(uid), Some(created)) = (
+            mc.metadata.uid.as_ref(),
+            mc.metadata.creation_timestamp.as_ref(),
+        ) else {
+            return;
+        };
+        let Ok(mut seen) = self.0.lock() else { return };
+        if seen.contains_key(uid) {
+            return;
+        }
+        let untouched = mc.status.is_none();
+        let fresh = now.duration_since(created.0) < FRESH;
+        seen.insert(
+            uid.clone(),
+            Seen {
+                created: (untouched && fresh).then_some(at),
+                ..Seen::default()
+            },
+        );
+    }
+
+    /// The MiniCluster is gone (or going): nothing more to observe.
+    pub(super) fn forget(&self, mc: &MiniCluster) {
+        if let (Some(uid), Ok(mut seen)) = (mc.metadata.uid.as_ref(), self.0.lock()) {
+            seen.remove(uid);
+        }
+    }
+
+    fn get(&self, mc: &MiniCluster) -> Seen {
+        mc.metadata
+            .uid
+            .as_ref()
+            .and_then(|uid| self.0.lock().ok()?.get(uid).copied())
+            .unwrap_or_default()
+    }
+
+    fn update(&self, mc: &MiniCluster, f: impl FnOnce(&mut Seen)) {
+        if let (Some(uid), Ok(mut seen)) = (mc.metadata.uid.as_ref(), self.0.lock()) {
+            f(seen.entry(uid.clone()).or_default());
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().map(|s| s.len()).unwrap_or_default()
+    }
+}
+
+/// Seconds from the sighting `start` to `end`, if the start was seen in an earlier reconcile;
+/// otherwise the API timestamps' difference.
+fn duration(
+    start: Option<Instant>,
+    end: Instant,
+    api: impl FnOnce() -> Option<f64>,
+) -> Option<f64> {
+    match start {
+        Some(s) if s < end => Some(end.duration_since(s).as_secs_f64()),
+        _ => api(),
+    }
+}
+
+/// Record each lifecycle duration the first time its status timestamp appears. `seen` is when
+/// this reconcile saw the state `new` was computed from.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn observe_durations(
     mc: &MiniCluster,
     metrics: &Metrics,
+    sightings: &Sightings,
     ns: &str,
     old: &MiniClusterStatus,
     new: &MiniClusterStatus,
     jobset: Option<&JobSet>,
     admission: Option<&status::Admission>,
+    seen: Instant,
 ) {
-    let Some(created) = mc.metadata.creation_timestamp.as_ref().map(|t| t.0) else {
-        return;
+    let created = mc.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let since_created = |to: Option<&Timestamp>| Some(seconds_between(created.as_ref()?, to?));
+    let live = sightings.get(mc);
+    let observe = |family, secs: Option<f64>| {
+        if let Some(secs) = secs {
+            Metrics::observe(family, ns, secs);
+        }
     };
-    if old.job_set.is_empty()
-        && !new.job_set.is_empty()
-        && let Some(js_created) = jobset.and_then(|j| j.metadata.creation_timestamp.as_ref())
-    {
-        Metrics::observe(
+
+    if old.job_set.is_empty() && !new.job_set.is_empty() {
+        let api_created = jobset.and_then(|j| j.metadata.creation_timestamp.as_ref());
+        observe(
             &metrics.jobset_created,
-            ns,
-            seconds_between(&created, &js_created.0),
+            duration(live.created, seen, || {
+                since_created(api_created.map(|t| &t.0))
+            }),
         );
     }
     if old.lead_ready_time.is_none()
         && let Some(t) = &new.lead_ready_time
     {
-        Metrics::observe(&metrics.lead_ready, ns, seconds_between(&created, &t.0));
+        observe(
+            &metrics.lead_ready,
+            duration(live.created, seen, || since_created(Some(&t.0))),
+        );
     }
+
     let admitted_at = admission.and_then(|a| a.admitted_at);
-    if old.ready_time.is_none()
-        && let Some(up) = &new.ready_time
-    {
-        Metrics::observe(&metrics.cluster_up, ns, seconds_between(&created, &up.0));
-        if let Some(at) = admitted_at {
-            Metrics::observe(&metrics.admission_to_up, ns, seconds_between(&at, &up.0));
-        }
-    }
     let was_admitted = old
         .conditions
         .iter()
         .any(|c| c.type_ == condition::ADMITTED && c.status == "True");
+    let is_admitted = admission.is_some_and(|a| a.admitted);
     // The first admission only: a readmission after an eviction is not time spent queued
     // since creation.
     if !was_admitted
         && old.start_time.is_none()
         && let Some(at) = admitted_at
     {
-        Metrics::observe(&metrics.admission_wait, ns, seconds_between(&created, &at));
+        observe(
+            &metrics.admission_wait,
+            duration(live.created, seen, || since_created(Some(&at))),
+        );
+    }
+    if !was_admitted && is_admitted {
+        sightings.update(mc, |s| s.admitted = Some(seen));
+    }
+
+    if old.ready_time.is_none()
+        && let Some(up) = &new.ready_time
+    {
+        observe(
+            &metrics.cluster_up,
+            duration(live.created, seen, || since_created(Some(&up.0))),
+        );
+        if let Some(at) = admitted_at {
+            observe(
+                &metrics.admission_to_up,
+                duration(live.admitted, seen, || Some(seconds_between(&at, &up.0))),
+            );
+        }
+    }
+
+    if old.completion_time.is_none() && new.completion_time.is_some() {
+        sightings.update(mc, |s| s.completed = Some(seen));
     }
     if old.teardown_time.is_none()
         && let (Some(done), Some(gone)) = (&new.completion_time, &new.teardown_time)
     {
-        Metrics::observe(&metrics.teardown, ns, seconds_between(&done.0, &gone.0));
+        observe(
+            &metrics.teardown,
+            duration(live.completed, seen, || {
+                Some(seconds_between(&done.0, &gone.0))
+            }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+
+    fn mc(created: Timestamp) -> MiniCluster {
+        let mut mc: MiniCluster =
+            serde_norway::from_str(include_str!("../../examples/hello-world.yaml")).unwrap();
+        mc.metadata.namespace = Some("ns".into());
+        mc.metadata.uid = Some("u-1".into());
+        mc.metadata.creation_timestamp = Some(Time(created));
+        mc
+    }
+
+    fn sum(metrics: &Metrics, name: &str) -> Option<f64> {
+        let prefix = format!("flux_operator_minicluster_{name}_seconds_sum{{namespace=\"ns\"}} ");
+        metrics
+            .encode()
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+    }
+
+    #[test]
+    fn cluster_up_is_measured_between_sightings_below_a_second() {
+        let created: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mc = mc(created);
+        let (metrics, sightings) = (Metrics::new(), Sightings::default());
+        let t0 = Instant::now();
+        // First look, 0.4 s after the (truncated) creation second.
+        sightings.saw(&mc, t0, created + SignedDuration::from_millis(400));
+        let old = MiniClusterStatus::default();
+        let new = MiniClusterStatus {
+            // The API says 1 s (pod conditions have whole seconds); the operator saw 0.35 s.
+            ready_time: Some(Time(created + SignedDuration::from_secs(1))),
+            ..Default::default()
+        };
+        let seen = t0 + Duration::from_millis(350);
+        observe_durations(
+            &mc, &metrics, &sightings, "ns", &old, &new, None, None, seen,
+        );
+        let up = sum(&metrics, "up").expect("observed");
+        assert!((up - 0.35).abs() < 1e-9, "{up}");
+    }
+
+    #[test]
+    fn a_minicluster_not_seen_new_falls_back_to_api_timestamps() {
+        let created: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let t0 = Instant::now();
+        let new = MiniClusterStatus {
+            ready_time: Some(Time(created + SignedDuration::from_secs(7))),
+            ..Default::default()
+        };
+        // Seen long after creation (the operator was down): API timestamps.
+        let old_mc = mc(created);
+        let (metrics, sightings) = (Metrics::new(), Sightings::default());
+        sightings.saw(&old_mc, t0, created + SignedDuration::from_secs(60));
+        let seen = t0 + Duration::from_millis(10);
+        let old = MiniClusterStatus::default();
+        observe_durations(
+            &old_mc, &metrics, &sightings, "ns", &old, &new, None, None, seen,
+        );
+        assert_eq!(sum(&metrics, "up"), Some(7.0));
+
+        // Seen just after creation, but another replica already wrote its status (failover).
+        let mut taken_over = mc(created);
+        taken_over.status = Some(MiniClusterStatus::default());
+        let (metrics, sightings) = (Metrics::new(), Sightings::default());
+        sightings.saw(&taken_over, t0, created + SignedDuration::from_millis(500));
+        observe_durations(
+            &taken_over,
+            &metrics,
+            &sightings,
+            "ns",
+            &old,
+            &new,
+            None,
+            None,
+            seen,
+        );
+        assert_eq!(sum(&metrics, "up"), Some(7.0));
+    }
+
+    #[test]
+    fn teardown_seen_in_the_same_reconcile_as_completion_uses_api_timestamps() {
+        let created: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mc = mc(created);
+        let t0 = Instant::now();
+        let (metrics, sightings) = (Metrics::new(), Sightings::default());
+        sightings.saw(&mc, t0, created);
+        let done = Time(created + SignedDuration::from_secs(10));
+        let running = MiniClusterStatus::default();
+        let finished = MiniClusterStatus {
+            completion_time: Some(done.clone()),
+            ..Default::default()
+        };
+        let gone = MiniClusterStatus {
+            completion_time: Some(done.clone()),
+            teardown_time: Some(Time(created + SignedDuration::from_secs(12))),
+            ..Default::default()
+        };
+        // Both at once: no sighting of the completion before, so the API's 2 s.
+        observe_durations(
+            &mc, &metrics, &sightings, "ns", &running, &gone, None, None, t0,
+        );
+        assert_eq!(sum(&metrics, "teardown"), Some(2.0));
+
+        // Completion seen, then teardown 0.6 s later: the sightings' 0.6 s.
+        let (metrics, sightings) = (Metrics::new(), Sightings::default());
+        sightings.saw(&mc, t0, created);
+        let t1 = t0 + Duration::from_secs(10);
+        observe_durations(
+            &mc, &metrics, &sightings, "ns", &running, &finished, None, None, t1,
+        );
+        let t2 = t1 + Duration::from_millis(600);
+        observe_durations(
+            &mc, &metrics, &sightings, "ns", &finished, &gone, None, None, t2,
+        );
+        let teardown = sum(&metrics, "teardown").expect("observed");
+        assert!((teardown - 0.6).abs() < 1e-9, "{teardown}");
+
+        sightings.forget(&mc);
+        assert_eq!(sightings.len(), 0);
     }
 }

@@ -17,7 +17,7 @@ use serde_json::json;
 use tracing::Instrument;
 
 use super::events::{announce, publish};
-use super::observe::observe_durations;
+use super::observe::{Sightings, observe_durations};
 use super::owned::{SecretState, controlled_by, ensure_curve_secret, not_owned};
 use super::status::{self, Observed};
 use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition, validation};
@@ -40,6 +40,8 @@ pub struct Context {
     /// Whether Kueue's Workload API is served.
     kueue: bool,
     failures: Mutex<HashMap<ObjectRef<MiniCluster>, u32>>,
+    /// When this process saw each MiniCluster's lifecycle moments (sub-second durations).
+    sightings: Sightings,
 }
 
 impl Context {
@@ -58,6 +60,7 @@ impl Context {
             env: Environment { cluster_domain },
             kueue,
             failures: Mutex::default(),
+            sightings: Sightings::default(),
         }
     }
 }
@@ -145,13 +148,16 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
         .get_opt(&name)
         .await?
     else {
+        ctx.sightings.forget(cached);
         return Ok(Action::await_change());
     };
     let mc = &fresh;
     if mc.metadata.deletion_timestamp.is_some() {
+        ctx.sightings.forget(mc);
         return Ok(Action::await_change());
     }
     let now = Timestamp::now();
+    ctx.sightings.saw(mc, Instant::now(), now);
 
     // 1. What only the operator can check. Nothing is created for an invalid spec.
     let errors = validation::validate(mc);
@@ -295,6 +301,8 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
         .list(&ListParams::default().labels(&render::pod_selector(mc)))
         .await?
         .items;
+    // The moment this reconcile saw the state the new status is computed from.
+    let seen = Instant::now();
     let observed = Observed {
         jobset: jobset.as_ref(),
         pods: &pods,
@@ -334,11 +342,13 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
         observe_durations(
             mc,
             &ctx.metrics,
+            &ctx.sightings,
             &ns,
             &old_status,
             &new_status,
             jobset.as_ref(),
             admission.as_ref(),
+            seen,
         );
     }
 

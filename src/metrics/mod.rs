@@ -1,10 +1,14 @@
 //! Prometheus metrics (text format on `/metrics`) and the HTTP endpoints.
 //!
-//! Durations are computed from API timestamps (creation, pod conditions, JobSet conditions),
-//! never from when the operator happened to notice, so a restart does not distort them. Each
-//! lifecycle duration is observed once per MiniCluster: the status field that records the
-//! moment (`readyTime`, `teardownTime`, ...) is the marker that it was counted. Labels carry
-//! the namespace, never the MiniCluster name, to keep cardinality bounded.
+//! Lifecycle durations have sub-second resolution: they are measured on the operator's
+//! monotonic clock between the moments it saw the two transitions itself (it saw the
+//! MiniCluster new, then saw its brokers ready). When it did not see the start itself — it
+//! started, restarted or took over the lease after that moment — a duration falls back to
+//! API timestamps (creation, pod conditions, JobSet and Workload conditions), which have
+//! one-second resolution. Each duration is observed once per MiniCluster: the status field
+//! that records the moment (`readyTime`, `teardownTime`, ...) is the marker that it was
+//! counted. Labels carry the namespace, never the MiniCluster name, to keep cardinality
+//! bounded.
 
 mod server;
 
@@ -46,9 +50,13 @@ pub struct ErrorLabels {
 
 type Durations = Family<NamespaceLabels, Histogram, fn() -> Histogram>;
 
+/// Upper bounds of the lifecycle histograms' buckets: 0.1 s to 10 minutes.
+pub const LIFECYCLE_BUCKETS: [f64; 14] = [
+    0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0,
+];
+
 fn lifecycle_histogram() -> Histogram {
-    // 0.25 s .. about 68 min.
-    Histogram::new(exponential_buckets(0.25, 2.0, 15))
+    Histogram::new(LIFECYCLE_BUCKETS)
 }
 
 fn reconcile_histogram() -> Histogram {
@@ -234,6 +242,26 @@ mod tests {
             text.contains("flux_operator_minicluster_up_seconds_sum{namespace=\"science\"} 12.5"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn lifecycle_buckets_resolve_sub_second_up_to_ten_minutes() {
+        let m = Metrics::new();
+        Metrics::observe(&m.cluster_up, "science", 0.3);
+        let text = m.encode();
+        for (le, count) in [
+            ("0.1", 0),
+            ("0.25", 0),
+            ("0.5", 1),
+            ("600.0", 1),
+            ("+Inf", 1),
+        ] {
+            let line = format!(
+                "flux_operator_minicluster_up_seconds_bucket{{le=\"{le}\",namespace=\"science\"}} {count}"
+            );
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+        assert!(!text.contains("le=\"1200"), "{text}");
     }
 
     #[test]
