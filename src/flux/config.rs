@@ -14,6 +14,11 @@
 //!   30-second stalls while a pod address is not routable yet) and `topo` from
 //!   `spec.flux.topology`.
 //! - `[sched-fluxion-qmanager] queue-policy` from `spec.flux.scheduler.queuePolicy`.
+//! - `[resource]` only when the quorum is below the host count (`maxSize > size`, or
+//!   `minSize`, see [`resource_hosts`]): `path` names the R file the entrypoints write with
+//!   `flux R encode` before the broker starts, `noverify = true`. Without it Flux builds its
+//!   resource set from every rank's hardware report, so with ranks absent nothing is ever
+//!   schedulable (`flux resource list` fails, jobs stay in S, shutdown hangs in rc3).
 //!
 //! The quorum (`broker.quorum`) is a broker attribute, not a config key: the entrypoints pass
 //! it as `-Sbroker.quorum=N` (see [`quorum`]). `spec.flux.brokerConfig` replaces the whole
@@ -21,7 +26,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{BROKER_PORT, CURVE_PRIVATE_PATH, Context, Error};
+use super::{BROKER_PORT, CURVE_PRIVATE_PATH, Context, Error, RESOURCE_PATH};
 use crate::api::{LEAD_JOB, MiniCluster, QueuePolicy, WORKERS_JOB, is_dns_label};
 
 /// The generated broker config. Serializes to the TOML Flux reads.
@@ -41,6 +46,19 @@ pub struct BrokerConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub sched_fluxion_qmanager: Option<QManager>,
+    /// `[resource]` (only when ranks may be absent, see [`resource_hosts`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<Resource>,
+}
+
+/// `[resource]`: the instance's resource set from a file instead of the ranks' reports.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Resource {
+    /// The R file ([`RESOURCE_PATH`]), written by the entrypoint before `flux start`.
+    pub path: String,
+    /// The R describes every rank as the local node; do not drain ranks whose hardware
+    /// differs from it.
+    pub noverify: bool,
 }
 
 /// `[access]`: who may connect to the broker's local socket.
@@ -250,6 +268,10 @@ pub fn broker_config(mc: &MiniCluster, ctx: &Context) -> Result<BrokerConfig, Er
             }),
             _ => None,
         },
+        resource: resource_hosts(mc).map(|_| Resource {
+            path: RESOURCE_PATH.to_string(),
+            noverify: true,
+        }),
     })
 }
 
@@ -289,6 +311,25 @@ pub fn quorum(mc: &MiniCluster) -> Option<i32> {
         None if mc.max_size() > mc.spec.size => Some(mc.spec.size.max(1)),
         None => None,
     }
+}
+
+/// The hostlist (RFC 29, rank order) the entrypoints give `flux R encode --hosts` when the
+/// generated config has a `[resource]` table: when the quorum ([`quorum`]) is below the host
+/// count, so the instance runs with ranks that never reported their hardware. `None` when
+/// every rank must join anyway (Flux's default works), or with `spec.flux.brokerConfig` (the
+/// user's config decides).
+pub fn resource_hosts(mc: &MiniCluster) -> Option<String> {
+    if !mc.spec.flux.broker_config.trim().is_empty() {
+        return None;
+    }
+    let q = quorum(mc)?;
+    (q < mc.max_size()).then(|| {
+        host_entries(mc)
+            .into_iter()
+            .map(|e| e.host)
+            .collect::<Vec<_>>()
+            .join(",")
+    })
 }
 
 /// Expands an RFC 29 hostlist with at most one bracketed range set, such as

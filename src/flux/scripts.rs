@@ -11,10 +11,10 @@ use minijinja::Environment;
 use serde::Serialize;
 
 use super::command::{check_no_nul, command_argv, quote, quote_all, split_words};
-use super::config::quorum;
+use super::config::{quorum, resource_hosts};
 use super::{
-    BROKER_DIR, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, KEY_MOUNT, RUN_MOUNT,
-    SOCKET_PATH,
+    BROKER_DIR, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, KEY_MOUNT, RESOURCE_PATH,
+    RUN_MOUNT, SOCKET_PATH,
 };
 use crate::api::{MiniCluster, MiniClusterContainer, is_dns_label};
 
@@ -351,6 +351,7 @@ struct BrokerScript {
     run_mount: &'static str,
     broker_subdir: &'static str,
     socket_name: &'static str,
+    resource: Option<ResourceFile>,
     cert_key: &'static str,
     view: Option<String>,
     python_path: Option<String>,
@@ -365,6 +366,19 @@ struct BrokerScript {
     wrap: Option<String>,
     program: Vec<String>,
     complete_workers: bool,
+}
+
+/// The R file the entrypoint writes when broker.toml has a `[resource]` table.
+#[derive(Serialize)]
+struct ResourceFile {
+    /// File name in the broker directory.
+    file: &'static str,
+    /// `--hosts=<hostlist>`, quoted.
+    hosts: String,
+    /// `0-<maxSize - 1>`.
+    rank_set: String,
+    quorum: i32,
+    ranks: i32,
 }
 
 #[derive(Serialize)]
@@ -557,6 +571,16 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
         run_mount: RUN_MOUNT,
         broker_subdir: broker_subdir(),
         socket_name: socket_name(),
+        resource: resource_hosts(mc).map(|hosts| ResourceFile {
+            file: RESOURCE_PATH
+                .strip_prefix(BROKER_DIR)
+                .and_then(|rest| rest.strip_prefix('/'))
+                .expect("RESOURCE_PATH is inside BROKER_DIR"),
+            hosts: quote(&format!("--hosts={hosts}")).into_owned(),
+            rank_set: format!("0-{}", mc.max_size() - 1),
+            quorum: quorum(mc).unwrap_or(mc.max_size()),
+            ranks: mc.max_size(),
+        }),
         cert_key: CURVE_SECRET_KEY,
         view: view_mount(mc),
         python_path: (!flux.container.python_path.is_empty())

@@ -593,7 +593,7 @@ fn options_prefix_wrap_timed_debug_zeromq_quorum() {
     let pod = Pod::new(&mc);
     let out = pod.run("lead.sh", &[("FAKE_FLUX_SHOW_ENV", "PREFIXED")]);
     assert_ok(&out);
-    let calls = pod.flux_calls();
+    let calls = without_r(pod.flux_calls());
     let submit = strs(&["submit", "-n1", "--quiet", "--watch", "-vvv", "hostname"]);
     let mut start = strs(&["start", "--wrap=strace,-f", "-o", "--config"]);
     start.push(pod.config_dir());
@@ -642,7 +642,13 @@ fn options_prefix_wrap_timed_debug_zeromq_quorum() {
         "-Slocal-uri=local://{}/broker/local",
         pod.run.display()
     ));
-    assert_eq!(pod.flux_calls(), vec![start]);
+    assert_eq!(without_r(pod.flux_calls()), vec![start]);
+}
+
+/// `calls` without `flux R encode` (elastic clusters; see
+/// `elastic_brokers_write_r_for_every_host_before_starting`).
+fn without_r(calls: Vec<Vec<String>>) -> Vec<Vec<String>> {
+    calls.into_iter().filter(|c| c[0] != "R").collect()
 }
 
 #[test]
@@ -829,6 +835,47 @@ fn the_broker_socket_is_in_a_directory_the_brokers_user_owns() {
     assert!(pod.flux_calls().is_empty());
 }
 
+#[test]
+fn elastic_brokers_write_r_for_every_host_before_starting() {
+    let mut mc = mc_command("mc", 2, "hostname");
+    mc.spec.max_size = Some(4);
+    for script in ["lead.sh", "worker.sh"] {
+        let pod = Pod::new(&mc);
+        assert_ok(&pod.run(script, &[]));
+        let calls = pod.flux_calls();
+        assert_eq!(
+            calls[0],
+            strs(&[
+                "R",
+                "encode",
+                "--hosts=mc-lead-0-0,mc-workers-0-[0-2]",
+                "--ranks=0-3",
+                "--local"
+            ]),
+            "{script}"
+        );
+        assert_eq!(
+            calls[1][0], "start",
+            "{script}: R is written before the broker starts"
+        );
+        // Where broker.toml's [resource] path points (relative to the run directory).
+        let r = pod.run.join("broker/R.json");
+        assert!(r.is_file(), "{script}");
+        assert!(!pod.run.join("broker/R.json.new").exists(), "{script}");
+        // No R: the broker would fail in rc1, so the entrypoint stops first.
+        let pod = Pod::new(&mc);
+        let out = pod.run(script, &[("FAKE_FLUX_RC_R", "1")]);
+        assert_eq!(out.status.code(), Some(1), "{script}");
+        assert!(stderr(&out).contains("flux R encode"), "{script}");
+        assert_eq!(pod.flux_calls().len(), 1, "{script}: no broker without R");
+    }
+    // Every rank must join anyway: Flux's own discovery, no R.
+    let pod = Pod::new(&mc_command("mc", 2, "hostname"));
+    assert_ok(&pod.run("lead.sh", &[]));
+    assert!(pod.flux_calls().iter().all(|c| c[0] != "R"));
+    assert!(!pod.run.join("broker/R.json").exists());
+}
+
 /// The uid this test runs as.
 fn current_uid() -> u32 {
     use std::os::unix::fs::MetadataExt;
@@ -949,10 +996,10 @@ fn every_example_renders_and_runs() {
         }
         let pod = Pod::new(&mc);
         assert_ok(&pod.run("lead.sh", &[]));
-        assert_eq!(pod.flux_calls()[0][0], "start", "{name}");
+        assert_eq!(without_r(pod.flux_calls())[0][0], "start", "{name}");
         let pod = Pod::new(&mc);
         assert_ok(&pod.run("worker.sh", &[]));
-        let calls = pod.flux_calls();
+        let calls = without_r(pod.flux_calls());
         assert_eq!(calls.len(), 1, "{name}: {calls:?}");
         assert_eq!(calls[0][..4], pod.start(&[])[..4]);
         assert!(

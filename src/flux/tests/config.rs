@@ -167,7 +167,7 @@ fn only_allowed_bootstrap_keys() {
     );
     // Only tables Flux accepts.
     let tables: BTreeSet<&str> = table.keys().map(String::as_str).collect();
-    assert_eq!(tables, ["access", "bootstrap", "tbon"].into());
+    assert_eq!(tables, ["access", "bootstrap", "resource", "tbon"].into());
     assert_eq!(table["tbon"]["topo"].as_str(), Some("kary:2"));
     assert_eq!(table["tbon"]["connect_timeout"].as_str(), Some("5s"));
     assert_eq!(table["access"]["allow-guest-user"].as_bool(), Some(true));
@@ -264,6 +264,65 @@ fn quorum_when_max_size_exceeds_size() {
     assert_eq!(config::quorum(&mc), Some(2));
     let mc = mc_yaml("mc", "default", "size: 3\ncontainers:\n- image: app");
     assert_eq!(config::quorum(&mc), None);
+}
+
+#[test]
+fn a_resource_file_exactly_when_ranks_may_be_absent() {
+    // (spec, hosts for `flux R encode` or None)
+    let cases = [
+        ("size: 3", None),
+        ("size: 3\nmaxSize: 3", None),
+        ("size: 3\nminSize: 3", None),
+        ("size: 3\nmaxSize: 5\nminSize: 5", None),
+        (
+            "size: 2\nmaxSize: 6",
+            Some("mc-lead-0-0,mc-workers-0-[0-4]"),
+        ),
+        (
+            "size: 3\nminSize: 2",
+            Some("mc-lead-0-0,mc-workers-0-[0-1]"),
+        ),
+        ("size: 1\nmaxSize: 2", Some("mc-lead-0-0,mc-workers-0-0")),
+    ];
+    for (spec, hosts) in cases {
+        let mc = mc_yaml(
+            "mc",
+            "default",
+            &format!("{spec}\ncontainers:\n- image: app"),
+        );
+        assert_eq!(config::resource_hosts(&mc).as_deref(), hosts, "{spec}");
+        let table: toml::Table = config::broker_toml(&mc, &super::ctx())
+            .unwrap()
+            .parse()
+            .unwrap();
+        match hosts {
+            None => assert!(!table.contains_key("resource"), "{spec}"),
+            Some(hosts) => {
+                let resource = table["resource"].as_table().unwrap();
+                assert_eq!(
+                    resource["path"].as_str(),
+                    Some("/run/flux-operator/broker/R.json"),
+                    "{spec}"
+                );
+                assert_eq!(resource["noverify"].as_bool(), Some(true), "{spec}");
+                assert_eq!(resource.len(), 2, "{spec}");
+                // The R covers exactly the [bootstrap] hosts, in rank order.
+                let expanded: Vec<String> = hosts
+                    .split(',')
+                    .flat_map(|h| expand_hostlist(h).unwrap())
+                    .collect();
+                assert_eq!(expanded, hostnames(&mc), "{spec}");
+            }
+        }
+    }
+    // The user's broker config decides on its own.
+    let mut mc = mc_yaml(
+        "mc",
+        "default",
+        "size: 2\nmaxSize: 6\ncontainers:\n- image: app",
+    );
+    mc.spec.flux.broker_config = "[bootstrap]\ncurve_cert = \"/x\"\n".into();
+    assert_eq!(config::resource_hosts(&mc), None);
 }
 
 #[test]

@@ -323,6 +323,7 @@ fn paths_agree() {
     );
     assert_eq!(flux::SOCKET_PATH, format!("{}/local", flux::BROKER_DIR));
     assert_eq!(flux::BROKER_DIR, format!("{RUN_MOUNT}/broker"));
+    assert_eq!(flux::RESOURCE_PATH, format!("{}/R.json", flux::BROKER_DIR));
     assert!(!KEY_MOUNT.starts_with(&format!("{RUN_MOUNT}/")));
     assert!(!RUN_MOUNT.starts_with(&format!("{KEY_MOUNT}/")));
 }
