@@ -211,8 +211,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     controller
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "reconcile round failed");
+            match result {
+                // A watch that fails (API server gone, a verb the RBAC lacks) must show at
+                // the default log level; it is retried with backoff.
+                Err(kube::runtime::controller::Error::QueueError(error)) => {
+                    tracing::warn!(%error, "watch failed; retrying")
+                }
+                Err(error) => tracing::debug!(%error, "reconcile round failed"),
+                Ok(_) => {}
             }
         })
         .await;

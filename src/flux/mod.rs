@@ -14,8 +14,9 @@
 //! | `flux.container.mountPath` (`/mnt/flux`) | `view/` (Flux), `software/` | emptyDir filled by the view init container, read-only in the app |
 //! | [`SOFTWARE_MOUNT`] `/opt/software` | the view's install tree | subPath `software` of the view volume |
 //!
-//! Flux reads every `*.toml` in its config directory; `broker.toml` is the only such file in
-//! the ConfigMap, so the directory doubles as the script directory. ConfigMap keys of service
+//! Flux reads every `*.toml` in its config directory and merges them; the ConfigMap's are
+//! `broker.toml` and, with `flux.scheduler.simple`, `scheduler.toml`
+//! ([`config::scheduler_toml`]), so the directory doubles as the script directory. ConfigMap keys of service
 //! containers are dotted (`service.<name>.sh`, `service.<name>.init.sh`,
 //! `service.<name>.pre.sh`, see [`scripts::files`]): service names are DNS labels, which have
 //! no dots, so no two services' files can share a key.
@@ -67,10 +68,11 @@
 //! or `launcher`) and `flux start` too (`FLUXTIME ... wall time`), with no `/usr/bin/time`.
 //! `logging.strict`: errexit, nounset, pipefail (a failing hook stops the entrypoint).
 //! `logging.quiet`: no entrypoint messages, hooks' stdout discarded. `logging.debug`: xtrace
-//! and `-vvv` on the submit command. `flux.scheduler.simple`: the entrypoint exports
-//! `FLUXION_QMANAGER_RC_NOOP=1 FLUXION_RESOURCE_RC_NOOP=1` and
-//! `FLUX_MODPROBE_DISABLE=sched-fluxion-qmanager,sched-fluxion-resource`, so Flux's rc scripts
-//! load sched-simple instead of Fluxion; queue policy goes to `broker.toml` otherwise.
+//! and `-vvv` on the submit command. `flux.scheduler.simple`: `scheduler.toml` selects
+//! sched-simple as the `sched` and `feasibility` alternative for flux-modprobe (rc1 since 0.79),
+//! which loads no Fluxion module then and is no error without Fluxion; for older rc scripts
+//! the entrypoint also exports `FLUXION_QMANAGER_RC_NOOP=1 FLUXION_RESOURCE_RC_NOOP=1`
+//! (ignored under flux-modprobe). Queue policy goes to `broker.toml` otherwise.
 //!
 //! # User strings are data
 //!
@@ -224,6 +226,9 @@ pub fn config_map_data(mc: &MiniCluster, ctx: &Context) -> Result<BTreeMap<Strin
         scripts::files::BROKER_TOML.to_string(),
         config::broker_toml(mc, ctx)?,
     );
+    if let Some(text) = config::scheduler_toml(mc) {
+        data.insert(scripts::files::SCHEDULER_TOML.to_string(), text);
+    }
     Ok(data)
 }
 

@@ -27,6 +27,8 @@ use crate::api::{MiniCluster, MiniClusterContainer, is_dns_label};
 pub mod files {
     /// The broker config.
     pub const BROKER_TOML: &str = "broker.toml";
+    /// The scheduler choice of `flux.scheduler.simple` (Flux reads it with `broker.toml`).
+    pub const SCHEDULER_TOML: &str = "scheduler.toml";
     /// The lead broker's entrypoint.
     pub const LEAD: &str = "lead.sh";
     /// The follower brokers' entrypoint.

@@ -337,7 +337,33 @@ fn broker_config_replaces_the_generated_one_whole() {
 }
 
 #[test]
-fn the_config_map_has_one_toml_file() {
+fn simple_scheduler_is_selected_by_modprobe_alternatives_not_by_disabling_fluxion() {
+    let mut mc = mc_yaml("mc", "default", "size: 2\ncontainers:\n- image: app");
+    assert_eq!(config::scheduler_toml(&mc), None);
+    let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+    assert!(!data.contains_key("scheduler.toml"));
+    mc.spec.flux.scheduler.simple = true;
+    for user_config in ["", "[bootstrap]\ncurve_cert = \"/x\"\n"] {
+        mc.spec.flux.broker_config = user_config.into();
+        let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+        let table: toml::Table = data["scheduler.toml"].parse().unwrap();
+        // Only the [modules] table flux-modprobe reads, naming only flux-core's sched-simple
+        // for both services it provides (Fluxion splits them across two modules).
+        assert_eq!(table.keys().collect::<Vec<_>>(), ["modules"]);
+        let modules = table["modules"].as_table().unwrap();
+        assert_eq!(modules.keys().collect::<Vec<_>>(), ["alternatives"]);
+        let alternatives = modules["alternatives"].as_table().unwrap();
+        assert_eq!(alternatives.len(), 2);
+        assert_eq!(alternatives["sched"].as_str(), Some("sched-simple"));
+        assert_eq!(alternatives["feasibility"].as_str(), Some("sched-simple"));
+        // broker.toml (generated or the user's) has no [modules] table for it to clash with.
+        let broker: toml::Table = data["broker.toml"].parse().unwrap();
+        assert!(!broker.contains_key("modules"), "{user_config:?}");
+    }
+}
+
+#[test]
+fn the_config_map_tomls_are_broker_and_scheduler() {
     // Flux reads every *.toml of its config directory, which also holds the scripts.
     let mut mc = mc_yaml(
         "mc",
@@ -348,6 +374,10 @@ fn the_config_map_has_one_toml_file() {
     let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
     let tomls: Vec<&String> = data.keys().filter(|k| k.ends_with(".toml")).collect();
     assert_eq!(tomls, ["broker.toml"]);
+    mc.spec.flux.scheduler.simple = true;
+    let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let tomls: Vec<&String> = data.keys().filter(|k| k.ends_with(".toml")).collect();
+    assert_eq!(tomls, ["broker.toml", "scheduler.toml"]);
     for key in data.keys() {
         assert!(
             key.bytes()
