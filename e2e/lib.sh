@@ -4,6 +4,8 @@
 # same machine (CI) reuses it.
 E2E_CACHE=${FLUX_OPERATOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/flux-operator-rs}
 E2E_BIN=$E2E_CACHE/bin
+# Real Flux (e2e/build-flux.sh), one tree per flux-core and flux-sched version.
+FLUX_CACHE=$E2E_CACHE/flux
 E2E_STATE=${E2E_STATE:-$E2E_CACHE/cluster}
 # Name of the kwokctl cluster; unique enough not to collide with a developer's own.
 E2E_CLUSTER=${E2E_CLUSTER:-flux-operator-e2e}
@@ -11,7 +13,7 @@ E2E_CLUSTER=${E2E_CLUSTER:-flux-operator-e2e}
 E2E_KUBECONFIG=$E2E_STATE/kubeconfig
 # kwokctl keeps its clusters, logs and pids under $KWOK_WORKDIR/clusters/<name>.
 KWOK_WORKDIR=$E2E_STATE/kwok
-export E2E_CACHE E2E_BIN E2E_STATE E2E_CLUSTER E2E_KUBECONFIG KWOK_WORKDIR
+export FLUX_CACHE E2E_CACHE E2E_BIN E2E_STATE E2E_CLUSTER E2E_KUBECONFIG KWOK_WORKDIR
 
 log() { printf '[e2e %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

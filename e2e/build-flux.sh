@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Build real Flux (flux-core and Fluxion) for the real-Flux test tier, laid out as a flux
+# view image lays it out, in $FLUX_CACHE/<core>-<sched>/:
+#   opt/software/flux/   the install prefix, flux-core and Fluxion (compiled-in paths point
+#                        to /opt/software/flux)
+#   opt/view/            a symlink farm into /opt/software/flux (bin/, lib/, ...)
+#   opt-core/            the same for flux-core alone (a Flux without Fluxion)
+# The pod emulator (tests/flux) binds opt/ (or opt-core/) at /opt in the flux view init
+# container, whose script (render's view-init.sh) copies /opt/view and /opt/software into
+# the pods, exactly as it does with the real images.
+#
+# Sources come from ../shared/vendor (checked against its SHA256SUMS) when present, else
+# from the projects' GitHub releases. The result is cached outside the clone, keyed on the
+# versions and this script, so a warm machine rebuilds nothing.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+. "$here/versions.env"
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+
+vendor=${FLUX_VENDOR_DIR:-$here/../../shared/vendor}
+key=$({ cat "$0"; echo "$FLUX_CORE_VERSION $FLUX_SCHED_VERSION"; } | sha256sum | cut -c1-12)
+root=$FLUX_CACHE/$FLUX_CORE_VERSION-$FLUX_SCHED_VERSION
+stampf=$root/.stamp
+if [ -f "$stampf" ] && [ "$(cat "$stampf")" = "$key" ]; then
+  log "build-flux: flux-core $FLUX_CORE_VERSION + flux-sched $FLUX_SCHED_VERSION is up to date ($root)"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "build-flux: needs root (it builds in a private mount namespace with /opt bound to the cache)" >&2
+  exit 1
+fi
+
+# fetch NAME TAG ARCHIVE: the source archive, from shared/vendor or the release page.
+fetch() {
+  local name=$1 tag=$2 archive=$3 out=$src/$3
+  if [ -f "$vendor/$archive" ]; then
+    (cd "$vendor" && grep " $archive\$" SHA256SUMS | sha256sum -c --quiet -) \
+      || { echo "build-flux: $vendor/$archive does not match SHA256SUMS" >&2; exit 1; }
+    cp "$vendor/$archive" "$out"
+  else
+    log "build-flux: $archive not in $vendor, downloading the $tag release of $name"
+    curl -fsSL -o "$out" "https://github.com/flux-framework/$name/releases/download/$tag/$name-${tag#v}.tar.gz"
+  fi
+}
+
+t0=$SECONDS
+work=$FLUX_CACHE/build
+rm -rf "$work" "$root"
+src=$work/src
+mkdir -p "$src" "$root/opt/software" "$root/opt/view" "$root/opt-core/software" "$root/opt-core/view"
+fetch flux-core "v$FLUX_CORE_VERSION" "flux-core-$FLUX_CORE_VERSION.tar.gz"
+fetch flux-sched "v$FLUX_SCHED_VERSION" "flux-sched-$FLUX_SCHED_VERSION.tar.gz"
+tar -C "$src" -xzf "$src/flux-core-$FLUX_CORE_VERSION.tar.gz"
+tar -C "$src" -xzf "$src/flux-sched-$FLUX_SCHED_VERSION.tar.gz"
+
+# Debian's python3 (with python3-cffi, -yaml, -ply), not a pyenv shim on PATH: the brokers
+# run Flux's Python commands with the interpreter configure found.
+export PYTHON=/usr/bin/python3
+jobs=$(nproc)
+
+# The build runs in a private mount namespace where /opt is the cache's opt/, so the
+# install prefix /opt/software/flux is real while building (Fluxion's CMake finds
+# flux-core there) and nothing is written to the host's /opt.
+cat > "$work/inner.sh" << EOF
+set -euo pipefail
+mount --make-rprivate /
+mount --bind "$root/opt" /opt
+prefix=/opt/software/flux
+cd "$src/flux-core-$FLUX_CORE_VERSION"
+echo "$FLUX_CORE_VERSION" > .tarball-version
+FLUX_VERSION=$FLUX_CORE_VERSION ./autogen.sh > "$work/autogen.log" 2>&1
+./configure --prefix=\$prefix --disable-docs PYTHON=$PYTHON > "$work/configure-core.log" 2>&1
+make -j$jobs > "$work/make-core.log" 2>&1
+make install > "$work/install-core.log" 2>&1
+echo "build-flux: flux-core done at \$((SECONDS))s" >&2
+# The flux-core-only tree, taken before Fluxion is installed into the same prefix.
+cp -a \$prefix "$root/opt-core/software/"
+cp -rs \$prefix/. "$root/opt-core/view/"
+cd "$src/flux-sched-$FLUX_SCHED_VERSION"
+echo "$FLUX_SCHED_VERSION" > flux-sched.ver
+cmake -B build -DCMAKE_INSTALL_PREFIX=\$prefix -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS=-g0 -DCMAKE_C_FLAGS=-g0 -DBUILD_TESTING=OFF > "$work/cmake-sched.log" 2>&1
+cmake --build build -j$jobs > "$work/make-sched.log" 2>&1
+cmake --install build > "$work/install-sched.log" 2>&1
+echo "build-flux: flux-sched done at \$((SECONDS))s" >&2
+# The view: every file of the prefix as a symlink, directories real (as a Spack view).
+cp -rs \$prefix/. /opt/view/
+/opt/view/bin/flux version
+EOF
+if ! unshare --mount bash "$work/inner.sh"; then
+  echo "build-flux: build failed; logs in $work:" >&2
+  ls "$work"/*.log >&2
+  tail -n 30 "$(find "$work" -name '*.log' -newer "$work/inner.sh" -printf '%T@ %p\n' | sort -n | tail -n 1 | cut -d' ' -f2)" >&2
+  exit 1
+fi
+rm -rf "$work"
+echo "$key" > "$stampf"
+log "build-flux: flux-core $FLUX_CORE_VERSION + flux-sched $FLUX_SCHED_VERSION built in $((SECONDS - t0))s ($root)"

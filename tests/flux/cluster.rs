@@ -1,0 +1,370 @@
+//! A MiniCluster brought up from the operator's own render output, with real Flux, on the
+//! pod emulator ([`crate::kubelet`]).
+//!
+//! [`MiniClusterRun::start`] validates the MiniCluster as the operator does, renders the
+//! ConfigMap and JobSet with `flux_operator::render`, makes the CURVE Secret with
+//! `flux_operator::flux::curve_certificate` (the controller's own call) and
+//! `render::curve_secret`, then starts the pods the JobSet's Jobs would create: the lead
+//! (`<mc>-lead-0-0`) and `size - 1` followers (`<mc>-workers-0-<i>`), each from its
+//! replicated job's pod template, with JobSet's hostname and subdomain. The tests then act
+//! as JobSet and the Job controller would (add or delete follower pods on a resize).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flux_operator::api::{LEAD_JOB, MiniCluster, WORKERS_JOB, validation};
+use flux_operator::flux;
+use flux_operator::render::{self, Environment};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Probe, Secret};
+
+use crate::kubelet::{Images, Network, Pod, PodMeta, tail};
+
+/// The cluster DNS domain the tests render with.
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
+
+/// Which Flux the flux view image carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FluxBuild {
+    /// flux-core and Fluxion, as every flux view image has them.
+    WithFluxion,
+    /// flux-core only.
+    CoreOnly,
+}
+
+/// The tree e2e/build-flux.sh built for `build`, which the flux view image has at `/opt`.
+pub fn flux_tree(build: FluxBuild) -> PathBuf {
+    let cache = std::env::var_os("FLUX_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let base = std::env::var_os("FLUX_OPERATOR_CACHE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+                        .join(".cache/flux-operator-rs")
+                });
+            base.join("flux")
+        });
+    let versions = format!(
+        "{}-{}",
+        env_version("FLUX_CORE_VERSION"),
+        env_version("FLUX_SCHED_VERSION")
+    );
+    let variant = match build {
+        FluxBuild::WithFluxion => "opt",
+        FluxBuild::CoreOnly => "opt-core",
+    };
+    let tree = cache.join(versions).join(variant);
+    assert!(
+        tree.join("view/bin/flux").exists(),
+        "no Flux at {}: run e2e/build-flux.sh (make test does)",
+        tree.display()
+    );
+    tree
+}
+
+/// A version from e2e/versions.env (the one place they are pinned).
+fn env_version(key: &str) -> String {
+    let text = include_str!("../../e2e/versions.env");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("{key} missing from e2e/versions.env"))
+        .trim()
+        .to_string()
+}
+
+/// Parse a MiniCluster manifest as the API server would get it (namespace `default`).
+pub fn minicluster(yaml: &str) -> MiniCluster {
+    let mut mc: MiniCluster = serde_norway::from_str(yaml).expect("MiniCluster YAML");
+    mc.metadata
+        .namespace
+        .get_or_insert_with(|| "default".into());
+    mc
+}
+
+/// A running MiniCluster.
+pub struct MiniClusterRun {
+    pub mc: MiniCluster,
+    pub config_map: ConfigMap,
+    pub secret: Secret,
+    lead_spec: PodSpec,
+    worker_spec: Option<PodSpec>,
+    net: Arc<Network>,
+    images: Images,
+    pub lead: Option<Arc<Pod>>,
+    pub workers: BTreeMap<i32, Arc<Pod>>,
+    /// Kept so the directory outlives the pods (logs are read from it).
+    _dir: tempfile::TempDir,
+}
+
+/// How to bring a MiniCluster up.
+#[derive(Clone, Debug)]
+pub struct Start {
+    pub flux: FluxBuild,
+    /// Start the followers this long before the lead (negative: the lead first).
+    pub followers_early: Duration,
+    pub lead_early: Duration,
+    /// Start the lead at all (false: only followers, the lead unreachable).
+    pub lead: bool,
+    /// Start only these followers (by index) instead of all `size - 1`.
+    pub only_workers: Option<Vec<i32>>,
+}
+
+impl Default for Start {
+    fn default() -> Self {
+        Start {
+            flux: FluxBuild::WithFluxion,
+            followers_early: Duration::ZERO,
+            lead_early: Duration::ZERO,
+            lead: true,
+            only_workers: None,
+        }
+    }
+}
+
+impl MiniClusterRun {
+    /// Render `mc` and start its pods.
+    pub fn start(mc: MiniCluster, how: Start) -> MiniClusterRun {
+        let errors = validation::validate(&mc);
+        assert!(errors.is_empty(), "invalid MiniCluster: {errors:?}");
+        let env = Environment {
+            cluster_domain: CLUSTER_DOMAIN.into(),
+        };
+        let desired = render::desired(&mc, &env).expect("render");
+        let cert = flux::curve_certificate(&mc).expect("certificate");
+        let secret = render::curve_secret(&mc, &cert.to_text());
+        let template = |name: &str| -> Option<PodSpec> {
+            desired
+                .jobset
+                .spec
+                .replicated_jobs
+                .iter()
+                .find(|r| r.name == name)
+                .and_then(|r| r.template.spec.as_ref())
+                .and_then(|j| j.template.spec.clone())
+        };
+        let lead_spec = template(LEAD_JOB).expect("lead job");
+        let worker_spec = template(WORKERS_JOB);
+        let dir = tempfile::Builder::new()
+            .prefix("flux-pods-")
+            .tempdir()
+            .expect("tempdir");
+        let net = Network::new(dir.path()).expect("network");
+        let images = Images {
+            opt_trees: vec![("flux-view".into(), flux_tree(how.flux))],
+        };
+        let mut run = MiniClusterRun {
+            mc,
+            config_map: desired.config_map,
+            secret,
+            lead_spec,
+            worker_spec,
+            net,
+            images,
+            lead: None,
+            workers: BTreeMap::new(),
+            _dir: dir,
+        };
+        let size = run.mc.spec.size;
+        let only = how.only_workers.clone();
+        let followers = || only.clone().unwrap_or_else(|| (0..size - 1).collect());
+        if how.lead_early > Duration::ZERO {
+            run.start_lead();
+            std::thread::sleep(how.lead_early);
+            run.start_workers(&followers());
+        } else if how.followers_early > Duration::ZERO || !how.lead {
+            run.start_workers(&followers());
+            std::thread::sleep(how.followers_early);
+            if how.lead {
+                run.start_lead();
+            }
+        } else {
+            run.start_lead();
+            run.start_workers(&followers());
+        }
+        run
+    }
+
+    fn meta(&self, hostname: String) -> PodMeta {
+        PodMeta {
+            name: hostname.clone(),
+            hostname,
+            subdomain: self.mc.subdomain().to_string(),
+            namespace: self.mc.namespace_or_default().to_string(),
+            cluster_domain: CLUSTER_DOMAIN.into(),
+        }
+    }
+
+    fn start_pod(&self, hostname: String, spec: &PodSpec) -> Arc<Pod> {
+        let pod = Pod::start(
+            &self.net,
+            self.meta(hostname),
+            spec,
+            std::slice::from_ref(&self.config_map),
+            std::slice::from_ref(&self.secret),
+            &self.images,
+        )
+        .expect("pod");
+        if let Some(e) = pod.init_error() {
+            panic!("{}: {e}", pod.meta.name);
+        }
+        pod
+    }
+
+    /// Start the lead broker's pod.
+    pub fn start_lead(&mut self) {
+        let spec = self.lead_spec.clone();
+        self.lead = Some(self.start_pod(flux::config::lead_hostname(&self.mc), &spec));
+    }
+
+    /// Start follower pods by index (rank = index + 1), as the followers' Job would.
+    pub fn start_workers(&mut self, indices: &[i32]) {
+        let spec = self.worker_spec.clone().expect("a workers job");
+        let prefix = flux::config::worker_hostname_prefix(&self.mc);
+        // Pods start together, as the Job controller creates them.
+        let pods: Vec<(i32, Arc<Pod>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = indices
+                .iter()
+                .map(|&i| {
+                    let spec = &spec;
+                    let host = format!("{prefix}{i}");
+                    let this = &*self;
+                    s.spawn(move || (i, this.start_pod(host, spec)))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        self.workers.extend(pods);
+    }
+
+    /// Delete follower pods (a shrink: the highest indices go), with a grace period.
+    pub fn delete_workers(&mut self, indices: &[i32], grace: Duration) {
+        for i in indices {
+            if let Some(p) = self.workers.remove(i) {
+                p.delete(grace);
+            }
+        }
+    }
+
+    /// The lead pod.
+    pub fn lead(&self) -> &Arc<Pod> {
+        self.lead.as_ref().expect("the lead pod was started")
+    }
+
+    /// The Flux container's name (the one container, or the `runFlux` one).
+    pub fn flux_container(&self) -> String {
+        let spec = &self.mc.spec;
+        let c = spec
+            .containers
+            .iter()
+            .find(|c| c.run_flux)
+            .or(spec.containers.first())
+            .expect("a container");
+        if c.name.is_empty() {
+            render::DEFAULT_CONTAINER_NAME.to_string()
+        } else {
+            c.name.clone()
+        }
+    }
+
+    /// The Flux container of the lead's (or a follower's) pod template, and its readiness
+    /// probe, exactly as rendered.
+    pub fn flux_container_probe(&self, lead: bool) -> (Container, Probe) {
+        let spec = if lead {
+            &self.lead_spec
+        } else {
+            self.worker_spec.as_ref().expect("a workers job")
+        };
+        let name = self.flux_container();
+        let c = spec
+            .containers
+            .iter()
+            .find(|c| c.name == name)
+            .expect("the Flux container")
+            .clone();
+        let probe = c.readiness_probe.clone().expect("a readiness probe");
+        (c, probe)
+    }
+
+    /// Wait for the lead broker's container to exit; its code.
+    pub fn wait_lead(&self, timeout: Duration) -> i32 {
+        let c = self.flux_container();
+        self.lead()
+            .wait_exit(&c, timeout)
+            .unwrap_or_else(|e| panic!("{e}\n{}", self.debug()))
+    }
+
+    /// Run a command in the lead's Flux container (as `kubectl exec` would).
+    pub fn exec_lead(&self, argv: &[&str]) -> (i32, String) {
+        let c = self.flux_container();
+        self.lead().exec(&c, argv).expect("exec")
+    }
+
+    /// Run `flux <args>` in the lead's Flux container against its broker socket, with
+    /// Flux from the view on PATH.
+    pub fn flux(&self, args: &str) -> (i32, String) {
+        let view = &self.mc.spec.flux.container.mount_path;
+        let script = format!(
+            "export PATH=\"$PATH:{view}/view/bin\" FLUX_URI=local://{}; flux {args}",
+            flux::SOCKET_PATH
+        );
+        self.exec_lead(&["/bin/bash", "-c", &script])
+    }
+
+    /// `flux <args>` that must succeed; its output.
+    pub fn flux_ok(&self, args: &str) -> String {
+        let (code, out) = self.flux(args);
+        assert_eq!(code, 0, "flux {args} failed: {out}\n{}", self.debug());
+        out
+    }
+
+    /// Poll until `flux <args>` succeeds and `check` accepts its output.
+    pub fn wait_flux(&self, args: &str, timeout: Duration, check: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + timeout;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            let (code, out) = self.flux(args);
+            if code == 0 && check(&out) {
+                return out;
+            }
+            last = out;
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        panic!(
+            "flux {args}: condition not met after {timeout:?}; last output:\n{last}\n{}",
+            self.debug()
+        );
+    }
+
+    /// The lead Flux container's log.
+    pub fn lead_log(&self) -> String {
+        self.lead().logs(&self.flux_container())
+    }
+
+    /// The logs of every pod, for failure messages.
+    pub fn debug(&self) -> String {
+        let mut out = String::new();
+        let c = self.flux_container();
+        for p in self.lead.iter().chain(self.workers.values()) {
+            out.push_str(&format!(
+                "---- {}/{c} ----\n{}\n",
+                p.meta.name,
+                tail(&p.logs(&c), 40)
+            ));
+        }
+        out
+    }
+}
+
+impl Drop for MiniClusterRun {
+    fn drop(&mut self) {
+        let grace = Duration::from_secs(2);
+        for p in self.workers.values() {
+            p.delete(grace);
+        }
+        if let Some(l) = &self.lead {
+            l.delete(grace);
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Spec features whose meaning only real Flux can show.
+
+use std::time::Duration;
+
+use flux_operator::flux::curve::Certificate;
+
+use crate::cluster::{FluxBuild, MiniClusterRun, Start, minicluster};
+
+const RUN: Duration = Duration::from_secs(120);
+
+fn mc(name: &str, size: i32, extra_spec: &str, container_extra: &str) -> String {
+    format!(
+        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: {name}\n\
+         spec:\n  size: {size}\n  tasks: {size}\n{extra_spec}  containers:\n    - image: rockylinux:9\n      \
+         command: id -u\n{container_extra}"
+    )
+}
+
+#[test]
+fn non_root_brokers_with_fs_group_start_and_run_the_job_as_that_user() {
+    let spec = "  pod:\n    securityContext:\n      runAsUser: 1000\n      runAsGroup: 1000\n      fsGroup: 1000\n";
+    let run = MiniClusterRun::start(minicluster(&mc("nonroot", 2, spec, "")), Start::default());
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+    let log = run.lead_log();
+    let ids: Vec<&str> = log.lines().filter(|l| l.trim() == "1000").collect();
+    assert_eq!(ids.len(), 2, "both tasks run as uid 1000:\n{}", run.debug());
+    assert!(!log.contains("not owned by instance owner"), "{log}");
+}
+
+#[test]
+fn user_supplied_curve_certificate_is_the_one_the_brokers_use() {
+    let cert = Certificate::generate("user-cert").unwrap();
+    let text = cert.to_text();
+    let indented: String = text.lines().map(|l| format!("      {l}\n")).collect();
+    let spec = format!("  flux:\n    curveCert: |\n{indented}");
+    let yaml = mc("usercert", 2, &spec, "").replace("command: id -u", "command: hostname");
+    let run = MiniClusterRun::start(minicluster(&yaml), Start::default());
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+    let secret = run.secret.data.as_ref().unwrap().values().next().unwrap();
+    let secret = String::from_utf8_lossy(&secret.0);
+    assert!(
+        secret.contains(cert.public_key()),
+        "the Secret holds the user's certificate"
+    );
+    assert!(
+        run.lead_log().contains("usercert-workers-0-0"),
+        "{}",
+        run.debug()
+    );
+}
+
+#[test]
+fn sidecar_service_on_a_follower_runs_flux_only_once_its_broker_has_joined() {
+    // Followers first, the lead 6 s later: a sidecar that only waited for the socket
+    // talked to a follower broker that had not joined yet ("Upstream Flux broker is offline").
+    let yaml = "apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata:
+  name: sidecar
+spec:
+  size: 2
+  interactive: true
+  containers:
+    - image: rockylinux:9
+  services:
+    - name: watcher
+      image: rockylinux:9
+      command: flux resource list -no {nnodes} && echo watcher-ok && sleep infinity
+";
+    let how = Start {
+        followers_early: Duration::from_secs(6),
+        ..Start::default()
+    };
+    let run = MiniClusterRun::start(minicluster(yaml), how);
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    let worker = run.workers.get(&0).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !worker.logs("watcher").contains("watcher-ok") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the follower's sidecar never ran flux successfully:\n{}",
+            worker.logs("watcher")
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(
+        !worker.logs("watcher").contains("offline"),
+        "{}",
+        worker.logs("watcher")
+    );
+    assert!(
+        run.lead().logs("watcher").contains("watcher-ok"),
+        "{}",
+        run.lead().logs("watcher")
+    );
+    run.flux_ok("shutdown --quiet");
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}
+
+#[test]
+fn failing_hook_under_strict_logging_stops_the_lead_and_names_the_hook() {
+    let spec = "  logging:\n    strict: true\n";
+    let hook = "      commands:\n        pre: |\n          echo before\n          false\n          echo never\n";
+    let run = MiniClusterRun::start(minicluster(&mc("strict", 2, spec, hook)), Start::default());
+    let code = run.wait_lead(RUN);
+    assert_ne!(code, 0, "{}", run.debug());
+    let log = run.lead_log();
+    assert!(
+        log.contains("commands.pre"),
+        "the message names the hook:\n{log}"
+    );
+    assert!(!log.contains("never"), "{log}");
+}
+
+fn modules(run: &MiniClusterRun) -> String {
+    run.flux_ok("module list")
+}
+
+#[test]
+fn simple_scheduler_replaces_fluxion_when_fluxion_is_installed() {
+    let spec = "  interactive: true\n  flux:\n    scheduler:\n      simple: true\n";
+    let run = MiniClusterRun::start(minicluster(&mc("simple", 2, spec, "")), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    let mods = modules(&run);
+    assert!(mods.contains("sched-simple"), "{mods}");
+    assert!(!mods.contains("fluxion"), "{mods}");
+    run.flux_ok("run -N2 hostname");
+    run.flux_ok("shutdown --quiet");
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}
+
+#[test]
+fn simple_scheduler_works_on_a_flux_without_fluxion() {
+    let spec = "  flux:\n    scheduler:\n      simple: true\n";
+    let how = Start {
+        flux: FluxBuild::CoreOnly,
+        ..Start::default()
+    };
+    let run = MiniClusterRun::start(minicluster(&mc("nofluxion", 2, spec, "")), how);
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+    assert_eq!(
+        run.lead_log().lines().filter(|l| l.trim() == "0").count(),
+        2,
+        "{}",
+        run.debug()
+    );
+}
+
+#[test]
+fn fluxion_is_the_default_scheduler_and_runs_the_easy_queue_policy_when_asked() {
+    let spec = "  interactive: true\n  flux:\n    scheduler:\n      queuePolicy: easy\n";
+    let run = MiniClusterRun::start(minicluster(&mc("easy", 2, spec, "")), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    let mods = modules(&run);
+    assert!(mods.contains("sched-fluxion-qmanager"), "{mods}");
+    assert!(!mods.contains("sched-simple"), "{mods}");
+    let params = run.flux_ok(
+        "python -c 'import flux, json; print(json.dumps(flux.Flux().rpc(\"sched-fluxion-qmanager.params\").get()))'",
+    );
+    assert!(params.contains("\"queue-policy\": \"easy\""), "{params}");
+    run.flux_ok("run -N2 hostname");
+    run.flux_ok("shutdown --quiet");
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}

@@ -1,0 +1,205 @@
+//! Start orders, elasticity and readiness, with real brokers.
+
+use std::time::Duration;
+
+use crate::cluster::{MiniClusterRun, Start, minicluster};
+use crate::kubelet::State;
+
+const RUN: Duration = Duration::from_secs(120);
+
+fn hello(name: &str, size: i32) -> String {
+    format!(
+        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: {name}\n\
+         spec:\n  size: {size}\n  tasks: {size}\n  containers:\n    - image: rockylinux:9\n      \
+         command: hostname\n"
+    )
+}
+
+fn assert_ran_on_all(run: &MiniClusterRun) {
+    let log = run.lead_log();
+    let mut hosts = vec![run.lead().meta.hostname.clone()];
+    hosts.extend(run.workers.values().map(|w| w.meta.hostname.clone()));
+    for h in hosts {
+        assert!(
+            log.lines().any(|l| l.trim() == h),
+            "no task on {h}:\n{}",
+            run.debug()
+        );
+    }
+}
+
+#[test]
+fn followers_started_before_the_lead_join_it_and_the_job_runs_everywhere() {
+    let how = Start {
+        followers_early: Duration::from_secs(6),
+        ..Start::default()
+    };
+    let run = MiniClusterRun::start(minicluster(&hello("early-workers", 3)), how);
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+    assert_ran_on_all(&run);
+}
+
+#[test]
+fn lead_started_before_the_followers_waits_for_them_and_the_job_runs_everywhere() {
+    let how = Start {
+        lead_early: Duration::from_secs(6),
+        ..Start::default()
+    };
+    let run = MiniClusterRun::start(minicluster(&hello("early-lead", 3)), how);
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+    assert_ran_on_all(&run);
+}
+
+#[test]
+fn followers_keep_running_while_the_lead_is_unreachable_then_join_when_it_comes() {
+    let how = Start {
+        lead: false,
+        ..Start::default()
+    };
+    let mut run = MiniClusterRun::start(minicluster(&hello("no-lead", 3)), how);
+    std::thread::sleep(Duration::from_secs(8));
+    let c = run.flux_container();
+    for (i, w) in &run.workers {
+        assert_eq!(
+            w.state(&c),
+            Some(State::Running),
+            "worker {i}\n{}",
+            run.debug()
+        );
+        assert_eq!(w.restarts(&c), 0, "the kubelet restarted worker {i}");
+    }
+    run.start_lead();
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+    assert_ran_on_all(&run);
+}
+
+const ELASTIC: &str = "apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata:
+  name: grow
+spec:
+  size: 2
+  maxSize: 4
+  interactive: true
+  containers:
+    - image: rockylinux:9
+";
+
+#[test]
+fn elastic_cluster_grows_to_max_size_and_shrinks_back_while_the_instance_and_its_jobs_stay_up() {
+    let mut run = MiniClusterRun::start(minicluster(ELASTIC), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    run.flux_ok("run -N2 hostname");
+
+    // Grow: JobSet's followers Job gets two more pods (ranks 2 and 3).
+    run.start_workers(&[1, 2]);
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "4");
+    let out = run.flux_ok("run -N4 --label-io hostname");
+    for h in [
+        "grow-lead-0-0",
+        "grow-workers-0-0",
+        "grow-workers-0-1",
+        "grow-workers-0-2",
+    ] {
+        assert!(out.contains(h), "{out}");
+    }
+
+    // A job on the ranks that stay, running across the shrink.
+    let id = run.flux_ok("submit -N2 --requires=rank:0-1 sleep 300");
+    let id = id.trim();
+    run.wait_flux(&format!("jobs -no {{state}} {id}"), RUN, |o| {
+        o.trim() == "RUN"
+    });
+
+    // Shrink: the two highest followers go.
+    run.delete_workers(&[1, 2], Duration::from_secs(2));
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    assert_eq!(
+        run.flux_ok(&format!("jobs -no {{state}} {id}")).trim(),
+        "RUN"
+    );
+    run.flux_ok("run -N2 hostname");
+
+    // Grow again: the same ranks come back and take work.
+    run.start_workers(&[1]);
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
+    run.flux_ok("run -N3 hostname");
+
+    run.flux_ok(&format!("cancel {id}"));
+    run.flux_ok("shutdown --quiet");
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}
+
+#[test]
+fn min_size_cluster_runs_with_min_size_brokers_present() {
+    let yaml = "apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata:
+  name: quorum
+spec:
+  size: 3
+  minSize: 2
+  interactive: true
+  containers:
+    - image: rockylinux:9
+";
+    let how = Start {
+        only_workers: Some(vec![0]),
+        ..Start::default()
+    };
+    let run = MiniClusterRun::start(minicluster(yaml), how);
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    let out = run.flux_ok("run -N2 --label-io hostname");
+    assert!(out.contains("quorum-workers-0-0"), "{out}");
+    run.flux_ok("shutdown --quiet");
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}
+
+#[test]
+fn readiness_probes_fail_before_the_brokers_are_up_and_pass_after() {
+    // The hooks hold each broker back, so the probes run before and after it starts.
+    let yaml = "apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata:
+  name: probes
+spec:
+  size: 2
+  interactive: true
+  containers:
+    - image: rockylinux:9
+      commands:
+        brokerPre: sleep 6
+        workerPre: sleep 6
+";
+    let run = MiniClusterRun::start(minicluster(yaml), Start::default());
+    let c = run.flux_container();
+    let worker = run.workers.get(&0).unwrap().clone();
+    let (lead_c, lead_probe) = run.flux_container_probe(true);
+    let (worker_c, worker_probe) = run.flux_container_probe(false);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        !run.lead().probe_once(&lead_c, &lead_probe),
+        "lead ready before its broker"
+    );
+    assert!(
+        !worker.probe_once(&worker_c, &worker_probe),
+        "follower ready before its broker"
+    );
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    assert!(
+        run.lead().probe_once(&lead_c, &lead_probe),
+        "{}",
+        run.debug()
+    );
+    // The follower's probe may need a moment longer than the lead's view of it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !worker.probe_once(&worker_c, &worker_probe) {
+        assert!(std::time::Instant::now() < deadline, "{}", run.debug());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // And the kubelet's own probe loop agrees.
+    run.lead().wait_ready(&c, Duration::from_secs(10)).unwrap();
+    worker.wait_ready(&c, Duration::from_secs(20)).unwrap();
+    run.flux_ok("shutdown --quiet");
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}
