@@ -86,18 +86,22 @@
 //! # Sidecars
 //!
 //! A service container with a `command` runs `/bin/sh <CONFIG>/service.<name>.sh` (POSIX sh):
-//! `commands.init`, the view's `bin` on `PATH`, `FLUX_URI=local://<BROKER_DIR>/local`, a wait for
-//! the broker socket (unless `flux.noWaitSocket`; none with `flux.disableSocket`),
+//! `commands.init`, the view's `bin` on `PATH`, `FLUX_URI=local://<BROKER_DIR>/local`, a wait
+//! (unless `flux.noWaitSocket`; none with `flux.disableSocket`) first for the broker socket,
+//! then, polling once a second, until `flux uptime` prints state `run` (the local broker has
+//! joined, finished rc1, and rank 0 answers; skipped when the sidecar has no `flux`),
 //! `commands.servicePre`, then `exec /bin/sh -c '<command>'`. With `noWrapEntrypoint` (or no
 //! command) the image's entrypoint stays and [`service_container_args`] gives the args.
 //!
 //! # Readiness
 //!
 //! [`lead_readiness_probe`] (every lead): its TBON port accepts connections, or with
-//! `maxSize` 1 its local socket exists. [`follower_readiness_probe`] (every follower): its
-//! broker's local socket exists, i.e. the broker process is up (not necessarily joined to the
-//! lead yet; a follower waiting for the lead is ready). With `flux.disableSocket` the broker
-//! has no known socket path and followers get no probe (`None`).
+//! `maxSize` 1 its local socket exists (`/bin/sh -c 'test -S <SOCKET_PATH>'`).
+//! [`follower_readiness_probe`] (every follower): its broker has joined the instance:
+//! `/bin/sh -c 'FLUX_URI=local://<SOCKET_PATH> exec <view>/view/bin/flux ping --count=1 broker'`
+//! (`flux` from `PATH` without a view), answered by the local broker only once it is online;
+//! a follower waiting for the lead is not ready. With `flux.disableSocket` the broker has no
+//! known socket path and followers get no probe (`None`).
 
 pub mod command;
 pub mod config;

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::command::quote;
 use super::scripts::{files, flux_container};
 use super::{
     BROKER_PORT, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, KEY_MOUNT, RUN_MOUNT, Role,
@@ -330,23 +331,50 @@ pub fn lead_readiness_probe(mc: &MiniCluster) -> Probe {
     }
 }
 
-/// Readiness of a follower broker (every worker pod): its local socket ([`SOCKET_PATH`])
-/// exists, that is the broker process is up. It says nothing about the TBON connection: a
-/// follower waiting for its lead is ready (followers bind no port in the flat topology, and
-/// the lead's view of who joined is `flux resource`'s business). The entrypoint removes the
-/// socket before each (re)start, so a broker that keeps failing turns unready after
-/// `failureThreshold` x `periodSeconds` (15 s); a quick restart does not flap.
+/// The `flux` the probes run: the view's (not on the container's `PATH`; the entrypoint
+/// only adds it for its own children), or the image's without a view.
+fn probe_flux(mc: &MiniCluster) -> String {
+    if view_enabled(mc) {
+        let view = &mc.spec.flux.container.mount_path;
+        quote(&format!("{}/view/bin/flux", view.trim_end_matches('/'))).into_owned()
+    } else {
+        "flux".to_string()
+    }
+}
+
+/// The exec command that succeeds once the broker behind [`SOCKET_PATH`] has joined the
+/// instance: `flux ping --count=1 broker` through the socket. The local broker answers it
+/// itself (no traffic to the lead), but only once it is online (entered state init, which
+/// needs its parent): before that Flux refuses every client request but a few
+/// ("Upstream Flux broker is offline"), and without a broker there is no socket to connect
+/// to. One C command and one local RPC, so cheap enough for every follower.
+fn broker_joined_command(mc: &MiniCluster) -> Vec<String> {
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        format!(
+            "FLUX_URI=local://{SOCKET_PATH} exec {} ping --count=1 broker",
+            probe_flux(mc)
+        ),
+    ]
+}
+
+/// Readiness of a follower broker (every worker pod): its broker has joined the instance
+/// ([`broker_joined_command`]), so the cluster's `Ready` means every broker is part of the
+/// instance. A follower waiting for its lead is not ready. A broker that fails or leaves
+/// turns unready after `failureThreshold` x `periodSeconds` (15 s); a quick restart does not
+/// flap.
 ///
 /// `None` with `flux.disableSocket`: the broker then picks its own socket path under
-/// `$TMPDIR`, so there is nothing fixed to check, and a probe that always succeeds would
-/// only claim something it does not know.
+/// `$TMPDIR`, so there is nothing fixed to ask, and a probe that always succeeds would only
+/// claim something it does not know.
 pub fn follower_readiness_probe(mc: &MiniCluster) -> Option<Probe> {
     if mc.spec.flux.disable_socket {
         return None;
     }
     Some(Probe {
         exec: Some(ExecAction {
-            command: Some(socket_exists_command()),
+            command: Some(broker_joined_command(mc)),
         }),
         period_seconds: Some(5),
         timeout_seconds: Some(2),

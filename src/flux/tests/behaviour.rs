@@ -934,23 +934,53 @@ fn sidecar_waits_for_the_socket_then_runs_its_command() {
     let pod = Pod::new(&mc);
     std::fs::create_dir_all(pod.run.join("broker")).unwrap();
     let socket = pod.run.join("broker/local");
+    let uptime = pod.root.join("uptime");
+    let uptime_env = uptime.display().to_string();
     let mut child = pod
-        .command("sh", "service.api.sh", &[])
+        .command("sh", "service.api.sh", &[("FAKE_FLUX_UPTIME", &uptime_env)])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let wait = || std::thread::sleep(std::time::Duration::from_millis(1500));
+    wait();
     assert!(
         child.try_wait().unwrap().is_none(),
         "the sidecar must wait for the broker socket"
     );
     assert_eq!(pod.flux_calls(), vec![strs(&["hook", "svc-init"])]);
+    // The socket exists, the broker has not joined yet (lines as flux-core 0.88 prints them).
     let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    std::fs::write(
+        &uptime,
+        " 10:00:01 join 1.2s,  owner root,  depth 0,  size 4\n",
+    )
+    .unwrap();
+    wait();
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the sidecar must wait for the broker to join"
+    );
+    // `flux uptime` failing (the lead's services not up yet) keeps it waiting too.
+    std::fs::write(&uptime, "").unwrap();
+    wait();
+    assert!(child.try_wait().unwrap().is_none());
+    let asked = pod.flux_calls().iter().filter(|c| c[0] == "uptime").count();
+    assert!((2..=5).contains(&asked), "about once a second: {asked}");
+    std::fs::write(
+        &uptime,
+        " 10:00:04 run 2.5s,  owner root,  depth 0,  size 4,  2 offline\n",
+    )
+    .unwrap();
     let status = child.wait().unwrap();
     assert!(status.success());
     let uri = format!("local://{}", socket.display());
+    let calls: Vec<_> = pod
+        .flux_calls()
+        .into_iter()
+        .filter(|c| c[0] != "uptime")
+        .collect();
     assert_eq!(
-        pod.flux_calls(),
+        calls,
         vec![
             strs(&["hook", "svc-init"]),
             strs(&["hook", "svc-pre"]),

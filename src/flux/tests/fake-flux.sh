@@ -13,6 +13,8 @@
 #       otherwise (a broker without a program) exits with the next status from the
 #       file $FAKE_FLUX_START_RCS (one per line; 0 when the file is missing or used up).
 #   flux batch ... SCRIPT   runs SCRIPT with bash (like the batch job would), exits with its status.
+#   flux uptime             prints the file $FAKE_FLUX_UPTIME (a broker's summary line) when
+#                           it exists, then exits with $FAKE_FLUX_RC_uptime (default 0).
 #   flux <anything else>    exits with $FAKE_FLUX_RC_<subcommand> (default 0).
 
 record() {
@@ -60,6 +62,12 @@ start)
 batch)
     bash "${!#}"
     exit $?
+    ;;
+uptime)
+    if [ -n "${FAKE_FLUX_UPTIME-}" ] && [ -f "$FAKE_FLUX_UPTIME" ]; then
+        cat "$FAKE_FLUX_UPTIME"
+    fi
+    exit "${FAKE_FLUX_RC_uptime:-0}"
     ;;
 *)
     var="FAKE_FLUX_RC_${1//-/_}"

@@ -287,16 +287,21 @@ fn follower_readiness_probe() {
         mc.spec.max_size = max;
         mc.spec.flux.topology = "kary:2".into();
         let probe = flux::follower_readiness_probe(&mc).expect("a probe");
-        // The broker's own socket, through /bin/sh (no `test` binary needed on PATH).
+        // Joined: the local broker answers a ping only once it is online (its parent
+        // reached); the view's flux, which is not on the container's PATH.
         assert_eq!(
             probe.exec.as_ref().unwrap().command.as_deref().unwrap(),
-            ["/bin/sh", "-c", "test -S /run/flux-operator/broker/local"]
+            [
+                "/bin/sh",
+                "-c",
+                "FLUX_URI=local:///run/flux-operator/broker/local exec /mnt/flux/view/bin/flux ping --count=1 broker"
+            ]
         );
         assert!(probe.tcp_socket.is_none() && probe.http_get.is_none());
         assert_eq!(
             format!("{}/local", flux::BROKER_DIR),
             flux::SOCKET_PATH,
-            "the probe checks the socket the brokers create"
+            "the probe asks through the socket the brokers create"
         );
         // Cheap on many pods, and a quick broker restart does not flap.
         assert_eq!(probe.period_seconds, Some(5));
@@ -305,6 +310,30 @@ fn follower_readiness_probe() {
         assert_eq!(probe.success_threshold, Some(1));
         assert_eq!(probe.initial_delay_seconds, None);
     }
+    // Another view mount (quoted), or no view: the image's flux from PATH.
+    let mut mc = mc_command("mc", 3, "hostname");
+    mc.spec.flux.container.mount_path = "/opt/my flux/".into();
+    let command = flux::follower_readiness_probe(&mc)
+        .unwrap()
+        .exec
+        .unwrap()
+        .command
+        .unwrap();
+    assert!(
+        command[2].ends_with(" exec '/opt/my flux/view/bin/flux' ping --count=1 broker"),
+        "{command:?}"
+    );
+    mc.spec.flux.container.disable = true;
+    let command = flux::follower_readiness_probe(&mc)
+        .unwrap()
+        .exec
+        .unwrap()
+        .command
+        .unwrap();
+    assert!(
+        command[2].ends_with(" exec flux ping --count=1 broker"),
+        "{command:?}"
+    );
     // No known socket: no probe rather than one that claims readiness it cannot see.
     let mut mc = mc_command("mc", 3, "hostname");
     mc.spec.flux.disable_socket = true;
