@@ -18,14 +18,14 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::DynamicObject;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
 use crate::api::{MiniCluster, NAME_LABEL};
 use crate::jobset::JobSet;
-use crate::metrics::{self, Health, Metrics, Role};
+use crate::metrics::{self, Health, Metrics};
 
 pub use cluster_domain::discover_cluster_domain;
 pub use reconcile::{Context, FIELD_MANAGER};
@@ -88,6 +88,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     ));
     let heartbeat = tokio::spawn(health.clone().heartbeat());
     let ns = config.namespace.as_deref();
+    // Readiness: from the start, on a standby as on the leader.
+    let readiness = tokio::spawn(readiness_watch(
+        scoped::<MiniCluster>(&client, ns),
+        health.clone(),
+    ));
 
     // Leader election: wait for the lease; losing it later stops this replica.
     let mut leader = None;
@@ -103,30 +108,22 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                 .await?;
         let (mut rx, task) = manager.watch().await;
         tracing::info!(%identity, lease = %config.lease_name, "waiting for leadership");
-        // While it waits, a standby keeps a MiniCluster cache of its own: it is ready when
-        // that has synced, i.e. when it could take over.
-        let standby = tokio::spawn(standby_cache(
-            scoped::<MiniCluster>(&client, ns),
-            health.clone(),
-        ));
         let mut stop = stop_rx.clone();
         while !*rx.borrow_and_update() {
             tokio::select! {
                 changed = rx.changed() => changed?,
                 _ = stop.changed() => {
-                    standby.abort();
+                    readiness.abort();
                     drop(rx);
                     let _ = task.await;
                     return Ok(());
                 }
             }
         }
-        standby.abort();
         tracing::info!(%identity, "acquired leadership");
         leader = Some((rx, task));
     }
-    // Not ready until the controller's own cache has synced.
-    health.set(Role::Starting);
+    health.set_leader(true);
 
     let stop_controller = {
         let mut stop = stop_rx.clone();
@@ -200,14 +197,6 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         kueue_installed,
     ));
 
-    let ready_flag = health.clone();
-    tokio::spawn(async move {
-        if store.wait_until_ready().await.is_ok() {
-            tracing::info!("MiniCluster cache synced; ready");
-            ready_flag.set(Role::Leader);
-        }
-    });
-
     controller
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
@@ -230,6 +219,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
     heartbeat.abort();
+    readiness.abort();
     Ok(())
 }
 
@@ -244,25 +234,31 @@ where
     }
 }
 
-/// A standby's MiniCluster cache: the watch the controller will run, kept warm. Marks the
-/// replica ready (as a standby) once it has synced; runs until aborted.
-async fn standby_cache(api: Api<MiniCluster>, health: Health) {
-    let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+/// This replica's own MiniCluster watch, from start to exit: the same list and watch the
+/// controller's cache runs, with the same credentials. The replica is ready once its initial
+/// list is complete: a standby could take over, a leader's controller sees what it needs.
+///
+/// Not the controller's own store: kube-runtime's `Store::wait_until_ready` wakes only the
+/// last of several waiters (one oneshot channel underneath), and the controller's runner
+/// waits on that store itself, so a second waiter there either never wakes (readiness
+/// stayed 503 forever) or takes the wake-up away from the runner.
+async fn readiness_watch(api: Api<MiniCluster>, health: Health) {
+    watcher(api, watcher::Config::default())
         .default_backoff()
-        .touched_objects();
-    let mark_ready = async {
-        if reader.wait_until_ready().await.is_ok() {
-            tracing::info!("standby: MiniCluster cache synced; ready");
-            health.set(Role::Standby);
-        }
-    };
-    let run = stream.for_each(|event| async move {
-        if let Err(error) = event {
-            tracing::warn!(%error, "standby: MiniCluster watch failed; retrying");
-        }
-    });
-    futures::join!(mark_ready, run);
+        .for_each(|event| {
+            let health = health.clone();
+            async move {
+                match event {
+                    Ok(watcher::Event::InitDone) if !health.is_ready() => {
+                        tracing::info!("MiniCluster watch synced; ready");
+                        health.set_synced(true);
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(%error, "MiniCluster watch failed; retrying"),
+                }
+            }
+        })
+        .await;
 }
 
 async fn wait_true(mut rx: watch::Receiver<bool>) {

@@ -25,7 +25,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-pub use server::{Health, LIVENESS_STALL, Role, serve};
+pub use server::{Health, LIVENESS_STALL, serve};
 
 use crate::api::{MiniCluster, Phase};
 

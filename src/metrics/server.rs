@@ -1,10 +1,9 @@
 //! `/metrics`, `/healthz` and `/readyz`.
 //!
-//! - `/readyz` answers 200 once this replica's watch cache of MiniClusters has synced: the
-//!   controller's cache on the leader, a cache of its own on a standby waiting for the lease
-//!   (so a standby is ready when it could take over: its credentials list and watch what the
-//!   controller needs). It answers 503 before the first sync and while a new leader's
-//!   controller cache syncs.
+//! - `/readyz` answers 200 once this replica's own MiniCluster watch (the list and watch the
+//!   controller's cache runs, with the same credentials) has completed its initial list, on
+//!   the leader and on a standby waiting for the lease alike: a standby is ready when it
+//!   could take over. It answers 503 before that.
 //! - `/healthz` answers 200 unless the process is wedged: a heartbeat task on the runtime
 //!   beats every second, and `/healthz` fails when the last beat is older than
 //!   [`LIVENESS_STALL`]. An unreachable API server or a lost election does not fail it
@@ -12,7 +11,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -29,31 +28,10 @@ pub const LIVENESS_STALL: Duration = Duration::from_secs(30);
 /// How often [`Health::heartbeat`] beats.
 const BEAT: Duration = Duration::from_secs(1);
 
-/// What this replica is doing, as far as readiness is concerned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Role {
-    /// Caches not synced yet.
-    Starting = 0,
-    /// Waiting for the lease; its own MiniCluster cache has synced.
-    Standby = 1,
-    /// Reconciling; the controller's cache has synced.
-    Leader = 2,
-}
-
-impl Role {
-    fn from_u8(v: u8) -> Self {
-        match v {
-            1 => Role::Standby,
-            2 => Role::Leader,
-            _ => Role::Starting,
-        }
-    }
-}
-
 #[derive(Debug)]
 struct Inner {
-    role: AtomicU8,
+    synced: AtomicBool,
+    leader: AtomicBool,
     epoch: Instant,
     /// Milliseconds since `epoch` at the last heartbeat.
     last_beat_ms: AtomicU64,
@@ -66,7 +44,8 @@ pub struct Health(Arc<Inner>);
 impl Default for Health {
     fn default() -> Self {
         Self(Arc::new(Inner {
-            role: AtomicU8::new(Role::Starting as u8),
+            synced: AtomicBool::new(false),
+            leader: AtomicBool::new(false),
             epoch: Instant::now(),
             last_beat_ms: AtomicU64::new(0),
         }))
@@ -74,19 +53,23 @@ impl Default for Health {
 }
 
 impl Health {
-    /// This replica's caches have synced in `role` (or, with [`Role::Starting`], not yet).
-    pub fn set(&self, role: Role) {
-        self.0.role.store(role as u8, Ordering::SeqCst);
+    /// This replica's MiniCluster watch has completed its initial list (or lost it).
+    pub fn set_synced(&self, synced: bool) {
+        self.0.synced.store(synced, Ordering::SeqCst);
     }
 
-    /// The current role.
-    pub fn role(&self) -> Role {
-        Role::from_u8(self.0.role.load(Ordering::SeqCst))
+    /// This replica holds the lease (or runs without leader election).
+    pub fn set_leader(&self, leader: bool) {
+        self.0.leader.store(leader, Ordering::SeqCst);
     }
 
     /// Whether `/readyz` answers 200.
     pub fn is_ready(&self) -> bool {
-        self.role() != Role::Starting
+        self.0.synced.load(Ordering::SeqCst)
+    }
+
+    fn is_leader(&self) -> bool {
+        self.0.leader.load(Ordering::SeqCst)
     }
 
     /// Record a heartbeat now.
@@ -157,16 +140,16 @@ async fn metrics_handler(State(state): State<AppState>) -> impl IntoResponse {
 }
 
 fn readiness(health: &Health) -> (StatusCode, &'static str) {
-    match health.role() {
-        Role::Starting => (
+    match (health.is_ready(), health.is_leader()) {
+        (false, _) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: MiniCluster cache not synced\n",
+            "not ready: MiniCluster watch not synced\n",
         ),
-        Role::Standby => (
+        (true, false) => (
             StatusCode::OK,
-            "ready: standby, waiting for the lease; cache synced\n",
+            "ready: standby, waiting for the lease; MiniCluster watch synced\n",
         ),
-        Role::Leader => (StatusCode::OK, "ready: leader; cache synced\n"),
+        (true, true) => (StatusCode::OK, "ready: leader; MiniCluster watch synced\n"),
     }
 }
 
@@ -197,17 +180,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn not_ready_until_a_cache_has_synced() {
+    fn not_ready_until_the_watch_has_synced_leader_or_not() {
         let h = Health::default();
         assert_eq!(readiness(&h).0, StatusCode::SERVICE_UNAVAILABLE);
-        h.set(Role::Standby);
-        assert_eq!(readiness(&h), (StatusCode::OK, readiness(&h).1));
-        assert!(readiness(&h).1.contains("standby"));
-        h.set(Role::Starting); // a new leader's controller cache syncing
+        h.set_leader(true);
         assert_eq!(readiness(&h).0, StatusCode::SERVICE_UNAVAILABLE);
-        h.set(Role::Leader);
-        assert!(h.is_ready());
-        assert!(readiness(&h).1.contains("leader"));
+        h.set_leader(false);
+        h.set_synced(true);
+        let (code, body) = readiness(&h);
+        assert_eq!(code, StatusCode::OK);
+        assert!(body.contains("standby"), "{body}");
+        h.set_leader(true);
+        let (code, body) = readiness(&h);
+        assert_eq!(code, StatusCode::OK);
+        assert!(body.contains("leader"), "{body}");
     }
 
     #[test]
