@@ -9,6 +9,8 @@
 mod common;
 
 mod elastic;
+mod health;
+mod installed;
 mod jobset;
 mod kueue;
 mod lifecycle;

@@ -1,0 +1,456 @@
+//! The operator run exactly as `manifests/` installs it: its ServiceAccount, ClusterRole,
+//! leader-election Role and their bindings from `kubectl kustomize manifests/`, the
+//! container's arguments and environment from the Deployment there, and a token of that
+//! ServiceAccount (`kubectl create token`), never the admin's credentials.
+//!
+//! Two things differ from a pod, both outside RBAC: the binary runs on this host (KWOK runs
+//! no containers), and it watches only the test's namespace (`WATCH_NAMESPACE`), since
+//! other tests' operators share the cluster. Its ClusterRole is bound cluster-wide as
+//! installed. The RBAC objects go into the test's namespace and the cluster-scoped ones get
+//! unique names, so tests never share them.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Pod, ResourceRequirements, Secret, Service};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use flux_operator::api::{KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, Phase};
+use flux_operator::jobset::JobSet;
+
+use crate::common::{TestNamespace, wait_for};
+use crate::operator::{
+    example, finish_lead, hello, install_crd, kubectl, mc_condition, wait_phase,
+};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// `kubectl kustomize manifests/`, one JSON value per object.
+pub fn kustomize_manifests() -> Result<Vec<Value>> {
+    let dir = format!("{}/manifests", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(kubectl()).args(["kustomize", &dir]).output()?;
+    ensure!(
+        out.status.success(),
+        "kubectl kustomize: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    yaml_documents(&String::from_utf8(out.stdout)?)
+}
+
+/// The documents of a multi-document YAML stream (empty ones dropped).
+pub fn yaml_documents(text: &str) -> Result<Vec<Value>> {
+    use serde::Deserialize;
+    let mut docs = Vec::new();
+    for doc in serde_norway::Deserializer::from_str(text) {
+        let v = Value::deserialize(doc)?;
+        if !v.is_null() {
+            docs.push(v);
+        }
+    }
+    Ok(docs)
+}
+
+fn kind(o: &Value) -> &str {
+    o["kind"].as_str().unwrap_or_default()
+}
+
+/// `kubectl <args>` with the admin kubeconfig, `stdin` piped in.
+fn kubectl_stdin(args: &[&str], stdin: &str) -> Result<String> {
+    use std::io::Write;
+    let mut child = Command::new(kubectl())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .context("kubectl stdin")?
+        .write_all(stdin.as_bytes())?;
+    let out = child.wait_with_output()?;
+    ensure!(
+        out.status.success(),
+        "kubectl {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// The operator process, as installed, for one test namespace.
+pub struct Installed {
+    child: Child,
+    pub metrics_port: u16,
+    pub log: PathBuf,
+    pub pod_name: String,
+    /// A client with the operator's own credentials (the ServiceAccount token).
+    pub as_operator: Client,
+}
+
+impl Installed {
+    /// Apply the manifests' RBAC for `ns`, mint a token of the ServiceAccount, and start the
+    /// binary with the Deployment's arguments and environment and that token.
+    pub async fn start(ns: &mut TestNamespace) -> Result<Self> {
+        let objects = kustomize_manifests()?;
+        let role = ns.unique_name("operator");
+        let mut rbac = Vec::new();
+        let mut deployment = None;
+        for mut o in objects {
+            match kind(&o) {
+                "ServiceAccount" | "Role" | "RoleBinding" => {
+                    o["metadata"]["namespace"] = json!(ns.name);
+                }
+                "ClusterRole" => {
+                    o["metadata"]["name"] = json!(role);
+                    ns.track_cluster_object(&cluster_rbac("ClusterRole"), &role);
+                }
+                "ClusterRoleBinding" => {
+                    o["metadata"]["name"] = json!(role);
+                    o["roleRef"]["name"] = json!(role);
+                    ns.track_cluster_object(&cluster_rbac("ClusterRoleBinding"), &role);
+                }
+                "Deployment" => {
+                    deployment = Some(o);
+                    continue;
+                }
+                _ => continue,
+            }
+            if let Some(subjects) = o.get_mut("subjects").and_then(Value::as_array_mut) {
+                for s in subjects {
+                    s["namespace"] = json!(ns.name);
+                }
+            }
+            rbac.push(o);
+        }
+        ensure!(
+            rbac.len() == 5,
+            "expected ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding in manifests/: {rbac:?}"
+        );
+        let deployment = deployment.context("no Deployment in manifests/")?;
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": rbac});
+        kubectl_stdin(
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=flux-operator-e2e",
+                "-f",
+                "-",
+            ],
+            &list.to_string(),
+        )?;
+
+        let sa = deployment
+            .pointer("/spec/template/spec/serviceAccountName")
+            .and_then(Value::as_str)
+            .context("serviceAccountName")?
+            .to_string();
+        let token = kubectl_stdin(
+            &["create", "token", &sa, "-n", &ns.name, "--duration=2h"],
+            "",
+        )?;
+        let kubeconfig = write_token_kubeconfig(&ns.name, token.trim()).await?;
+        let as_operator = {
+            let kc = kube::config::Kubeconfig::read_from(&kubeconfig)?;
+            let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?;
+            Client::try_from(config)?
+        };
+
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        let args: Vec<String> = container["args"]
+            .as_array()
+            .context("container args")?
+            .iter()
+            .filter_map(|a| a.as_str().map(String::from))
+            .collect();
+        let pod_name = "flux-operator-installed-0".to_string();
+        let mut env: Vec<(String, String)> = Vec::new();
+        for e in container["env"].as_array().context("container env")? {
+            let name = e["name"].as_str().context("env name")?.to_string();
+            let value = match (
+                e["value"].as_str(),
+                e.pointer("/valueFrom/fieldRef/fieldPath"),
+            ) {
+                (Some(v), _) => v.to_string(),
+                (None, Some(path)) if path == "metadata.name" => pod_name.clone(),
+                (None, Some(path)) if path == "metadata.namespace" => ns.name.clone(),
+                _ => bail!("env {name}: a source this test does not know: {e}"),
+            };
+            env.push((name, value));
+        }
+        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        // What only a pod would have, or what a shared test cluster needs (see the module
+        // comment): nothing here grants anything.
+        env.extend([
+            ("WATCH_NAMESPACE".to_string(), ns.name.clone()),
+            ("CLUSTER_DOMAIN".to_string(), "cluster.local".to_string()),
+            (
+                "METRICS_ADDR".to_string(),
+                format!("127.0.0.1:{metrics_port}"),
+            ),
+            ("KUBECONFIG".to_string(), kubeconfig.display().to_string()),
+        ]);
+        let log = std::env::temp_dir().join(format!("flux-operator-{}-installed.log", ns.name));
+        let log_file = std::fs::File::create(&log)?;
+        let child = Command::new(env!("CARGO_BIN_EXE_flux-operator"))
+            .args(&args)
+            .env_clear()
+            .envs(env)
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone()?)
+            .stderr(log_file)
+            .spawn()
+            .context("starting the operator binary")?;
+        Ok(Self {
+            child,
+            metrics_port,
+            log,
+            pod_name,
+            as_operator,
+        })
+    }
+
+    /// Log lines that say the API server refused the operator something.
+    pub fn refusals(&self) -> Result<Vec<String>> {
+        let text = std::fs::read_to_string(&self.log)?;
+        Ok(text
+            .lines()
+            .filter(|l| {
+                let l = l.to_ascii_lowercase();
+                l.contains("forbidden") || l.contains("\"code\":403") || l.contains("code: 403")
+            })
+            .map(String::from)
+            .collect())
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("operator log: {}", self.log.display());
+            if let Ok(text) = std::fs::read_to_string(&self.log) {
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                eprintln!("{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+            }
+        }
+    }
+}
+
+fn cluster_rbac(kind: &str) -> kube::api::ApiResource {
+    let plural = match kind {
+        "ClusterRole" => "clusterroles",
+        _ => "clusterrolebindings",
+    };
+    kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
+        plural,
+    )
+}
+
+/// A kubeconfig with the test cluster's server and CA and `token` as the only credential.
+async fn write_token_kubeconfig(namespace: &str, token: &str) -> Result<PathBuf> {
+    let admin = kube::config::Kubeconfig::read()?;
+    let context_name = admin.current_context.clone().context("current-context")?;
+    let context = admin
+        .contexts
+        .iter()
+        .find(|c| c.name == context_name)
+        .and_then(|c| c.context.clone())
+        .context("the current context")?;
+    let cluster = admin
+        .clusters
+        .iter()
+        .find(|c| c.name == context.cluster)
+        .and_then(|c| c.cluster.clone())
+        .context("the current cluster")?;
+    let server = cluster.server.context("server")?;
+    let mut cluster_entry = json!({"server": server});
+    if let Some(ca) = cluster.certificate_authority_data {
+        cluster_entry["certificate-authority-data"] = json!(ca);
+    } else if let Some(path) = cluster.certificate_authority {
+        cluster_entry["certificate-authority"] = json!(path);
+    }
+    let kubeconfig = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "e2e", "cluster": cluster_entry}],
+        "users": [{"name": "flux-operator", "user": {"token": token}}],
+        "contexts": [{"name": "flux-operator", "context": {
+            "cluster": "e2e", "user": "flux-operator", "namespace": namespace}}],
+        "current-context": "flux-operator",
+    });
+    let path = std::env::temp_dir().join(format!("flux-operator-{namespace}.kubeconfig"));
+    std::fs::write(&path, serde_json::to_string_pretty(&kubeconfig)?)?;
+    Ok(path)
+}
+
+async fn running_brokers(ns: &TestNamespace, mc: &str) -> Result<usize> {
+    Ok(ns
+        .api::<Pod>()
+        .list(&ListParams::default().labels(&format!("{NAME_LABEL}={mc}")))
+        .await?
+        .items
+        .iter()
+        .filter(|p| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        })
+        .count())
+}
+
+/// Everything the operator does, run with only the manifests' RBAC: no request is refused.
+#[tokio::test]
+async fn operator_runs_as_installed_with_only_the_manifests_rbac() -> Result<()> {
+    let mut ns = TestNamespace::create("installed").await?;
+    install_crd(&ns.client).await?;
+    let queue = crate::kueue::queues(&mut ns, "4", "4Gi").await?;
+    let operator = Installed::start(&mut ns).await?;
+
+    // The token is the ServiceAccount's, and it is not an admin: it cannot even list the
+    // Secrets of its own namespace.
+    match Api::<Secret>::namespaced(operator.as_operator.clone(), &ns.name)
+        .list(&ListParams::default())
+        .await
+    {
+        Err(kube::Error::Api(s)) if s.code == 403 => {}
+        other => bail!("the operator's token may list Secrets: {other:?}"),
+    }
+
+    let mcs: Api<MiniCluster> = ns.api();
+    let pp = PostParams::default();
+
+    // hello-world, an elastic cluster, a queued one, one with a service, one that cleans up.
+    let hello_world = mcs
+        .create(&pp, &example("hello-world", &ns.name)?)
+        .await?
+        .name_any();
+    let elastic = mcs
+        .create(&pp, &example("elastic", &ns.name)?)
+        .await?
+        .name_any();
+    let mut queued = hello(&ns.name, 2)?;
+    queued.metadata.name = Some("queued".into());
+    queued.metadata.labels = Some([(KUEUE_QUEUE_LABEL.to_string(), queue.clone())].into());
+    queued.spec.containers[0].resources = Some(ResourceRequirements {
+        requests: Some([("cpu".to_string(), Quantity("1".into()))].into()),
+        ..Default::default()
+    });
+    let queued = mcs.create(&pp, &queued).await?.name_any();
+    let mut with_service = hello(&ns.name, 2)?;
+    with_service.metadata.name = Some("served".into());
+    let mut sidecar = with_service.spec.containers[0].clone();
+    sidecar.name = "web".into();
+    sidecar.run_flux = false;
+    sidecar.ports = vec![8080];
+    with_service.spec.services = vec![sidecar];
+    let with_service = mcs.create(&pp, &with_service).await?.name_any();
+    let mut cleaned = hello(&ns.name, 2)?;
+    cleaned.metadata.name = Some("cleaned".into());
+    cleaned.spec.cleanup = true;
+    let cleaned = mcs.create(&pp, &cleaned).await?.name_any();
+
+    for name in [&hello_world, &elastic, &queued, &with_service, &cleaned] {
+        wait_phase(&mcs, name, Phase::Running).await?;
+    }
+    let admitted = mcs.get(&queued).await?;
+    assert_eq!(
+        mc_condition(&admitted, "Admitted").map(|c| c.0).as_deref(),
+        Some("True"),
+        "Kueue admitted the queued cluster"
+    );
+
+    // The lease is held by the installed operator, through its leader-election Role.
+    let holder = ns
+        .api::<Lease>()
+        .get("flux-operator-leader")
+        .await?
+        .spec
+        .and_then(|s| s.holder_identity);
+    assert_eq!(holder.as_deref(), Some(operator.pod_name.as_str()));
+
+    // Its probes pass, so the Deployment would become Available.
+    for path in ["/readyz", "/healthz"] {
+        let (code, body) = crate::health::http_status(operator.metrics_port, path).await?;
+        assert_eq!(code, 200, "{path}: {body}");
+    }
+
+    // The sidecar's Service, owned by its MiniCluster.
+    let svc = ns
+        .api::<Service>()
+        .get(&format!("{with_service}-web"))
+        .await?;
+    assert!(
+        svc.owner_references()
+            .iter()
+            .any(|o| o.name == with_service && o.controller == Some(true)),
+        "{svc:?}"
+    );
+
+    // Resize: the operator changes the followers Job of the running JobSet.
+    let out = Command::new(kubectl())
+        .args([
+            "scale",
+            "minicluster",
+            &elastic,
+            "-n",
+            &ns.name,
+            "--replicas=4",
+        ])
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "kubectl scale: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for("elastic at 4 ready brokers", TIMEOUT, || async {
+        let status = mcs.get(&elastic).await?.status.unwrap_or_default();
+        let running = running_brokers(&ns, &elastic).await?;
+        Ok((status.ready_brokers == 4 && status.size == 4 && running == 4).then_some(()))
+    })
+    .await?;
+
+    // Finish: hello-world succeeds; the cleanup cluster deletes itself.
+    finish_lead(&ns, &hello_world).await?;
+    finish_lead(&ns, &cleaned).await?;
+    wait_phase(&mcs, &hello_world, Phase::Succeeded).await?;
+    wait_for("the cleanup MiniCluster deleted", TIMEOUT, || async {
+        Ok(mcs.get_opt(&cleaned).await?.is_none().then_some(()))
+    })
+    .await?;
+    wait_for("its JobSet gone with it", TIMEOUT, || async {
+        Ok(ns
+            .api::<JobSet>()
+            .get_opt(&cleaned)
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
+
+    // Events were published (events.k8s.io, created by the operator's reporter).
+    let events = ns.api::<Event>().list(&ListParams::default()).await?.items;
+    let from_operator = events
+        .iter()
+        .filter(|e| e.reporting_controller.as_deref() == Some("flux-operator"))
+        .count();
+    assert!(from_operator > 0, "no events from the operator: {events:?}");
+
+    let refused = operator.refusals()?;
+    assert!(
+        refused.is_empty(),
+        "the API server refused the operator:\n{}",
+        refused.join("\n")
+    );
+    ns.cleanup().await;
+    Ok(())
+}
