@@ -5,7 +5,7 @@
 #   make up / down    start / stop the test cluster; `up` prints `export KUBECONFIG=...`
 #   make demo         the local demo: cluster, operator, hello-world to Succeeded, metrics
 #   make test         unit tests, then the e2e tests against a fresh cluster
-#   make crds         regenerate crds/ from the Rust types
+#   make crds         regenerate crds/ (and the Helm chart's copy) from the Rust types
 #   make vendor-crds  refresh vendor-crds/ from the pinned JobSet and Kueue modules
 
 SHELL := bash
@@ -53,6 +53,7 @@ test-unit:
 
 crds:
 	cargo run --quiet -- crd > crds/flux-framework.org_miniclusters.yaml
+	cp crds/flux-framework.org_miniclusters.yaml charts/flux-operator/crds/
 
 # Starts a fresh cluster, runs the e2e tests, and stops the cluster even when they fail.
 test-e2e: e2e-build

@@ -83,9 +83,16 @@ build_kueue() {
   build_from_module sigs.k8s.io/kueue "$KUEUE_VERSION" "$ld" "$E2E_BIN/kueue" ./cmd/kueue
 }
 
+build_helm() {
+  local v=helm.sh/helm/v4/internal/version
+  local ld="-s -w -X $v.version=$HELM_VERSION -X $v.gitCommit=$HELM_VERSION -X $v.gitTreeState=clean"
+  build_from_module helm.sh/helm/v4 "$HELM_VERSION" "$ld" "$E2E_BIN/helm" ./cmd/helm
+}
+
 t_all=$SECONDS
 build_if_stale kube "$KUBE_VERSION" "$ETCD_VERSION" "$kube_ldflags" "$(cat "$here/gomod/go.mod" "$here/gomod/go.sum")" -- build_kube
 build_if_stale kwok "$KWOK_VERSION" "$KUBE_VERSION" module-build -- build_kwok
 build_if_stale jobset "$JOBSET_VERSION" module-build -- build_jobset
 build_if_stale kueue "$KUEUE_VERSION" module-build -- build_kueue
+build_if_stale helm "$HELM_VERSION" module-build -- build_helm
 log "build: all components ready in $((SECONDS - t_all))s ($E2E_BIN)"

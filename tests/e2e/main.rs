@@ -10,6 +10,7 @@ mod common;
 
 mod elastic;
 mod health;
+mod helm;
 mod installed;
 mod jobset;
 mod kueue;
