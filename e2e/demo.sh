@@ -86,6 +86,19 @@ until curl -fsS "http://127.0.0.1:$metrics_port/metrics" | grep -q '^flux_operat
   [ $SECONDS -lt $deadline ] || { log "no teardown observation"; exit 1; }
   sleep 1
 done
-curl -fsS "http://127.0.0.1:$metrics_port/metrics" | grep -E '^flux_operator_minicluster_(up|teardown|jobset_created|lead_ready)_seconds_(count|sum)|^flux_operator_miniclusters'
+metrics=$(curl -fsS "http://127.0.0.1:$metrics_port/metrics")
+grep -E '^flux_operator_minicluster_(up|teardown|jobset_created|lead_ready)_seconds_(count|sum)|^flux_operator_miniclusters' <<<"$metrics"
+echo
+echo "measured on the operator's clock between the moments it saw each transition (sub-second):"
+for m in jobset_created lead_ready up teardown; do
+  awk -v n="$m" -v m="flux_operator_minicluster_${m}_seconds" '
+    index($0, m "_sum{") == 1 { sum = $NF }
+    index($0, m "_count{") == 1 { count = $NF }
+    END { if (count > 0) printf "  %-16s %.3f s (mean of %d)\n", n, sum / count, count }' <<<"$metrics"
+done
+echo "cluster-up histogram (cumulative counts per upper bound, seconds):"
+grep -E '^flux_operator_minicluster_up_seconds_bucket' <<<"$metrics" |
+  sed -E 's/.*le="([^"]+)".* ([0-9]+)$/  le=\1 \2/' | tr '\n' ' '
+echo
 
 say "done: hello-world reached Succeeded"
