@@ -45,7 +45,7 @@ fn run(cmd: &mut Command) -> Result<String> {
 }
 
 /// `helm template` of the chart into `namespace`, with `--set` values.
-fn helm_template(namespace: &str, set: &[&str]) -> Result<String> {
+pub fn helm_template(namespace: &str, set: &[&str]) -> Result<String> {
     let mut cmd = Command::new(helm());
     cmd.args([
         "template",

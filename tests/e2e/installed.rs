@@ -99,7 +99,11 @@ impl Installed {
     /// Apply the manifests' RBAC for `ns`, mint a token of the ServiceAccount, and start the
     /// binary with the Deployment's arguments and environment and that token.
     pub async fn start(ns: &mut TestNamespace) -> Result<Self> {
-        let objects = kustomize_manifests()?;
+        Self::start_with(ns, kustomize_manifests()?).await
+    }
+
+    /// The same with the objects of another install (the Helm chart's).
+    pub async fn start_with(ns: &mut TestNamespace, objects: Vec<Value>) -> Result<Self> {
         let role = ns.unique_name("operator");
         let mut rbac = Vec::new();
         let mut deployment = None;
@@ -114,7 +118,6 @@ impl Installed {
                 }
                 "ClusterRoleBinding" => {
                     o["metadata"]["name"] = json!(role);
-                    o["roleRef"]["name"] = json!(role);
                     ns.track_cluster_object(&cluster_rbac("ClusterRoleBinding"), &role);
                 }
                 "Deployment" => {
@@ -122,6 +125,9 @@ impl Installed {
                     continue;
                 }
                 _ => continue,
+            }
+            if o.pointer("/roleRef/kind") == Some(&json!("ClusterRole")) {
+                o["roleRef"]["name"] = json!(role);
             }
             if let Some(subjects) = o.get_mut("subjects").and_then(Value::as_array_mut) {
                 for s in subjects {
@@ -132,7 +138,7 @@ impl Installed {
         }
         ensure!(
             rbac.len() == 5,
-            "expected ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding in manifests/: {rbac:?}"
+            "expected a ServiceAccount, a ClusterRole, a Role and two bindings: {rbac:?}"
         );
         let deployment = deployment.context("no Deployment in manifests/")?;
         let list = json!({"apiVersion": "v1", "kind": "List", "items": rbac});
@@ -190,8 +196,10 @@ impl Installed {
             .port();
         // What only a pod would have, or what a shared test cluster needs (see the module
         // comment): nothing here grants anything.
+        if !env.iter().any(|(k, _)| k == "WATCH_NAMESPACE") {
+            env.push(("WATCH_NAMESPACE".to_string(), ns.name.clone()));
+        }
         env.extend([
-            ("WATCH_NAMESPACE".to_string(), ns.name.clone()),
             ("CLUSTER_DOMAIN".to_string(), "cluster.local".to_string()),
             (
                 "METRICS_ADDR".to_string(),
@@ -445,6 +453,66 @@ async fn operator_runs_as_installed_with_only_the_manifests_rbac() -> Result<()>
         .count();
     assert!(from_operator > 0, "no events from the operator: {events:?}");
 
+    let refused = operator.refusals()?;
+    assert!(
+        refused.is_empty(),
+        "the API server refused the operator:\n{}",
+        refused.join("\n")
+    );
+    ns.cleanup().await;
+    Ok(())
+}
+
+/// The Helm chart installed for one namespace (`watchNamespace`): the ClusterRole is bound
+/// there only (a RoleBinding), and that is enough for a cluster under Kueue; elsewhere the
+/// operator can read nothing.
+#[tokio::test]
+async fn operator_installed_by_helm_for_one_namespace_needs_nothing_outside_it() -> Result<()> {
+    let mut ns = TestNamespace::create("helm-installed").await?;
+    install_crd(&ns.client).await?;
+    let queue = crate::kueue::queues(&mut ns, "4", "4Gi").await?;
+    let watch = format!("watchNamespace={}", ns.name);
+    let rendered = crate::helm::helm_template(&ns.name, &[&watch])?;
+    let objects = yaml_documents(&rendered)?;
+    assert!(
+        objects.iter().all(|o| kind(o) != "ClusterRoleBinding"),
+        "a namespaced install binds no ClusterRole cluster-wide"
+    );
+    let operator = Installed::start_with(&mut ns, objects).await?;
+
+    // Nothing outside its namespace: not even MiniClusters in the default namespace.
+    match Api::<MiniCluster>::namespaced(operator.as_operator.clone(), "default")
+        .list(&ListParams::default())
+        .await
+    {
+        Err(kube::Error::Api(s)) if s.code == 403 => {}
+        other => bail!("the namespaced operator may list MiniClusters elsewhere: {other:?}"),
+    }
+
+    let mcs: Api<MiniCluster> = ns.api();
+    let mut queued = hello(&ns.name, 2)?;
+    queued.metadata.name = Some("queued".into());
+    queued.metadata.labels = Some([(KUEUE_QUEUE_LABEL.to_string(), queue)].into());
+    queued.spec.containers[0].resources = Some(ResourceRequirements {
+        requests: Some([("cpu".to_string(), Quantity("1".into()))].into()),
+        ..Default::default()
+    });
+    let queued = mcs
+        .create(&PostParams::default(), &queued)
+        .await?
+        .name_any();
+    let running = wait_phase(&mcs, &queued, Phase::Running).await?;
+    assert_eq!(
+        mc_condition(&running, "Admitted").map(|c| c.0).as_deref(),
+        Some("True"),
+        "Kueue seen and admitted through the namespaced binding"
+    );
+    finish_lead(&ns, &queued).await?;
+    wait_phase(&mcs, &queued, Phase::Succeeded).await?;
+    for path in ["/readyz", "/healthz"] {
+        let (code, body) = crate::health::http_status(operator.metrics_port, path).await?;
+        assert_eq!(code, 200, "{path}: {body}");
+    }
     let refused = operator.refusals()?;
     assert!(
         refused.is_empty(),
