@@ -4,7 +4,9 @@
 #   make e2e-build    build kube-apiserver & co., etcd, kwok, JobSet, Kueue (cached)
 #   make up / down    start / stop the test cluster; `up` prints `export KUBECONFIG=...`
 #   make demo         the local demo: cluster, operator, hello-world to Succeeded, metrics
-#   make test         unit tests, then the e2e tests against a fresh cluster
+#   make test         unit tests, the real-Flux tier, then the e2e tests against a fresh cluster
+#   make test-flux    the real-Flux tier: real brokers in emulated pods (root; builds Flux)
+#   make flux-build   build flux-core and Fluxion from ../shared/vendor (cached)
 #   make crds         regenerate crds/ (and the Helm chart's copy) from the Rust types
 #   make vendor-crds  refresh vendor-crds/ from the pinned JobSet and Kueue modules
 
@@ -25,7 +27,7 @@ CARGO_E2E := cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_T
 SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness \
-        test-e2e-running lint-scripts demo crds
+        test-e2e-running lint-scripts demo crds flux-build test-flux
 
 setup:
 	e2e/setup-host.sh
@@ -46,10 +48,23 @@ vendor-crds: e2e-build
 demo: setup e2e-build
 	e2e/demo.sh
 
-test: setup test-unit test-e2e
+test: setup test-unit test-flux test-e2e
 
 test-unit:
 	cargo test
+
+flux-build:
+	e2e/build-flux.sh
+
+# Real Flux brokers in emulated pods (tests/flux). Two threads: each test runs a few brokers.
+FLUX_TEST_THREADS ?= 2
+test-flux: flux-build
+	e2e/netns-clean.sh
+	cargo test --features realflux --test flux -- --test-threads=$(FLUX_TEST_THREADS)
+
+# Real-Flux startup figures (printed, not part of `make test`): 2-16 brokers, 5 runs each.
+bench-flux: flux-build
+	cargo bench --features realflux --bench flux_startup
 
 crds:
 	cargo run --quiet -- crd > crds/flux-framework.org_miniclusters.yaml

@@ -20,10 +20,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
 vendor=${FLUX_VENDOR_DIR:-$here/../../shared/vendor}
-key=$({ cat "$0"; echo "$FLUX_CORE_VERSION $FLUX_SCHED_VERSION"; } | sha256sum | cut -c1-12)
 root=$FLUX_CACHE/$FLUX_CORE_VERSION-$FLUX_SCHED_VERSION
-stampf=$root/.stamp
-if [ -f "$stampf" ] && [ "$(cat "$stampf")" = "$key" ]; then
+work=$FLUX_CACHE/build
+# Two stages, each stamped with what defines it (this script and its versions), so a
+# change to the Fluxion step does not rebuild flux-core.
+stamp_core=$({ sed -n '/^# stage: core/,/^# end: core/p' "$0"; echo "$FLUX_CORE_VERSION"; } | sha256sum | cut -c1-12)
+stamp_all=$({ cat "$0"; echo "$FLUX_CORE_VERSION $FLUX_SCHED_VERSION"; } | sha256sum | cut -c1-12)
+if [ "$(cat "$root/.stamp" 2> /dev/null)" = "$stamp_all" ]; then
   log "build-flux: flux-core $FLUX_CORE_VERSION + flux-sched $FLUX_SCHED_VERSION is up to date ($root)"
   exit 0
 fi
@@ -46,56 +49,66 @@ fetch() {
   fi
 }
 
-t0=$SECONDS
-work=$FLUX_CACHE/build
-rm -rf "$work" "$root"
-src=$work/src
-mkdir -p "$src" "$root/opt/software" "$root/opt/view" "$root/opt-core/software" "$root/opt-core/view"
-fetch flux-core "v$FLUX_CORE_VERSION" "flux-core-$FLUX_CORE_VERSION.tar.gz"
-fetch flux-sched "v$FLUX_SCHED_VERSION" "flux-sched-$FLUX_SCHED_VERSION.tar.gz"
-tar -C "$src" -xzf "$src/flux-core-$FLUX_CORE_VERSION.tar.gz"
-tar -C "$src" -xzf "$src/flux-sched-$FLUX_SCHED_VERSION.tar.gz"
+# in_opt SCRIPT LOG: run SCRIPT in a private mount namespace where /opt is the cache's opt/,
+# so the install prefix /opt/software/flux is real while building (Fluxion's CMake finds
+# flux-core there) and nothing is written to the host's /opt.
+in_opt() {
+  local script=$1
+  if ! unshare --mount bash -euo pipefail -c "mount --make-rprivate /; mount --bind '$root/opt' /opt; $script"; then
+    echo "build-flux: build failed; logs in $work:" >&2
+    local last
+    last=$(find "$work" -name '*.log' -printf '%T@ %p\n' | sort -n | tail -n 1 | cut -d' ' -f2)
+    tail -n 30 "$last" >&2
+    exit 1
+  fi
+}
 
-# Debian's python3 (with python3-cffi, -yaml, -ply), not a pyenv shim on PATH: the brokers
-# run Flux's Python commands with the interpreter configure found.
+# Debian's python3 (with python3-cffi, -yaml, -ply, -jsonschema), not a pyenv shim on PATH:
+# the brokers run Flux's Python commands with the interpreter configure found.
 export PYTHON=/usr/bin/python3
 jobs=$(nproc)
-
-# The build runs in a private mount namespace where /opt is the cache's opt/, so the
-# install prefix /opt/software/flux is real while building (Fluxion's CMake finds
-# flux-core there) and nothing is written to the host's /opt.
-cat > "$work/inner.sh" << EOF
-set -euo pipefail
-mount --make-rprivate /
-mount --bind "$root/opt" /opt
-prefix=/opt/software/flux
-cd "$src/flux-core-$FLUX_CORE_VERSION"
-echo "$FLUX_CORE_VERSION" > .tarball-version
-FLUX_VERSION=$FLUX_CORE_VERSION ./autogen.sh > "$work/autogen.log" 2>&1
-./configure --prefix=\$prefix --disable-docs PYTHON=$PYTHON > "$work/configure-core.log" 2>&1
-make -j$jobs > "$work/make-core.log" 2>&1
-make install > "$work/install-core.log" 2>&1
-echo "build-flux: flux-core done at \$((SECONDS))s" >&2
-# The flux-core-only tree, taken before Fluxion is installed into the same prefix.
-cp -a \$prefix "$root/opt-core/software/"
-cp -rs \$prefix/. "$root/opt-core/view/"
-cd "$src/flux-sched-$FLUX_SCHED_VERSION"
-echo "$FLUX_SCHED_VERSION" > flux-sched.ver
-cmake -B build -DCMAKE_INSTALL_PREFIX=\$prefix -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS=-g0 -DCMAKE_C_FLAGS=-g0 -DBUILD_TESTING=OFF > "$work/cmake-sched.log" 2>&1
-cmake --build build -j$jobs > "$work/make-sched.log" 2>&1
-cmake --install build > "$work/install-sched.log" 2>&1
-echo "build-flux: flux-sched done at \$((SECONDS))s" >&2
-# The view: every file of the prefix as a symlink, directories real (as a Spack view).
-cp -rs \$prefix/. /opt/view/
-/opt/view/bin/flux version
-EOF
-if ! unshare --mount bash "$work/inner.sh"; then
-  echo "build-flux: build failed; logs in $work:" >&2
-  ls "$work"/*.log >&2
-  tail -n 30 "$(find "$work" -name '*.log' -newer "$work/inner.sh" -printf '%T@ %p\n' | sort -n | tail -n 1 | cut -d' ' -f2)" >&2
-  exit 1
-fi
+t0=$SECONDS
+src=$work/src
 rm -rf "$work"
-echo "$key" > "$stampf"
-log "build-flux: flux-core $FLUX_CORE_VERSION + flux-sched $FLUX_SCHED_VERSION built in $((SECONDS - t0))s ($root)"
+mkdir -p "$src"
+
+# stage: core
+if [ "$(cat "$root/.stamp-core" 2> /dev/null)" != "$stamp_core" ]; then
+  rm -rf "$root"
+  mkdir -p "$root/opt/software" "$root/opt/view" "$root/opt-core/software" "$root/opt-core/view"
+  fetch flux-core "v$FLUX_CORE_VERSION" "flux-core-$FLUX_CORE_VERSION.tar.gz"
+  tar -C "$src" -xzf "$src/flux-core-$FLUX_CORE_VERSION.tar.gz"
+  d=$src/flux-core-$FLUX_CORE_VERSION
+  echo "$FLUX_CORE_VERSION" > "$d/.tarball-version"
+  in_opt "cd '$d'
+    FLUX_VERSION=$FLUX_CORE_VERSION ./autogen.sh > '$work/autogen.log' 2>&1
+    ./configure --prefix=/opt/software/flux --disable-docs PYTHON=$PYTHON > '$work/configure-core.log' 2>&1
+    make -j$jobs > '$work/make-core.log' 2>&1
+    make install > '$work/install-core.log' 2>&1
+    # The flux-core-only tree (a Flux without Fluxion): a copy of the prefix and a view whose
+    # links point into /opt/software/flux, as they do where opt-core/ is bound at /opt.
+    cp -a /opt/software/flux '$root/opt-core/software/'
+    cp -rs /opt/software/flux/. '$root/opt-core/view/'"
+  echo "$stamp_core" > "$root/.stamp-core"
+  log "build-flux: flux-core $FLUX_CORE_VERSION built in $((SECONDS - t0))s"
+fi
+# end: core
+
+# Fluxion into the same prefix, then the view: every file of the prefix as a symlink,
+# directories real (as a Spack view).
+t1=$SECONDS
+fetch flux-sched "v$FLUX_SCHED_VERSION" "flux-sched-$FLUX_SCHED_VERSION.tar.gz"
+tar -C "$src" -xzf "$src/flux-sched-$FLUX_SCHED_VERSION.tar.gz"
+d=$src/flux-sched-$FLUX_SCHED_VERSION
+echo "$FLUX_SCHED_VERSION" > "$d/flux-sched.ver"
+in_opt "cd '$d'
+  cmake -B build -DCMAKE_INSTALL_PREFIX=/opt/software/flux -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_TESTING=OFF > '$work/cmake-sched.log' 2>&1
+  cmake --build build -j$jobs > '$work/make-sched.log' 2>&1
+  cmake --install build > '$work/install-sched.log' 2>&1
+  rm -rf /opt/view && mkdir /opt/view && cp -rs /opt/software/flux/. /opt/view/
+  /opt/view/bin/flux version"
+log "build-flux: flux-sched $FLUX_SCHED_VERSION built in $((SECONDS - t1))s"
+rm -rf "$work"
+echo "$stamp_all" > "$root/.stamp"
+log "build-flux: flux-core $FLUX_CORE_VERSION + flux-sched $FLUX_SCHED_VERSION ready in $((SECONDS - t0))s ($root)"

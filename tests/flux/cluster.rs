@@ -57,7 +57,7 @@ pub fn flux_tree(build: FluxBuild) -> PathBuf {
     };
     let tree = cache.join(versions).join(variant);
     assert!(
-        tree.join("view/bin/flux").exists(),
+        tree.join("software/flux/bin/flux").exists() && tree.join("view/bin").exists(),
         "no Flux at {}: run e2e/build-flux.sh (make test does)",
         tree.display()
     );
@@ -298,7 +298,9 @@ impl MiniClusterRun {
     /// Run a command in the lead's Flux container (as `kubectl exec` would).
     pub fn exec_lead(&self, argv: &[&str]) -> (i32, String) {
         let c = self.flux_container();
-        self.lead().exec(&c, argv).expect("exec")
+        self.lead()
+            .exec(&c, argv)
+            .unwrap_or_else(|e| panic!("exec {argv:?}: {e}\n{}", self.debug()))
     }
 
     /// Run `flux <args>` in the lead's Flux container against its broker socket, with

@@ -197,12 +197,23 @@ fn pods_have_their_hostname_and_reach_each_other_by_fqdn_with_no_route_out() {
     assert!(log.contains("reached"), "{log}");
     // The pods' only interface is eth0 on the switch namespace's bridge, which has no other
     // link: nothing a pod sends leaves the namespaces made here.
-    let (_, routes) = server.exec("main", &["/bin/sh", "-c", "cat /proc/net/route"]).unwrap_or_default();
+    let (_, routes) = server
+        .exec("main", &["/bin/sh", "-c", "cat /proc/net/route"])
+        .unwrap_or_default();
     assert!(
-        routes.lines().skip(1).all(|l| l.starts_with("eth0") || l.starts_with("lo")),
+        routes
+            .lines()
+            .skip(1)
+            .all(|l| l.starts_with("eth0") || l.starts_with("lo")),
         "{routes}"
     );
-    assert!(!routes.lines().skip(1).any(|l| l.split_whitespace().nth(1) == Some("00000000")), "a default route: {routes}");
+    assert!(
+        !routes
+            .lines()
+            .skip(1)
+            .any(|l| l.split_whitespace().nth(1) == Some("00000000")),
+        "a default route: {routes}"
+    );
     server.delete(Duration::from_secs(1));
     client.delete(Duration::from_secs(1));
 }

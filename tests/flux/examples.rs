@@ -43,23 +43,33 @@ fn hello_world_runs_one_task_on_each_of_the_four_brokers_and_ends() {
 
 #[test]
 fn batch_submits_each_line_as_a_job_and_writes_its_output_to_the_logs_directory() {
-    // The example unchanged, plus a commands.post that shows what the jobs wrote (the
-    // container's /tmp goes with it).
+    // The example unchanged, plus a commands.post that shows what the jobs wrote on each pod
+    // (a job writes its output on the pod of its first rank; the container's /tmp goes with
+    // it).
     let yaml = example("batch.yaml").replace(
         "      batch: true\n",
         "      batch: true\n      commands:\n        post: head -v /tmp/flux-logs/job-*.out\n",
     );
     let run = MiniClusterRun::start(minicluster(&yaml), Start::default());
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
-    let log = run.lead_log();
-    assert!(log.contains("==> /tmp/flux-logs/job-0.out <=="), "{log}");
-    assert!(log.contains("==> /tmp/flux-logs/job-2.out <=="), "{log}");
-    assert!(log.contains("second job"), "{log}");
-    assert!(
-        log.contains("batch-lead-0-0") || log.contains("batch-workers-0-0"),
-        "the hostname job's output is missing: {log}"
-    );
     assert_followers_done(&run);
+    let c = run.flux_container();
+    let logs: String = std::iter::once(run.lead())
+        .chain(run.workers.values())
+        .map(|p| p.logs(&c))
+        .collect();
+    for job in 0..3 {
+        assert!(
+            logs.contains(&format!("==> /tmp/flux-logs/job-{job}.out <==")),
+            "no output file of job {job}:\n{logs}"
+        );
+    }
+    assert!(logs.contains("second job"), "{logs}");
+    assert!(
+        logs.lines()
+            .any(|l| l == "batch-lead-0-0" || l == "batch-workers-0-0"),
+        "the hostname job's output is missing: {logs}"
+    );
 }
 
 #[test]

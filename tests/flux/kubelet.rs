@@ -107,7 +107,9 @@ impl Network {
     /// A new network with its own bridge; `dir` holds the per-pod state.
     pub fn new(dir: &Path) -> Result<Arc<Network>, String> {
         let n = NEXT_NETWORK.fetch_add(1, Ordering::SeqCst);
-        let id = format!("{}{n}", std::process::id() % 1000);
+        // Namespace names carry this process's PID, so a later run can tell leftovers of a
+        // process that died (e2e/netns-clean.sh) from a run still going.
+        let id = format!("{}-{n}", std::process::id());
         let switch = format!("fo{id}-sw");
         let _ = run(Command::new("ip").args(["netns", "del", &switch]));
         run(Command::new("ip").args(["netns", "add", &switch]))?;
@@ -138,7 +140,8 @@ impl Network {
             h
         };
         let ip = Ipv4Addr::new(10, 213, 0, host);
-        let veth = format!("v{}-{host}", self.id);
+        // Interface names are per namespace: only this network's switch holds these.
+        let veth = format!("veth{host}");
         let sw = &self.switch;
         sh(&format!(
             "ip -n {sw} link add {veth} type veth peer name eth0 netns {pod_ns}; \
@@ -251,7 +254,7 @@ impl Pod {
         let dir = net.dir().join(&meta.name);
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("logs")).map_err(|e| e.to_string())?;
-        let netns = format!("fo{}-{}", net.id, pod_seq());
+        let netns = format!("fo{}-p{}", net.id, pod_seq());
         let _ = run(Command::new("ip").args(["netns", "del", &netns]));
         run(Command::new("ip").args(["netns", "add", &netns]))?;
         let ip = net.attach(&netns)?;
@@ -835,13 +838,25 @@ impl Pod {
             .iter()
             .find(|c| c.name == container)
             .ok_or_else(|| format!("no container {container}"))?;
-        let pid = self
-            .containers
-            .lock()
-            .unwrap()
-            .get(container)
-            .and_then(|r| r.pid1)
-            .ok_or_else(|| format!("container {container} is not running"))?;
+        // A container that is still starting gets until the timeout to run.
+        let deadline = Instant::now() + timeout;
+        let pid = loop {
+            let pid = self
+                .containers
+                .lock()
+                .unwrap()
+                .get(container)
+                .and_then(|r| r.pid1);
+            match pid {
+                Some(pid) => break pid,
+                None if Instant::now() < deadline
+                    && self.state(container) != Some(State::Terminated(0)) =>
+                {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                None => return Err(format!("container {container} is not running")),
+            }
+        };
         let script = self.container_script(c, argv, true);
         let mut child = Command::new("nsenter")
             .args([
@@ -861,7 +876,6 @@ impl Pod {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| e.to_string())?;
-        let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
                 let mut out = String::new();

@@ -104,8 +104,8 @@ fn elastic_cluster_grows_to_max_size_and_shrinks_back_while_the_instance_and_its
         assert!(out.contains(h), "{out}");
     }
 
-    // A job on the ranks that stay, running across the shrink.
-    let id = run.flux_ok("submit -N2 --requires=rank:0-1 sleep 300");
+    // A job on the ranks that stay (one core of each), running across the shrink.
+    let id = run.flux_ok("submit -N2 -n2 --requires=rank:0-1 sleep 300");
     let id = id.trim();
     run.wait_flux(&format!("jobs -no {{state}} {id}"), RUN, |o| {
         o.trim() == "RUN"
@@ -118,12 +118,13 @@ fn elastic_cluster_grows_to_max_size_and_shrinks_back_while_the_instance_and_its
         run.flux_ok(&format!("jobs -no {{state}} {id}")).trim(),
         "RUN"
     );
-    run.flux_ok("run -N2 hostname");
+    run.flux_ok("run -N2 -n2 hostname");
 
     // Grow again: the same ranks come back and take work.
     run.start_workers(&[1]);
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
-    run.flux_ok("run -N3 hostname");
+    let out = run.flux_ok("run -N3 -n3 --label-io hostname");
+    assert!(out.contains("grow-workers-0-1"), "{out}");
 
     run.flux_ok(&format!("cancel {id}"));
     run.flux_ok("shutdown --quiet");
