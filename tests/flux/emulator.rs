@@ -170,8 +170,8 @@ fn pods_have_their_hostname_and_reach_each_other_by_fqdn_with_no_route_out() {
         &net,
         meta("server"),
         &spec("hostname; exec python3 -m http.server 8080", None, None),
-        &[cm.clone()],
-        &[sec.clone()],
+        std::slice::from_ref(&cm),
+        std::slice::from_ref(&sec),
         &Images::default(),
     )
     .unwrap();

@@ -395,8 +395,7 @@ impl Pod {
                     data.insert(k, v.into_bytes());
                 }
                 (data, sv.default_mode.unwrap_or(0o644), sv.items.clone())
-            } else if v.host_path.is_some() {
-                let hp = v.host_path.as_ref().unwrap();
+            } else if let Some(hp) = &v.host_path {
                 fs::create_dir_all(&hp.path).map_err(|e| e.to_string())?;
                 symlink(&hp.path, path).map_err(|e| e.to_string())?;
                 return Ok(());
