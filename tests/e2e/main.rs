@@ -8,6 +8,7 @@
 
 mod common;
 
+mod conformance;
 mod elastic;
 mod health;
 mod helm;

@@ -1,0 +1,691 @@
+//! Conformance with the Go Flux Operator's own examples (issue 9): every v1alpha2
+//! MiniCluster under `examples/` of the Go operator's source archive (read from
+//! `../shared/vendor` at test time, never copied into this repository) is applied
+//! unchanged (only placed in the test's namespace) and must do what its line in
+//! [`EXPECTED`] says:
+//!
+//! - `Works`: the API server accepts it and the operator takes it to Running (or
+//!   Succeeded), with the containers, ports, volumes and Services it asks for in the
+//!   JobSet's pod templates and the namespace;
+//! - `RefusedAsGo`: the API server refuses it for unknown fields, and the Go operator's
+//!   own CRD (from the same archive) has no such field either, so it refuses them too;
+//! - `Unsupported("tag+tag: reason")`: accepted, but the checks find exactly the
+//!   differences named by the tags (what this operator does not build).
+//!
+//! All examples are named `flux-sample`, so each gets a namespace (and an operator
+//! watching only it) of its own; they run [`PARALLEL`] at a time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use kube::api::{
+    Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, ValidationDirective,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+use flux_operator::api::MiniCluster;
+
+use crate::common::{TestNamespace, jobset_resource, wait_for};
+use crate::operator::{Operator, install_crd};
+
+/// The Go operator's source, relative to `CARGO_MANIFEST_DIR`.
+const ARCHIVE: &str = "../shared/vendor/flux-operator-0d75cef8.tar.gz";
+/// Its MiniCluster CRD, inside the archive's top directory.
+const GO_CRD: &str = "config/crd/bases/flux-framework.org_miniclusters.yaml";
+const PARALLEL: usize = 6;
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Clone, Copy, Debug)]
+enum Expect {
+    Works,
+    RefusedAsGo,
+    /// `"tag+tag: why"`: the tags are the differences the checks must find.
+    Unsupported(&'static str),
+}
+use Expect::*;
+
+// One line per example (path under the archive's `examples/`).
+// Tags: `commands` a non-Flux container's `commands.*` are not run (it gets no wrapper);
+// `port-service` no Service for a non-Flux container's ports; `services` spec.services run
+// as sidecars of every broker, not once in a `<mc>-services` pod; `emptydir` an emptyDir
+// without `path` (the Go operator mounts it at /dev/shm) or `medium: memory` not mapped to
+// `Memory`; `quiet` `logging.quiet` also silences `commands.post`.
+const EXPECTED: &[(&str, Expect)] = &[
+    ("distributed/dragonboat/minicluster.yaml", Works),
+    ("distributed/fractal/minicluster.yaml", Works),
+    ("distributed/gozmq/minicluster-gke.yaml", Works),
+    ("distributed/gozmq/minicluster.yaml", Works),
+    ("elasticity/basic/minicluster.yaml", Works),
+    ("elasticity/downsize/minicluster.yaml", Works),
+    (
+        "elasticity/horizontal-autoscaler/v1/minicluster.yaml",
+        Works,
+    ),
+    (
+        "elasticity/horizontal-autoscaler/v2-cpu/minicluster.yaml",
+        Works,
+    ),
+    (
+        "elasticity/horizontal-autoscaler/v2-custom-metric/minicluster.yaml",
+        RefusedAsGo,
+    ),
+    (
+        "experimental/bursting/broker-compute-engine/minicluster.yaml",
+        Works,
+    ),
+    (
+        "experimental/bursting/broker-eks/minicluster-env.yaml",
+        Works,
+    ),
+    ("experimental/bursting/broker-eks/minicluster.yaml", Works),
+    ("experimental/bursting/broker-gke/minicluster.yaml", Works),
+    (
+        "experimental/bursting/broker-gke/v1/minicluster.yaml",
+        Unsupported(
+            "services: spec.services run as sidecars of every broker, not once in a <mc>-services pod",
+        ),
+    ),
+    (
+        "experimental/bursting/nginx/minicluster.yaml",
+        Unsupported(
+            "services: spec.services run as sidecars of every broker, not once in a <mc>-services pod",
+        ),
+    ),
+    ("experimental/merlin/basic/minicluster.yaml", Works),
+    (
+        "experimental/metrics-api/minicluster.yaml",
+        Unsupported("commands: a non-Flux container gets no wrapper, its commands.post is not run"),
+    ),
+    (
+        "experimental/multiple-pods-per-node/minicluster-4.yaml",
+        Works,
+    ),
+    (
+        "experimental/multiple-pods-per-node/minicluster-7.yaml",
+        Works,
+    ),
+    (
+        "experimental/shared-process-space/minicluster.yaml",
+        RefusedAsGo,
+    ),
+    ("interactive/flux-restful/minicluster.yaml", Works),
+    ("interactive/minicluster-persistent.yaml", Works),
+    ("launchers/parsl/molecular-design/minicluster.yaml", Works),
+    ("machine-learning/fireworks/minicluster.yaml", RefusedAsGo),
+    ("machine-learning/mnist/minicluster.yaml", RefusedAsGo),
+    ("machine-learning/pytorch/minicluster.yaml", RefusedAsGo),
+    (
+        "machine-learning/ray/scikit-learn/minicluster.yaml",
+        RefusedAsGo,
+    ),
+    ("machine-learning/tensorflow/minicluster.yaml", RefusedAsGo),
+    ("mpi/mpich/minicluster.yaml", Works),
+    ("scaling/basic/minicluster.yaml", Works),
+    ("scaling/expand/minicluster.yaml", Works),
+    (
+        "services/sidecar/flux-restful/minicluster-auth.yaml",
+        Unsupported("commands: a non-Flux container gets no wrapper, its commands.post is not run"),
+    ),
+    (
+        "services/sidecar/flux-restful/minicluster.yaml",
+        Unsupported("commands: a non-Flux container gets no wrapper, its commands.post is not run"),
+    ),
+    (
+        "services/sidecar/minicluster-registry.yaml",
+        Unsupported("port-service: no Service for the ports of a non-Flux container"),
+    ),
+    (
+        "services/single/minicluster-registry.yaml",
+        Unsupported(
+            "services: spec.services run as sidecars of every broker, not once in a <mc>-services pod",
+        ),
+    ),
+    ("simulations/exaworks-ball-bounce/minicluster.yaml", Works),
+    ("simulations/laghos-demos/minicluster.yaml", Works),
+    ("simulations/sundials/minicluster.yaml", Works),
+    ("state/basic-job-completion/minicluster.yaml", Works),
+    ("storage/aws/somospie/mountpoint-s3/minicluster.yaml", Works),
+    ("storage/aws/somospie/s3fs-fuse/minicluster.yaml", Works),
+    ("storage/google/filestore/minicluster.yaml", Works),
+    ("storage/google/lammps/minicluster.yaml", Works),
+    (
+        "tests/batch/minicluster.yaml",
+        Unsupported(
+            "failed: a volume without a source is refused (the Go operator falls back to a PVC with an empty claimName)",
+        ),
+    ),
+    ("tests/custom-config/minicluster.yaml", Works),
+    ("tests/debug/minicluster.yaml", Works),
+    ("tests/disable-view/minicluster.yaml", Works),
+    ("tests/emptydir/minicluster-without.yaml", Works),
+    (
+        "tests/emptydir/minicluster.yaml",
+        Unsupported(
+            "failed: an emptyDir without path is refused (the Go operator mounts it at /dev/shm)",
+        ),
+    ),
+    ("tests/existing-volumes/minicluster.yaml", Works),
+    ("tests/flux-resource-list/minicluster.yaml", Works),
+    ("tests/flux-sidecar/minicluster.yaml", Works),
+    ("tests/hello-world/minicluster.yaml", Works),
+    ("tests/lammps/interactive-minicluster.yaml", Works),
+    ("tests/lammps/minicluster.yaml", Works),
+    ("tests/minimal-service/minicluster.yaml", Works),
+    (
+        "tests/nginx-service/minicluster.yaml",
+        Unsupported(
+            "services: spec.services run as sidecars of every broker, not once in a <mc>-services pod",
+        ),
+    ),
+    (
+        "tests/nginx-sidecar-service/minicluster.yaml",
+        Unsupported("port-service: no Service for the ports of a non-Flux container"),
+    ),
+    ("tests/osu-benchmarks/minicluster.yaml", Works),
+    ("tests/pokemon/minicluster.yaml", Works),
+    (
+        "tests/post/minicluster.yaml",
+        Unsupported("quiet: logging.quiet also silences the output of commands.post"),
+    ),
+    ("tests/singularity/minicluster.yaml", Works),
+    ("tests/snakemake/minicluster.yaml", Works),
+    ("tests/timed/minicluster.yaml", Works),
+    ("tests/volumes/minicluster.yaml", Works),
+    ("workflows/ramble/minicluster.yaml", Works),
+];
+
+/// What happened to one example.
+#[derive(Debug)]
+enum Observed {
+    Works,
+    /// The objects are right; the test cluster cannot schedule the pods (why).
+    WorksUnschedulable(String),
+    RefusedAsGo(Vec<String>),
+    /// Refused, but not (only) for fields the Go CRD lacks.
+    Refused(String),
+    /// Accepted; these differences were found (`tag: detail`).
+    Differs(Vec<String>),
+}
+
+impl Observed {
+    fn matches(&self, expect: Expect) -> bool {
+        match (self, expect) {
+            (Observed::Works | Observed::WorksUnschedulable(_), Expect::Works) => true,
+            (Observed::RefusedAsGo(_), Expect::RefusedAsGo) => true,
+            (Observed::Differs(found), Expect::Unsupported(reason)) => {
+                let want: BTreeSet<&str> = reason
+                    .split_once(':')
+                    .map_or("", |(tags, _)| tags)
+                    .split('+')
+                    .map(str::trim)
+                    .collect();
+                let got: BTreeSet<&str> = found
+                    .iter()
+                    .map(|p| p.split_once(':').map_or(p.as_str(), |(t, _)| t))
+                    .collect();
+                want == got
+            }
+            _ => false,
+        }
+    }
+
+    fn verdict(&self) -> String {
+        match self {
+            Observed::Works => "works".into(),
+            Observed::WorksUnschedulable(why) => {
+                format!("works (objects; pods unschedulable here: {why})")
+            }
+            Observed::RefusedAsGo(f) => format!("refused-as-Go ({})", f.join(", ")),
+            Observed::Refused(m) => format!("REFUSED, not by the Go CRD: {m}"),
+            Observed::Differs(d) => format!("unsupported: {}", d.join("; ")),
+        }
+    }
+}
+
+/// Unpack the examples and the CRD from the archive into `dir`; return the top directory.
+fn unpack(dir: &Path) -> Result<PathBuf> {
+    let archive = Path::new(env!("CARGO_MANIFEST_DIR")).join(ARCHIVE);
+    anyhow::ensure!(
+        archive.exists(),
+        "the Go operator's source archive {} is missing (see ../shared/vendor/README.md)",
+        archive.display()
+    );
+    let status = std::process::Command::new("tar")
+        .arg("-xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(dir)
+        .args(["--wildcards", "*/examples/*", &format!("*/{GO_CRD}")])
+        .status()
+        .context("running tar")?;
+    anyhow::ensure!(status.success(), "tar failed on {}", archive.display());
+    let top = std::fs::read_dir(dir)?
+        .next()
+        .context("empty archive")??
+        .path();
+    Ok(top)
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            yaml_files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// The YAML documents of a file, as the API server's decoder sees them. A duplicated
+/// key is not an error there (kubectl sends the last one); serde_norway refuses it, so
+/// such a file is converted by kubectl, as a user's `kubectl apply` would.
+fn documents(path: &Path) -> Result<Vec<Value>> {
+    let text = std::fs::read_to_string(path)?;
+    let mut docs = Vec::new();
+    for de in serde_norway::Deserializer::from_str(&text) {
+        match serde_norway::Value::deserialize(de) {
+            Ok(v) => docs.push(serde_json::to_value(v)?),
+            Err(_) => return kubectl_documents(path),
+        }
+    }
+    Ok(docs)
+}
+
+fn kubectl_documents(path: &Path) -> Result<Vec<Value>> {
+    let out = std::process::Command::new(crate::operator::kubectl())
+        .args(["create", "--dry-run=client", "-o", "json", "-f"])
+        .arg(path)
+        .output()
+        .context("running kubectl")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "kubectl could not read {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout)?;
+    Ok(match v["kind"].as_str() {
+        Some("List") => v["items"].as_array().cloned().unwrap_or_default(),
+        _ => vec![v],
+    })
+}
+
+/// Every v1alpha2 MiniCluster under `examples/`: (path under examples/, object).
+fn examples(top: &Path) -> Result<Vec<(String, Value)>> {
+    let root = top.join("examples");
+    let mut files = Vec::new();
+    yaml_files(&root, &mut files)?;
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&root)?.display().to_string();
+        let Ok(docs) = documents(&f) else {
+            continue; // not Kubernetes YAML (e.g. a values file kubectl cannot read)
+        };
+        let mcs: Vec<Value> = docs
+            .into_iter()
+            .filter(|d| {
+                d["kind"] == "MiniCluster" && d["apiVersion"] == "flux-framework.org/v1alpha2"
+            })
+            .collect();
+        match mcs.len() {
+            0 => {}
+            1 => out.push((rel, mcs.into_iter().next().unwrap())),
+            n => bail!("{rel}: {n} MiniClusters in one file; give each a line of its own"),
+        }
+    }
+    Ok(out)
+}
+
+/// The Go CRD's v1alpha2 schema.
+fn go_schema(top: &Path) -> Result<Value> {
+    let crd = documents(&top.join(GO_CRD))?
+        .into_iter()
+        .find(|d| d["kind"] == "CustomResourceDefinition")
+        .context("no CRD in the Go operator's CRD file")?;
+    crd["spec"]["versions"]
+        .as_array()
+        .and_then(|vs| vs.iter().find(|v| v["name"] == "v1alpha2"))
+        .map(|v| v["schema"]["openAPIV3Schema"].clone())
+        .context("no v1alpha2 schema in the Go CRD")
+}
+
+/// Whether the Go CRD's schema knows the field path `spec.containers[0].x` (or keeps
+/// unknown fields somewhere on the way).
+fn go_knows(schema: &Value, path: &str) -> bool {
+    let mut node = schema;
+    for seg in path.split('.') {
+        if node["x-kubernetes-preserve-unknown-fields"] == true {
+            return true;
+        }
+        let (name, indexed) = match seg.find('[') {
+            Some(i) => (&seg[..i], true),
+            None => (seg, false),
+        };
+        let Some(next) = node["properties"].get(name) else {
+            return false;
+        };
+        node = if indexed {
+            if next["items"].is_null() {
+                &next["additionalProperties"]
+            } else {
+                &next["items"]
+            }
+        } else {
+            next
+        };
+    }
+    true
+}
+
+/// The fields a strict refusal names: `unknown field "spec.x"` (create/update) or
+/// `.spec.x: field not declared in schema` (server-side apply).
+fn unknown_fields(message: &str) -> Vec<String> {
+    let decoding = message
+        .split("unknown field \"")
+        .skip(1)
+        .filter_map(|s| s.split('"').next());
+    let mut parts: Vec<&str> = message.split(": field not declared in schema").collect();
+    parts.pop();
+    let apply = parts
+        .into_iter()
+        .filter_map(|s| s.rsplit([' ', '\n']).next())
+        .map(|s| s.trim_start_matches(['[', '.']));
+    decoding.chain(apply).map(str::to_string).collect()
+}
+
+fn text(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
+/// The differences between what the example asks for and what the objects hold.
+fn differences(mc: &Value, jobset: &Value, services: &[Service], config: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let spec = &mc["spec"];
+    let name = text(&mc["metadata"]["name"]);
+    let templates: Vec<&Value> = jobset["spec"]["replicatedJobs"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .map(|j| &j["template"]["spec"]["template"])
+                .collect()
+        })
+        .unwrap_or_default();
+    let all_containers: Vec<&Value> = templates
+        .iter()
+        .flat_map(|t| t["spec"]["containers"].as_array().into_iter().flatten())
+        .collect();
+    let all_volumes: Vec<&Value> = templates
+        .iter()
+        .flat_map(|t| t["spec"]["volumes"].as_array().into_iter().flatten())
+        .collect();
+    let service_ports: BTreeSet<i64> = services
+        .iter()
+        .flat_map(|s| s.spec.iter().flat_map(|s| s.ports.iter().flatten()))
+        .map(|p| i64::from(p.port))
+        .collect();
+    let empty = Vec::new();
+    let containers = spec["containers"].as_array().unwrap_or(&empty);
+    let service_specs = spec["services"].as_array().unwrap_or(&empty);
+    let single = containers.len() == 1;
+
+    for (i, c) in containers.iter().chain(service_specs).enumerate() {
+        let is_service = i >= containers.len();
+        let runs_flux = !is_service && (single || c["runFlux"] == true);
+        let image = text(&c["image"]);
+        let Some(rendered) = all_containers.iter().find(|r| {
+            text(&r["image"]) == image && (c["name"].is_null() || r["name"] == c["name"])
+        }) else {
+            found.push(format!("containers: no container with image {image}"));
+            continue;
+        };
+        let ports: BTreeSet<i64> = rendered["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["containerPort"].as_i64())
+            .collect();
+        for p in c["ports"].as_array().into_iter().flatten() {
+            let p = p.as_i64().unwrap_or_default();
+            if !ports.contains(&p) {
+                found.push(format!("ports: port {p} of {image} not on its container"));
+            }
+            if !runs_flux && !service_ports.contains(&p) {
+                found.push(format!("port-service: no Service for port {p} of {image}"));
+            }
+        }
+        for (vname, v) in c["volumes"].as_object().into_iter().flatten() {
+            let want = match text(&v["path"]) {
+                "" if v["emptyDir"] == true => "/dev/shm",
+                p => p,
+            };
+            let mounted = rendered["volumeMounts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|m| m["name"] == vname.as_str() && text(&m["mountPath"]) == want);
+            let tag = if v["emptyDir"] == true {
+                "emptydir"
+            } else {
+                "volumes"
+            };
+            if !mounted {
+                found.push(format!(
+                    "{tag}: volume {vname} not mounted at {want} in {image}"
+                ));
+            }
+            let medium = text(&v["emptyDirMedium"]);
+            if v["emptyDir"] == true && medium.eq_ignore_ascii_case("memory") {
+                let ok = all_volumes
+                    .iter()
+                    .any(|pv| pv["name"] == vname.as_str() && pv["emptyDir"]["medium"] == "Memory");
+                if !ok {
+                    found.push(format!("emptydir: {vname} medium {medium} is not Memory"));
+                }
+            }
+        }
+        if !runs_flux && !is_service {
+            let rendered_text = format!("{} {}", rendered["command"], rendered["args"]);
+            for (k, cmd) in c["commands"].as_object().into_iter().flatten() {
+                let cmd = text(cmd).trim();
+                let first = cmd.lines().next().unwrap_or("").trim();
+                if !first.is_empty() && !rendered_text.contains(first) && !config.contains(first) {
+                    found.push(format!("commands: commands.{k} of {image} is not run"));
+                }
+            }
+        }
+    }
+    if !service_specs.is_empty() {
+        let own_pod = templates
+            .iter()
+            .any(|t| text(&t["metadata"]["name"]) == format!("{name}-services"))
+            || jobset["spec"]["replicatedJobs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|j| j["name"] == "services");
+        if !own_pod {
+            found.push("services: spec.services run as sidecars of every broker".into());
+        }
+    }
+    // Not visible on the objects: with logging.quiet the entrypoint discards the hooks'
+    // output, commands.post included (src/flux, "hooks' stdout discarded").
+    if spec["logging"]["quiet"] == true
+        && containers
+            .iter()
+            .any(|c| !text(&c["commands"]["post"]).is_empty())
+    {
+        found.push("quiet: logging.quiet silences commands.post".into());
+    }
+    found
+}
+
+async fn run_example(path: &str, mut mc: Value, go: &Value) -> Result<Observed> {
+    let ns = TestNamespace::create("conformance").await?;
+    mc["metadata"]["namespace"] = Value::String(ns.name.clone());
+    let name = text(&mc["metadata"]["name"]).to_string();
+    let resource = ApiResource::erase::<MiniCluster>(&());
+    let api: Api<DynamicObject> = ns.dynamic(&resource);
+    let obj: DynamicObject = serde_json::from_value(mc.clone())?;
+    // As `kubectl apply --server-side` does: strict field validation.
+    let pp = PatchParams::apply("conformance").validation(ValidationDirective::Strict);
+    if let Err(e) = api.patch(&name, &pp, &Patch::Apply(&obj)).await {
+        let message = match e {
+            kube::Error::Api(s) => s.message,
+            other => return Err(other).context(format!("{path}: creating")),
+        };
+        let fields = unknown_fields(&message);
+        ns.cleanup().await;
+        return Ok(
+            if !fields.is_empty() && fields.iter().all(|f| !go_knows(go, f)) {
+                Observed::RefusedAsGo(fields)
+            } else {
+                Observed::Refused(message)
+            },
+        );
+    }
+    let _operator = Operator::start(&ns.name)?;
+    let pods = ns.api::<Pod>();
+    let phase = wait_for(&format!("{path}: a final phase"), TIMEOUT, || async {
+        let o = api.get(&name).await?;
+        let phase = text(&o.data["status"]["phase"]).to_string();
+        let message = o.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["status"] == "True" && c["type"] != "Ready")
+            .map(|c| format!("{}: {}", text(&c["type"]), text(&c["message"])))
+            .collect::<Vec<_>>()
+            .join("; ");
+        if ["Running", "Succeeded", "Failed"].contains(&phase.as_str()) {
+            return Ok(Some((phase, message)));
+        }
+        // Pods the test cluster cannot place (a PersistentVolumeClaim that does not
+        // exist here, more cpu than a node has) keep the cluster Pending; its objects
+        // are still checked, and the verdict says why it did not run.
+        let unschedulable: BTreeSet<String> = pods
+            .list(&ListParams::default())
+            .await?
+            .items
+            .iter()
+            .flat_map(|p| p.status.iter().flat_map(|s| s.conditions.iter().flatten()))
+            .filter(|c| c.type_ == "PodScheduled" && c.status == "False")
+            .filter(|c| c.reason.as_deref() == Some("Unschedulable"))
+            .filter_map(|c| c.message.clone())
+            .collect();
+        Ok((!unschedulable.is_empty()).then(|| {
+            (
+                "Unschedulable".to_string(),
+                unschedulable.into_iter().collect::<Vec<_>>().join("; "),
+            )
+        }))
+    })
+    .await;
+    let (phase, message) = match phase {
+        Ok(pm) => pm,
+        Err(e) => {
+            ns.cleanup().await;
+            return Ok(Observed::Differs(vec![format!("pending: {e:#}")]));
+        }
+    };
+    let unschedulable = (phase == "Unschedulable").then_some(message.clone());
+    let observed = match phase.as_str() {
+        "Failed" => Observed::Differs(vec![format!("failed: {message}")]),
+        _ => {
+            let jobset = ns.dynamic(&jobset_resource()).get(&name).await?;
+            let jobset = serde_json::to_value(jobset)?;
+            let services = ns
+                .api::<Service>()
+                .list(&ListParams::default())
+                .await?
+                .items;
+            let config: String = ns
+                .api::<ConfigMap>()
+                .list(&ListParams::default())
+                .await?
+                .items
+                .into_iter()
+                .flat_map(|c| c.data.unwrap_or_default().into_values())
+                .collect();
+            let found = differences(&mc, &jobset, &services, &config);
+            match (found.is_empty(), unschedulable) {
+                (true, None) => Observed::Works,
+                (true, Some(why)) => Observed::WorksUnschedulable(why),
+                (false, _) => Observed::Differs(found),
+            }
+        }
+    };
+    ns.cleanup().await;
+    Ok(observed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_operator_examples() -> Result<()> {
+    let client = crate::common::client().await?;
+    install_crd(&client).await?;
+    let dir = tempfile::tempdir()?;
+    let top = unpack(dir.path())?;
+    let go = go_schema(&top)?;
+    let examples = examples(&top)?;
+    let expected: BTreeMap<&str, Expect> = EXPECTED.iter().copied().collect();
+
+    let results: Vec<(String, Result<Observed>)> = futures::stream::iter(examples)
+        .map(|(path, mc)| {
+            let go = &go;
+            async move {
+                let r = run_example(&path, mc, go).await;
+                (path, r)
+            }
+        })
+        .buffer_unordered(PARALLEL)
+        .collect()
+        .await;
+    let mut results = results;
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+
+    let (mut works, mut refused, mut unsupported) = (0, 0, 0);
+    let mut wrong = Vec::new();
+    println!(
+        "Go operator examples (v1alpha2 MiniClusters), {}:",
+        results.len()
+    );
+    for (path, r) in &results {
+        let verdict = match r {
+            Ok(o) => o.verdict(),
+            Err(e) => format!("ERROR: {e:#}"),
+        };
+        println!("  {path}: {verdict}");
+        match (r, expected.get(path.as_str())) {
+            (Ok(o), Some(&e)) if o.matches(e) => match e {
+                Works => works += 1,
+                RefusedAsGo => refused += 1,
+                Unsupported(_) => unsupported += 1,
+            },
+            (_, e) => wrong.push(format!("{path}: expected {e:?}, got {verdict}")),
+        }
+    }
+    for (path, _) in EXPECTED {
+        if !results.iter().any(|(p, _)| p == path) {
+            wrong.push(format!("{path}: in EXPECTED but not in the archive"));
+        }
+    }
+    println!(
+        "works: {works}, refused-as-Go: {refused}, unsupported: {unsupported} (of {})",
+        results.len()
+    );
+    if !wrong.is_empty() {
+        bail!(
+            "{} examples differ from EXPECTED:\n{}",
+            wrong.len(),
+            wrong.join("\n")
+        );
+    }
+    Ok(())
+}
