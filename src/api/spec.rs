@@ -179,7 +179,11 @@ pub struct MiniClusterSpec {
 
     /// Settings of the broker pods.
     #[serde(default)]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("pod is immutable"))]
+    #[x_kube(
+        validation = kube::core::Rule::new("self == oldSelf").message("pod is immutable"),
+        validation = kube::core::Rule::new("!has(self.labels) || !('flux-framework.org/minicluster' in self.labels || 'flux-framework.org/role' in self.labels)")
+            .message("pod.labels must not set flux-framework.org/minicluster or flux-framework.org/role: the operator selects the broker pods by them"),
+    )]
     #[garde(dive)]
     pub pod: PodSpec,
 

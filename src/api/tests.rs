@@ -151,6 +151,55 @@ fn container_names_cannot_collide_with_generated_ones() {
 }
 
 #[test]
+fn flux_view_name_cannot_be_the_unnamed_flux_containers() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].name = String::new();
+    mc.spec.flux.container.name = "flux".into();
+    assert_eq!(
+        fields(&mc),
+        ["spec.flux.container.name"],
+        "{:?}",
+        validate(&mc)
+    );
+    mc.spec.containers[0].name = "main".into();
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+    mc.spec.flux.container.name = "main".into();
+    assert_eq!(fields(&mc), ["spec.containers[0].name"]);
+}
+
+#[test]
+fn pod_labels_cannot_take_the_selector_labels() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.pod.labels.insert("team".into(), "a".into());
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+    for key in [crate::api::NAME_LABEL, crate::api::ROLE_LABEL] {
+        let mut bad = mc.clone();
+        bad.spec.pod.labels.insert(key.into(), "x".into());
+        let errors = validate(&bad);
+        assert_eq!(fields(&bad), ["spec.pod.labels"], "{errors:?}");
+        assert!(errors[0].message.contains(key));
+    }
+}
+
+#[test]
+fn garde_errors_use_the_api_field_names() {
+    use crate::api::validation::api_path;
+    assert_eq!(api_path("network.headless_name"), "network.headlessName");
+    assert_eq!(
+        api_path("containers[0].environment[MY_VAR]"),
+        "containers[0].environment[MY_VAR]"
+    );
+    let mut mc = minicluster(HELLO);
+    mc.spec.network.headless_name = "Not_A_Label".into();
+    assert_eq!(
+        fields(&mc),
+        ["spec.network.headlessName"],
+        "{:?}",
+        validate(&mc)
+    );
+}
+
+#[test]
 fn name_budget_matches_jobset_pod_names() {
     // hello-workers-0-2-abcde: the longest pod of a 4-broker cluster.
     assert_eq!(

@@ -38,7 +38,10 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if let Err(report) = mc.spec.validate() {
         for (path, error) in report.iter() {
-            errors.push(err(format!("spec.{path}"), error.message().to_string()));
+            errors.push(err(
+                format!("spec.{}", api_path(&path.to_string())),
+                error.message().to_string(),
+            ));
         }
     }
     let spec = &mc.spec;
@@ -85,6 +88,24 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
             "spec.containers",
             format!("exactly one container must set runFlux: true, found {runners}"),
         ));
+    }
+
+    if unnamed_runner_with(spec, &spec.flux.container.name) {
+        errors.push(err(
+            "spec.flux.container.name",
+            format!(
+                "{:?} is the name the unnamed Flux container gets; name that container or pick another name here",
+                spec.flux.container.name
+            ),
+        ));
+    }
+    for key in [super::NAME_LABEL, super::ROLE_LABEL] {
+        if spec.pod.labels.contains_key(key) {
+            errors.push(err(
+                "spec.pod.labels",
+                format!("{key} is set by the operator: its Services and status select pods by it"),
+            ));
+        }
     }
 
     let mut names = BTreeSet::new();
@@ -164,6 +185,41 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
         ));
     }
     errors
+}
+
+/// Whether the Flux container is unnamed and would get `name`.
+fn unnamed_runner_with(spec: &super::MiniClusterSpec, name: &str) -> bool {
+    name == crate::render::DEFAULT_CONTAINER_NAME
+        && spec
+            .containers
+            .iter()
+            .any(|c| (c.run_flux || spec.containers.len() == 1) && c.name.is_empty())
+}
+
+/// A garde path (`network.headless_name`) in the API's spelling (`network.headlessName`):
+/// snake_case field names become camelCase; map keys and indexes (in brackets) stay.
+pub fn api_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut depth = 0usize;
+    let mut upper = false;
+    for ch in path.chars() {
+        match ch {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            '_' if depth == 0 => {
+                upper = true;
+                continue;
+            }
+            _ => {}
+        }
+        if upper {
+            out.extend(ch.to_uppercase());
+            upper = false;
+        } else {
+            out.push(ch);
+        }
+    }
+    out
 }
 
 fn check_container(

@@ -689,3 +689,71 @@ async fn go_operator_examples() -> Result<()> {
     }
     Ok(())
 }
+
+/// The bad input issue 9 found on the way is refused with the API's field names: by the
+/// API server where the CRD can say it, else by the operator before it creates anything.
+#[tokio::test]
+async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
+    let client = crate::common::client().await?;
+    install_crd(&client).await?;
+    let ns = TestNamespace::create("conformance-bad-input").await?;
+    let api: Api<DynamicObject> = ns.dynamic(&ApiResource::erase::<MiniCluster>(&()));
+    let pp = PatchParams::apply("conformance").validation(ValidationDirective::Strict);
+    let mc = |name: &str, spec: Value| -> Result<DynamicObject> {
+        Ok(serde_json::from_value(serde_json::json!({
+            "apiVersion": "flux-framework.org/v1alpha2",
+            "kind": "MiniCluster",
+            "metadata": {"name": name, "namespace": ns.name},
+            "spec": spec,
+        }))?)
+    };
+
+    // The operator's selector labels in pod.labels: the API server refuses them.
+    let labels = mc(
+        "labels",
+        serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}],
+            "pod": {"labels": {"flux-framework.org/role": "mine"}}}),
+    )?;
+    let refused = api.patch("labels", &pp, &Patch::Apply(&labels)).await;
+    let message = format!("{:?}", refused.expect_err("selector labels are refused"));
+    assert!(message.contains("pod.labels must not set"), "{message}");
+
+    let _operator = Operator::start(&ns.name)?;
+    for (name, spec, field) in [
+        (
+            "view",
+            serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}],
+                "flux": {"container": {"name": "flux"}}}),
+            "spec.flux.container.name",
+        ),
+        (
+            "net",
+            serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}],
+                "network": {"headlessName": "Not_A_Label"}}),
+            "spec.network.headlessName",
+        ),
+    ] {
+        api.patch(name, &pp, &Patch::Apply(&mc(name, spec)?))
+            .await?;
+        let message = wait_for(&format!("InvalidSpec on {name}"), TIMEOUT, || async {
+            let o = api.get(name).await?;
+            Ok(o.data["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == "InvalidSpec" && c["status"] == "True")
+                .map(|c| text(&c["message"]).to_string()))
+        })
+        .await?;
+        assert!(message.contains(field), "{name}: {message}");
+        assert!(
+            ns.dynamic(&jobset_resource())
+                .get_opt(name)
+                .await?
+                .is_none(),
+            "{name}: no JobSet for an invalid spec"
+        );
+    }
+    ns.cleanup().await;
+    Ok(())
+}
