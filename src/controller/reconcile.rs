@@ -170,7 +170,15 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
         return invalid_spec(mc, ctx, &message, now).await;
     }
 
-    // 2. The certificate, once. A user-supplied one replaces the generated one.
+    // 2. Render first: a spec that cannot be rendered (e.g. a ConfigMap past 1 MiB) leaves
+    // nothing behind, not even the certificate Secret.
+    let desired = match render::desired(mc, &ctx.env) {
+        Ok(d) => d,
+        Err(e) if e.field().is_some() => return invalid_spec(mc, ctx, &e.to_string(), now).await,
+        Err(e) => return Err(e.into()),
+    };
+
+    // The certificate, once. A user-supplied one replaces the generated one.
     match ensure_curve_secret(mc, ctx, &ns).await {
         Ok(SecretState::Ready) => {}
         Ok(SecretState::Foreign(message)) => {
@@ -186,11 +194,6 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
 
     // 3. Desired state, applied. Objects of the same name that this MiniCluster does not own
     // are never taken over.
-    let desired = match render::desired(mc, &ctx.env) {
-        Ok(d) => d,
-        Err(e) if e.field().is_some() => return invalid_spec(mc, ctx, &e.to_string(), now).await,
-        Err(e) => return Err(e.into()),
-    };
     let params = PatchParams::apply(FIELD_MANAGER);
     let config_maps = Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns);
     let services = Api::<Service>::namespaced(ctx.client.clone(), &ns);

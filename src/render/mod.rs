@@ -115,12 +115,28 @@ pub fn config_map(mc: &MiniCluster, env: &Environment) -> Result<ConfigMap, Erro
     let ctx = flux::Context {
         cluster_domain: env.cluster_domain.clone(),
     };
+    let data = flux::config_map_data(mc, &ctx)?;
+    let size: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > MAX_CONFIG_MAP_BYTES {
+        return Err(flux::Error::Field {
+            field: "spec.containers".to_string(),
+            message: format!(
+                "the commands, scripts and broker config make the ConfigMap {} {size} bytes, \
+                 more than the {MAX_CONFIG_MAP_BYTES} (1 MiB) the API server allows",
+                config_map_name(mc)
+            ),
+        }
+        .into());
+    }
     Ok(ConfigMap {
         metadata: owned_meta(mc, config_map_name(mc)),
-        data: Some(flux::config_map_data(mc, &ctx)?),
+        data: Some(data),
         ..ConfigMap::default()
     })
 }
+
+/// The API server refuses a ConfigMap whose data (keys and values) passes 1 MiB.
+pub const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;
 
 /// The Secret holding the CURVE certificate in Flux's text format.
 pub fn curve_secret(mc: &MiniCluster, certificate_text: &str) -> Secret {

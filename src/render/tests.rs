@@ -325,3 +325,14 @@ fn examples_render_as_committed() {
         );
     }
 }
+
+#[test]
+fn config_map_past_one_mebibyte_is_refused_naming_the_field() {
+    let mut mc = hello(2);
+    mc.spec.containers[0].command = "x".repeat(MAX_CONFIG_MAP_BYTES);
+    let e = config_map(&mc, &env()).expect_err("too large");
+    assert_eq!(e.field(), Some("spec.containers"));
+    assert!(e.to_string().contains("1 MiB"), "{e}");
+    mc.spec.containers[0].command = "x".repeat(1000);
+    assert!(config_map(&mc, &env()).is_ok());
+}

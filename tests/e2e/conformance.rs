@@ -732,6 +732,16 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
                 "network": {"headlessName": "Not_A_Label"}}),
             "spec.network.headlessName",
         ),
+        (
+            // Commands whose ConfigMap would pass 1 MiB: refused before the Secret.
+            "big",
+            serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}],
+                // Each value lands in the ConfigMap twice: 9 x 60 kB x 2 > 1 MiB.
+                "flux": {"environment": (0..9)
+                    .map(|i| (format!("V{i}"), "x".repeat(60_000)))
+                    .collect::<BTreeMap<_, _>>()}}),
+            "spec.containers: the commands, scripts and broker config make the ConfigMap",
+        ),
     ] {
         api.patch(name, &pp, &Patch::Apply(&mc(name, spec)?))
             .await?;
@@ -752,6 +762,13 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
                 .await?
                 .is_none(),
             "{name}: no JobSet for an invalid spec"
+        );
+        assert!(
+            ns.api::<k8s_openapi::api::core::v1::Secret>()
+                .get_opt(&format!("{name}-curve"))
+                .await?
+                .is_none(),
+            "{name}: no certificate Secret for an invalid spec"
         );
     }
     ns.cleanup().await;
