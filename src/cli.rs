@@ -17,12 +17,29 @@ pub fn read_minicluster(path: &Path) -> anyhow::Result<MiniCluster> {
     } else {
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?
     };
-    let mut mc: MiniCluster =
-        serde_norway::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let mut mc = parse_minicluster(&text).with_context(|| format!("parsing {}", path.display()))?;
     if mc.metadata.namespace.is_none() {
         mc.metadata.namespace = Some("default".to_string());
     }
     Ok(mc)
+}
+
+/// Parse a manifest as the API server judges it: a duplicated key is not an error (the
+/// last one wins, as kubectl sends it), a field the CRD's schema does not have is.
+pub fn parse_minicluster(text: &str) -> anyhow::Result<MiniCluster> {
+    // Into a JSON value, not a YAML one: serde_norway's Mapping refuses duplicate keys,
+    // serde_json's map keeps the last.
+    let value: serde_json::Value = serde_norway::from_str(text)?;
+    let unknown = validation::unknown_fields(&value);
+    if !unknown.is_empty() {
+        let list = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        anyhow::bail!("strict decoding error: {list}");
+    }
+    Ok(serde_json::from_value(value)?)
 }
 
 /// Print the objects (or, with `files`, the broker config and scripts) for a manifest.

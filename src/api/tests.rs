@@ -227,3 +227,36 @@ fn elastic_cluster_needs_two_brokers() {
     mc.spec.max_size = None;
     assert!(validate(&mc).is_empty());
 }
+
+#[test]
+fn render_reads_a_file_as_the_api_server_does() {
+    use crate::cli::parse_minicluster;
+    // A duplicated key: kubectl sends the last one, the API server accepts it.
+    let dup = "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: d}\n\
+               spec:\n  size: 2\n  interactive: true\n  interactive: false\n\
+               \x20 containers: [{image: rockylinux:9}]\n";
+    let mc = parse_minicluster(dup).expect("a duplicated key is accepted");
+    assert!(!mc.spec.interactive);
+    // Unknown fields are refused, named by path; maps and known fields are not.
+    let unknown = "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: u}\n\
+                   spec:\n  size: 2\n  volumes: {data: {}}\n  pod: {labels: {a: b}}\n\
+                   \x20 containers:\n  - image: rockylinux:9\n    existingVolumes: {}\n\
+                   \x20   environment: {A_B: c}\n\
+                   \x20   securityContext: {addCapabilities: [SYS_ADMIN]}\n";
+    let e = parse_minicluster(unknown).expect_err("unknown fields are refused");
+    let message = e.to_string();
+    for field in [
+        "spec.volumes",
+        "spec.containers[0].existingVolumes",
+        "spec.containers[0].securityContext.addCapabilities",
+    ] {
+        assert!(
+            message.contains(&format!("unknown field \"{field}\"")),
+            "{message}"
+        );
+    }
+    assert!(
+        !message.contains("environment") && !message.contains("labels"),
+        "{message}"
+    );
+}

@@ -187,6 +187,67 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
     errors
 }
 
+/// Fields of a MiniCluster manifest (as JSON) that the CRD's schema does not declare, by
+/// path (`spec.containers[0].existingVolumes`): what the API server's strict field
+/// validation (kubectl's default) refuses. `metadata` is the API server's, not checked here.
+pub fn unknown_fields(manifest: &serde_json::Value) -> Vec<String> {
+    use kube::CustomResourceExt;
+    let crd = serde_json::to_value(MiniCluster::crd()).unwrap_or_default();
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let mut found = Vec::new();
+    if let Some(fields) = manifest.as_object() {
+        for (k, v) in fields {
+            match k.as_str() {
+                "apiVersion" | "kind" | "metadata" => {}
+                _ => unknown_in(&schema["properties"][k], v, k, &mut found, schema),
+            }
+        }
+    }
+    found
+}
+
+fn unknown_in(
+    schema: &serde_json::Value,
+    value: &serde_json::Value,
+    path: &str,
+    found: &mut Vec<String>,
+    parent: &serde_json::Value,
+) {
+    if schema.is_null() {
+        if parent["x-kubernetes-preserve-unknown-fields"] != true {
+            found.push(path.to_string());
+        }
+        return;
+    }
+    if schema["x-kubernetes-preserve-unknown-fields"] == true {
+        return;
+    }
+    match value {
+        serde_json::Value::Object(fields) => {
+            let map = &schema["additionalProperties"];
+            for (k, v) in fields {
+                if map.is_object() {
+                    unknown_in(map, v, &format!("{path}[{k}]"), found, schema);
+                } else {
+                    unknown_in(
+                        &schema["properties"][k],
+                        v,
+                        &format!("{path}.{k}"),
+                        found,
+                        schema,
+                    );
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                unknown_in(&schema["items"], v, &format!("{path}[{i}]"), found, schema);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Whether the Flux container is unnamed and would get `name`.
 fn unnamed_runner_with(spec: &super::MiniClusterSpec, name: &str) -> bool {
     name == crate::render::DEFAULT_CONTAINER_NAME
