@@ -645,8 +645,10 @@ impl Pod {
             .append(true)
             .open(self.log_path(&c.name))
             .map_err(|e| e.to_string())?;
-        Command::new("ip")
-            .args(["netns", "exec", &self.netns])
+        // The parent-death signal ends the container with the thread that supervises it,
+        // also when the test process is killed: no broker outlives its test.
+        Command::new("setpriv")
+            .args(["--pdeathsig", "KILL", "ip", "netns", "exec", &self.netns])
             .args([
                 "unshare",
                 "--mount",
