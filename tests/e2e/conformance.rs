@@ -283,38 +283,14 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// The YAML documents of a file, as the API server's decoder sees them. A duplicated
-/// key is not an error there (kubectl sends the last one); serde_norway refuses it, so
-/// such a file is converted by kubectl, as a user's `kubectl apply` would.
+/// The YAML documents of a file, as the API server's decoder sees them: a duplicated key
+/// is not an error, the last one wins (serde_json's map; serde_norway's own Mapping would
+/// refuse it).
 fn documents(path: &Path) -> Result<Vec<Value>> {
     let text = std::fs::read_to_string(path)?;
-    let mut docs = Vec::new();
-    for de in serde_norway::Deserializer::from_str(&text) {
-        match serde_norway::Value::deserialize(de) {
-            Ok(v) => docs.push(serde_json::to_value(v)?),
-            Err(_) => return kubectl_documents(path),
-        }
-    }
-    Ok(docs)
-}
-
-fn kubectl_documents(path: &Path) -> Result<Vec<Value>> {
-    let out = std::process::Command::new(crate::operator::kubectl())
-        .args(["create", "--dry-run=client", "-o", "json", "-f"])
-        .arg(path)
-        .output()
-        .context("running kubectl")?;
-    anyhow::ensure!(
-        out.status.success(),
-        "kubectl could not read {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout)?;
-    Ok(match v["kind"].as_str() {
-        Some("List") => v["items"].as_array().cloned().unwrap_or_default(),
-        _ => vec![v],
-    })
+    serde_norway::Deserializer::from_str(&text)
+        .map(|de| Ok(Value::deserialize(de)?))
+        .collect()
 }
 
 /// Every v1alpha2 MiniCluster under `examples/`: (path under examples/, object).
@@ -327,7 +303,7 @@ fn examples(top: &Path) -> Result<Vec<(String, Value)>> {
     for f in files {
         let rel = f.strip_prefix(&root)?.display().to_string();
         let Ok(docs) = documents(&f) else {
-            continue; // not Kubernetes YAML (e.g. a values file kubectl cannot read)
+            continue; // not YAML a Kubernetes client reads (e.g. a Helm template)
         };
         let mcs: Vec<Value> = docs
             .into_iter()
