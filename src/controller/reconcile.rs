@@ -201,6 +201,24 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
     for svc in &desired.services {
         foreign = foreign.or(not_owned(&services, &svc.name_any(), mc).await?);
     }
+    // The pods' subdomain is a headless Service JobSet creates (owned by our JobSet) unless
+    // one of that name exists: another MiniCluster's Service of that name (`app` with a
+    // service `web` makes `app-web`) would silently serve as this cluster's subdomain.
+    let subdomain = mc.subdomain();
+    if foreign.is_none()
+        && !desired.services.iter().any(|s| s.name_any() == subdomain)
+        && let Some(svc) = services.get_metadata_opt(subdomain).await?
+    {
+        let ours = svc.metadata.owner_references.iter().flatten().any(|o| {
+            (o.kind == "JobSet" && o.name == name)
+                || (o.kind == "MiniCluster" && Some(&o.uid) == mc.metadata.uid.as_ref())
+        });
+        if !ours {
+            foreign = Some(format!(
+                "Service {subdomain} (the pods' subdomain; spec.network.headlessName can name another)"
+            ));
+        }
+    }
     let jobsets = Api::<JobSet>::namespaced(ctx.client.clone(), &ns);
     let observed = jobsets.get_opt(&name).await?;
     if let Some(existing) = &observed

@@ -695,7 +695,22 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
     assert!(message.contains("pod.labels must not set"), "{message}");
 
     let _operator = Operator::start(&ns.name)?;
+    // `app` with a service `web` makes a Service `app-web`; a MiniCluster `app-web` must not
+    // take it as its pods' subdomain.
+    let app = serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}],
+        "services": [{"name": "web", "image": "nginx", "ports": [80]}]});
+    api.patch("app", &pp, &Patch::Apply(&mc("app", app)?))
+        .await?;
+    wait_for("Service app-web", TIMEOUT, || async {
+        Ok(ns.api::<Service>().get_opt("app-web").await?.map(|_| ()))
+    })
+    .await?;
     for (name, spec, field) in [
+        (
+            "app-web",
+            serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}]}),
+            "Service app-web (the pods' subdomain",
+        ),
         (
             "view",
             serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}],
@@ -739,11 +754,14 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
                 .is_none(),
             "{name}: no JobSet for an invalid spec"
         );
+        // (Foreign objects are found after the certificate Secret is made.)
         assert!(
-            ns.api::<k8s_openapi::api::core::v1::Secret>()
-                .get_opt(&format!("{name}-curve"))
-                .await?
-                .is_none(),
+            name == "app-web"
+                || ns
+                    .api::<k8s_openapi::api::core::v1::Secret>()
+                    .get_opt(&format!("{name}-curve"))
+                    .await?
+                    .is_none(),
             "{name}: no certificate Secret for an invalid spec"
         );
     }
