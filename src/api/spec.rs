@@ -425,7 +425,8 @@ pub struct Commands {
 #[serde(rename_all = "camelCase")]
 #[garde(allow_unvalidated)]
 pub struct ContainerVolume {
-    /// Where the volume is mounted.
+    /// Where the volume is mounted. Required, except that an emptyDir without one is mounted
+    /// at `/dev/shm` (as the Go operator does).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[garde(custom(absolute_path_or_empty))]
     pub path: String,
@@ -454,7 +455,7 @@ pub struct ContainerVolume {
     /// A fresh emptyDir.
     #[serde(default)]
     pub empty_dir: bool,
-    /// emptyDir medium (`Memory` for tmpfs).
+    /// emptyDir medium (`Memory` for tmpfs; `memory`, as the Go operator spells it, too).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub empty_dir_medium: String,
     /// emptyDir size limit (a quantity).

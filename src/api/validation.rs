@@ -337,7 +337,7 @@ fn check_container(
                 ),
             ));
         }
-        if v.path.is_empty() {
+        if v.path.is_empty() && !v.empty_dir {
             errors.push(err(
                 format!("{vfield}.path"),
                 "a volume needs the path to mount it at",

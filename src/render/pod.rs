@@ -219,11 +219,32 @@ fn user_mounts(c: &MiniClusterContainer) -> Vec<VolumeMount> {
         .iter()
         .map(|(name, v)| VolumeMount {
             name: name.clone(),
-            mount_path: v.path.clone(),
+            mount_path: mount_path(v),
             read_only: v.read_only.then_some(true),
             ..VolumeMount::default()
         })
         .collect()
+}
+
+/// Where a volume is mounted: its `path`; an emptyDir without one at `/dev/shm`, as the Go
+/// operator mounts emptyDirs (shared memory for MPI and the like).
+pub fn mount_path(v: &ContainerVolume) -> String {
+    match v.path.as_str() {
+        "" if v.empty_dir => DEFAULT_EMPTY_DIR_PATH.to_string(),
+        path => path.to_string(),
+    }
+}
+
+/// Mount path of an emptyDir volume that names none.
+pub const DEFAULT_EMPTY_DIR_PATH: &str = "/dev/shm";
+
+/// `emptyDirMedium` as Kubernetes spells it: the Go operator's examples write `memory`.
+fn empty_dir_medium(medium: &str) -> Option<String> {
+    match medium {
+        "" => None,
+        m if m.eq_ignore_ascii_case("memory") => Some("Memory".to_string()),
+        m => Some(m.to_string()),
+    }
 }
 
 /// The pod volumes of every container's `volumes`, unique by name.
@@ -285,7 +306,7 @@ fn volume(name: &str, v: &ContainerVolume) -> Volume {
         });
     } else {
         vol.empty_dir = Some(EmptyDirVolumeSource {
-            medium: non_empty(&v.empty_dir_medium),
+            medium: empty_dir_medium(&v.empty_dir_medium),
             size_limit: v.empty_dir_size_limit.clone(),
         });
     }

@@ -336,3 +336,31 @@ fn config_map_past_one_mebibyte_is_refused_naming_the_field() {
     mc.spec.containers[0].command = "x".repeat(1000);
     assert!(config_map(&mc, &env()).is_ok());
 }
+
+#[test]
+fn empty_dir_without_path_is_shared_memory_as_in_the_go_operator() {
+    let mut mc = hello(2);
+    let v: crate::api::ContainerVolume =
+        serde_norway::from_str("{emptyDir: true, emptyDirMedium: memory}").unwrap();
+    mc.spec.containers[0].volumes.insert("shm".into(), v);
+    assert!(crate::api::validation::validate(&mc).is_empty());
+    let tpl = pod_template(&mc, Role::Lead);
+    let spec = tpl.spec.unwrap();
+    let vol = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "shm")
+        .unwrap();
+    assert_eq!(
+        vol.empty_dir.as_ref().unwrap().medium.as_deref(),
+        Some("Memory")
+    );
+    let mount = spec.containers[0]
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.name == "shm")
+        .unwrap();
+    assert_eq!(mount.mount_path, "/dev/shm");
+}

@@ -55,6 +55,7 @@ use Expect::*;
 // as sidecars of every broker, not once in a `<mc>-services` pod; `emptydir` an emptyDir
 // without `path` (the Go operator mounts it at /dev/shm) or `medium: memory` not mapped to
 // `Memory`; `quiet` `logging.quiet` also silences `commands.post`.
+#[rustfmt::skip]
 const EXPECTED: &[(&str, Expect)] = &[
     ("distributed/dragonboat/minicluster.yaml", Works),
     ("distributed/fractal/minicluster.yaml", Works),
@@ -62,89 +63,35 @@ const EXPECTED: &[(&str, Expect)] = &[
     ("distributed/gozmq/minicluster.yaml", Works),
     ("elasticity/basic/minicluster.yaml", Works),
     ("elasticity/downsize/minicluster.yaml", Works),
-    (
-        "elasticity/horizontal-autoscaler/v1/minicluster.yaml",
-        Works,
-    ),
-    (
-        "elasticity/horizontal-autoscaler/v2-cpu/minicluster.yaml",
-        Works,
-    ),
-    (
-        "elasticity/horizontal-autoscaler/v2-custom-metric/minicluster.yaml",
-        RefusedAsGo,
-    ),
-    (
-        "experimental/bursting/broker-compute-engine/minicluster.yaml",
-        Works,
-    ),
-    (
-        "experimental/bursting/broker-eks/minicluster-env.yaml",
-        Works,
-    ),
+    ("elasticity/horizontal-autoscaler/v1/minicluster.yaml", Works),
+    ("elasticity/horizontal-autoscaler/v2-cpu/minicluster.yaml", Works),
+    ("elasticity/horizontal-autoscaler/v2-custom-metric/minicluster.yaml", RefusedAsGo),
+    ("experimental/bursting/broker-compute-engine/minicluster.yaml", Works),
+    ("experimental/bursting/broker-eks/minicluster-env.yaml", Works),
     ("experimental/bursting/broker-eks/minicluster.yaml", Works),
     ("experimental/bursting/broker-gke/minicluster.yaml", Works),
-    (
-        "experimental/bursting/broker-gke/v1/minicluster.yaml",
-        Unsupported(
-            "services: spec.services run as sidecars of every broker, not once in a <mc>-services pod",
-        ),
-    ),
-    (
-        "experimental/bursting/nginx/minicluster.yaml",
-        Unsupported(
-            "services: spec.services run as sidecars of every broker, not once in a <mc>-services pod",
-        ),
-    ),
+    ("experimental/bursting/broker-gke/v1/minicluster.yaml", Unsupported("services: spec.services run as sidecars of every broker, not once in a <mc>-services pod")),
+    ("experimental/bursting/nginx/minicluster.yaml", Unsupported("services: spec.services run as sidecars of every broker, not once in a <mc>-services pod")),
     ("experimental/merlin/basic/minicluster.yaml", Works),
-    (
-        "experimental/metrics-api/minicluster.yaml",
-        Unsupported("commands: a non-Flux container gets no wrapper, its commands.post is not run"),
-    ),
-    (
-        "experimental/multiple-pods-per-node/minicluster-4.yaml",
-        Works,
-    ),
-    (
-        "experimental/multiple-pods-per-node/minicluster-7.yaml",
-        Works,
-    ),
-    (
-        "experimental/shared-process-space/minicluster.yaml",
-        RefusedAsGo,
-    ),
+    ("experimental/metrics-api/minicluster.yaml", Unsupported("commands: a non-Flux container gets no wrapper, its commands.post is not run")),
+    ("experimental/multiple-pods-per-node/minicluster-4.yaml", Works),
+    ("experimental/multiple-pods-per-node/minicluster-7.yaml", Works),
+    ("experimental/shared-process-space/minicluster.yaml", RefusedAsGo),
     ("interactive/flux-restful/minicluster.yaml", Works),
     ("interactive/minicluster-persistent.yaml", Works),
     ("launchers/parsl/molecular-design/minicluster.yaml", Works),
     ("machine-learning/fireworks/minicluster.yaml", RefusedAsGo),
     ("machine-learning/mnist/minicluster.yaml", RefusedAsGo),
     ("machine-learning/pytorch/minicluster.yaml", RefusedAsGo),
-    (
-        "machine-learning/ray/scikit-learn/minicluster.yaml",
-        RefusedAsGo,
-    ),
+    ("machine-learning/ray/scikit-learn/minicluster.yaml", RefusedAsGo),
     ("machine-learning/tensorflow/minicluster.yaml", RefusedAsGo),
     ("mpi/mpich/minicluster.yaml", Works),
     ("scaling/basic/minicluster.yaml", Works),
     ("scaling/expand/minicluster.yaml", Works),
-    (
-        "services/sidecar/flux-restful/minicluster-auth.yaml",
-        Unsupported("commands: a non-Flux container gets no wrapper, its commands.post is not run"),
-    ),
-    (
-        "services/sidecar/flux-restful/minicluster.yaml",
-        Unsupported("commands: a non-Flux container gets no wrapper, its commands.post is not run"),
-    ),
-    (
-        "services/sidecar/minicluster-registry.yaml",
-        Unsupported("port-service: no Service for the ports of a non-Flux container"),
-    ),
-    (
-        "services/single/minicluster-registry.yaml",
-        Unsupported(
-            "services: spec.services run as sidecars of every broker, not once in a <mc>-services pod",
-        ),
-    ),
+    ("services/sidecar/flux-restful/minicluster-auth.yaml", Unsupported("commands: a non-Flux container gets no wrapper, its commands.post is not run")),
+    ("services/sidecar/flux-restful/minicluster.yaml", Unsupported("commands: a non-Flux container gets no wrapper, its commands.post is not run")),
+    ("services/sidecar/minicluster-registry.yaml", Unsupported("port-service: no Service for the ports of a non-Flux container")),
+    ("services/single/minicluster-registry.yaml", Unsupported("services: spec.services run as sidecars of every broker, not once in a <mc>-services pod")),
     ("simulations/exaworks-ball-bounce/minicluster.yaml", Works),
     ("simulations/laghos-demos/minicluster.yaml", Works),
     ("simulations/sundials/minicluster.yaml", Works),
@@ -153,22 +100,12 @@ const EXPECTED: &[(&str, Expect)] = &[
     ("storage/aws/somospie/s3fs-fuse/minicluster.yaml", Works),
     ("storage/google/filestore/minicluster.yaml", Works),
     ("storage/google/lammps/minicluster.yaml", Works),
-    (
-        "tests/batch/minicluster.yaml",
-        Unsupported(
-            "failed: a volume without a source is refused (the Go operator falls back to a PVC with an empty claimName)",
-        ),
-    ),
+    ("tests/batch/minicluster.yaml", Unsupported("failed: a volume without a source is refused (the Go operator falls back to a PVC with an empty claimName)")),
     ("tests/custom-config/minicluster.yaml", Works),
     ("tests/debug/minicluster.yaml", Works),
     ("tests/disable-view/minicluster.yaml", Works),
     ("tests/emptydir/minicluster-without.yaml", Works),
-    (
-        "tests/emptydir/minicluster.yaml",
-        Unsupported(
-            "failed: an emptyDir without path is refused (the Go operator mounts it at /dev/shm)",
-        ),
-    ),
+    ("tests/emptydir/minicluster.yaml", Works),
     ("tests/existing-volumes/minicluster.yaml", Works),
     ("tests/flux-resource-list/minicluster.yaml", Works),
     ("tests/flux-sidecar/minicluster.yaml", Works),
@@ -176,22 +113,11 @@ const EXPECTED: &[(&str, Expect)] = &[
     ("tests/lammps/interactive-minicluster.yaml", Works),
     ("tests/lammps/minicluster.yaml", Works),
     ("tests/minimal-service/minicluster.yaml", Works),
-    (
-        "tests/nginx-service/minicluster.yaml",
-        Unsupported(
-            "services: spec.services run as sidecars of every broker, not once in a <mc>-services pod",
-        ),
-    ),
-    (
-        "tests/nginx-sidecar-service/minicluster.yaml",
-        Unsupported("port-service: no Service for the ports of a non-Flux container"),
-    ),
+    ("tests/nginx-service/minicluster.yaml", Unsupported("services: spec.services run as sidecars of every broker, not once in a <mc>-services pod")),
+    ("tests/nginx-sidecar-service/minicluster.yaml", Unsupported("port-service: no Service for the ports of a non-Flux container")),
     ("tests/osu-benchmarks/minicluster.yaml", Works),
     ("tests/pokemon/minicluster.yaml", Works),
-    (
-        "tests/post/minicluster.yaml",
-        Unsupported("quiet: logging.quiet also silences the output of commands.post"),
-    ),
+    ("tests/post/minicluster.yaml", Unsupported("quiet: logging.quiet also silences the output of commands.post")),
     ("tests/singularity/minicluster.yaml", Works),
     ("tests/snakemake/minicluster.yaml", Works),
     ("tests/timed/minicluster.yaml", Works),
