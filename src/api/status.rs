@@ -28,6 +28,12 @@ pub struct MiniClusterStatus {
     /// Name of the owned JobSet.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub job_set: String,
+    /// The lead broker (rank 0): its hostname, `<name>-lead-0-0` (the Go operator's
+    /// `<name>-0`), also its DNS name in the subdomain. Its pod is named that plus a random
+    /// suffix; select it by the labels `flux-framework.org/minicluster: <name>` and
+    /// `flux-framework.org/role: lead`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub lead_broker: String,
     /// When the cluster's pods were first allowed to run (created unsuspended or admitted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,

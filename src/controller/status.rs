@@ -143,6 +143,7 @@ pub fn compute(mc: &MiniCluster, observed: &Observed<'_>, now: Timestamp) -> Min
         maximum_size: mc.max_size(),
         ready_brokers: if phase.is_finished() { 0 } else { facts.ready },
         job_set: js.and_then(|j| j.metadata.name.clone()).unwrap_or_default(),
+        lead_broker: crate::flux::config::lead_hostname(mc),
         start_time: old
             .start_time
             .clone()
@@ -382,6 +383,10 @@ mod tests {
         let s = observe(&mc(3), &js, &pods, ts(100));
         assert_eq!(s.phase, Some(Phase::Running));
         assert_eq!((s.ready_brokers, s.size, s.maximum_size), (3, 3, 3));
+        assert_eq!(
+            s.lead_broker,
+            format!("{}-lead-0-0", mc(3).metadata.name.unwrap())
+        );
         assert_eq!(
             s.ready_time.as_ref().map(|t| t.0),
             Some(ts(7)),
