@@ -333,15 +333,18 @@ pub fn quorum(mc: &MiniCluster) -> Option<i32> {
 
 /// The hostlist (RFC 29, rank order) the entrypoints give `flux R encode --hosts` when the
 /// generated config has a `[resource]` table: when the quorum ([`quorum`]) is below the host
-/// count, so the instance runs with ranks that never reported their hardware. `None` when
-/// every rank must join anyway (Flux's default works), or with `spec.flux.brokerConfig` (the
-/// user's config decides).
+/// count, so the instance runs with ranks that never reported their hardware; or with
+/// `spec.archive` (a restored archive carries the saved instance's R, whose hosts are another
+/// MiniCluster's, and a configured R takes precedence over it). `None` when every rank must
+/// join anyway (Flux's default works), or with `spec.flux.brokerConfig` (the user's config
+/// decides).
 pub fn resource_hosts(mc: &MiniCluster) -> Option<String> {
     if !mc.spec.flux.broker_config.trim().is_empty() {
         return None;
     }
-    let q = quorum(mc)?;
-    (q < mc.max_size()).then(|| {
+    let absent_ranks = quorum(mc).is_some_and(|q| q < mc.max_size());
+    let archive = !mc.spec.archive.path.trim().is_empty();
+    (absent_ranks || archive).then(|| {
         host_entries(mc)
             .into_iter()
             .map(|e| e.host)

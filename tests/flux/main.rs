@@ -15,3 +15,4 @@ mod emulator;
 mod examples;
 mod features;
 mod lifecycle;
+mod state;

@@ -671,10 +671,15 @@ fn quiet_prints_nothing_of_its_own() {
 }
 
 #[test]
-fn archive_is_restored_when_it_exists() {
+fn archive_is_restored_when_it_exists_and_dumped_beside_it() {
     let mut mc = mc_command("mc", 2, "hostname");
     let pod0 = Pod::new(&mc);
     let archive = pod0.root.join("state archive.tar").display().to_string();
+    let partial = pod0
+        .root
+        .join(".partial-state archive.tar")
+        .display()
+        .to_string();
     mc.spec.archive.path = archive.clone();
     let pod = Pod::new(&mc);
     assert_ok(&pod.run("lead.sh", &[]));
@@ -685,16 +690,33 @@ fn archive_is_restored_when_it_exists() {
     );
     std::fs::write(&archive, "x").unwrap();
     let pod = Pod::new(&mc);
-    assert_ok(&pod.run("lead.sh", &[]));
+    let out = pod.run("lead.sh", &[]);
+    assert_ok(&out);
     let want = with_tail(
-        pod.start(&[&format!("-Scontent.restore={archive}"), "flux"]),
+        pod.start(&[
+            &format!("-Scontent.restore={archive}"),
+            &format!("-Scontent.dump={partial}"),
+            "flux",
+        ]),
         &strs(&["submit", "-n1", "--quiet", "--watch", "hostname"]),
     );
-    assert_eq!(pod.flux_calls()[0], want);
-    // Followers never restore.
+    // After `flux R encode`: a restored archive's R is another instance's.
+    assert_eq!(pod.flux_calls()[0][..2], strs(&["R", "encode"]));
+    assert_eq!(pod.flux_calls()[1], want);
+    // The stand-in flux wrote no dump: the archive stays as it was, and the entrypoint says so.
+    assert_eq!(std::fs::read_to_string(&archive).unwrap(), "x");
+    assert!(
+        stderr(&out).contains("did not write a complete dump"),
+        "{}",
+        stderr(&out)
+    );
+    // Followers never restore nor dump; they write the same R.
     let pod = Pod::new(&mc);
     assert_ok(&pod.run("worker.sh", &[]));
-    assert_eq!(pod.flux_calls(), vec![pod.start(&[])]);
+    let calls = pod.flux_calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0][..2], strs(&["R", "encode"]));
+    assert_eq!(calls[1], pod.start(&[]));
 }
 
 #[test]
