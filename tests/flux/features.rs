@@ -73,26 +73,25 @@ spec:
     };
     let run = MiniClusterRun::start(minicluster(yaml), how);
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    // Each pod's sidecar (follower and lead) runs flux once its own broker is up.
     let worker = run.workers.get(&0).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !worker.logs("watcher").contains("watcher-ok") {
+    for (pod, which) in [(worker, "follower"), (run.lead(), "lead")] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(90);
+        while !pod.logs("watcher").contains("watcher-ok") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the {which}'s sidecar never ran flux successfully:\n{}\n{}",
+                pod.logs("watcher"),
+                run.debug()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
         assert!(
-            std::time::Instant::now() < deadline,
-            "the follower's sidecar never ran flux successfully:\n{}",
-            worker.logs("watcher")
+            !pod.logs("watcher").contains("offline"),
+            "{}",
+            pod.logs("watcher")
         );
-        std::thread::sleep(Duration::from_millis(250));
     }
-    assert!(
-        !worker.logs("watcher").contains("offline"),
-        "{}",
-        worker.logs("watcher")
-    );
-    assert!(
-        run.lead().logs("watcher").contains("watcher-ok"),
-        "{}",
-        run.lead().logs("watcher")
-    );
     run.flux_ok("shutdown --quiet");
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
