@@ -339,6 +339,25 @@ impl MiniClusterRun {
         );
     }
 
+    /// `flux shutdown` through the socket, as a user ends an interactive cluster. When the
+    /// instance ends first, the lead's PID 1 exits and takes the exec'd command with it (as a
+    /// `kubectl exec` session ends with its container), so a failed exit counts only if the
+    /// lead's container is still running afterwards.
+    pub fn shutdown(&self) {
+        let (code, out) = self.flux("shutdown --quiet");
+        if code != 0 {
+            let ended = self
+                .lead()
+                .wait_exit(&self.flux_container(), Duration::from_secs(60))
+                .is_ok();
+            assert!(
+                ended,
+                "flux shutdown failed ({code}) and the lead still runs: {out}\n{}",
+                self.debug()
+            );
+        }
+    }
+
     /// The lead Flux container's log.
     pub fn lead_log(&self) -> String {
         self.lead().logs(&self.flux_container())

@@ -94,7 +94,7 @@ fn interactive_cluster_stays_up_and_ends_with_flux_shutdown_through_the_socket()
     // Still up: nothing ends an interactive instance but a shutdown.
     std::thread::sleep(Duration::from_secs(2));
     assert!(run.flux("uptime").0 == 0, "{}", run.debug());
-    run.flux_ok("shutdown --quiet");
+    run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
     assert_followers_done(&run);
 }
@@ -125,6 +125,6 @@ fn elastic_example_starts_at_size_with_resources_for_the_ranks_present() {
         out.contains("elastic-lead-0-0") && out.contains("elastic-workers-0-0"),
         "{out}"
     );
-    run.flux_ok("shutdown --quiet");
+    run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }

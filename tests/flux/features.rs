@@ -92,7 +92,7 @@ spec:
             pod.logs("watcher")
         );
     }
-    run.flux_ok("shutdown --quiet");
+    run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
 
@@ -124,7 +124,7 @@ fn simple_scheduler_replaces_fluxion_when_fluxion_is_installed() {
     assert!(mods.contains("sched-simple"), "{mods}");
     assert!(!mods.contains("fluxion"), "{mods}");
     run.flux_ok("run -N2 hostname");
-    run.flux_ok("shutdown --quiet");
+    run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
 
@@ -158,6 +158,6 @@ fn fluxion_is_the_default_scheduler_and_runs_the_easy_queue_policy_when_asked() 
     );
     assert!(params.contains("\"queue-policy\": \"easy\""), "{params}");
     run.flux_ok("run -N2 hostname");
-    run.flux_ok("shutdown --quiet");
+    run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }

@@ -127,7 +127,7 @@ fn elastic_cluster_grows_to_max_size_and_shrinks_back_while_the_instance_and_its
     assert!(out.contains("grow-workers-0-1"), "{out}");
 
     run.flux_ok(&format!("cancel {id}"));
-    run.flux_ok("shutdown --quiet");
+    run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
 
@@ -152,7 +152,7 @@ spec:
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
     let out = run.flux_ok("run -N2 --label-io hostname");
     assert!(out.contains("quorum-workers-0-0"), "{out}");
-    run.flux_ok("shutdown --quiet");
+    run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
 
@@ -201,6 +201,6 @@ spec:
     // And the kubelet's own probe loop agrees.
     run.lead().wait_ready(&c, Duration::from_secs(10)).unwrap();
     worker.wait_ready(&c, Duration::from_secs(20)).unwrap();
-    run.flux_ok("shutdown --quiet");
+    run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }

@@ -77,7 +77,7 @@ fn saved_queue_restores_into_a_cluster_of_another_size_with_every_job_and_its_id
             o.trim() == "SCHED"
         });
     }
-    a.flux_ok("shutdown --quiet");
+    a.shutdown();
     assert_eq!(a.wait_lead(RUN), 0, "{}", a.debug());
     assert!(
         a.lead_log()
@@ -130,6 +130,6 @@ fn saved_queue_restores_into_a_cluster_of_another_size_with_every_job_and_its_id
     }
     let out = b.flux_ok(&format!("job attach {}", pending[3]));
     assert!(out.contains("restored-3"), "{out}");
-    b.flux_ok("shutdown --quiet");
+    b.shutdown();
     assert_eq!(b.wait_lead(RUN), 0, "{}", b.debug());
 }
