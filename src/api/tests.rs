@@ -260,3 +260,24 @@ fn render_reads_a_file_as_the_api_server_does() {
         "{message}"
     );
 }
+
+#[test]
+fn archive_path_must_be_an_absolute_path_flux_can_pass_to_a_shell() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.archive.path = "/state/flux-archive_1.tar.gz".into();
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+    for bad in [
+        "auto",
+        "state.tar",
+        "/state/a b.tar",
+        "/state/$(id).tar",
+        "/state/",
+    ] {
+        mc.spec.archive.path = bad.into();
+        let errors = validate(&mc);
+        assert!(
+            errors.iter().any(|e| e.field == "spec.archive.path"),
+            "{bad:?} accepted: {errors:?}"
+        );
+    }
+}

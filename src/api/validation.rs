@@ -46,6 +46,25 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
     }
     let spec = &mc.spec;
 
+    // Flux's rc scripts put the archive path unquoted into a shell command (`flux dump`,
+    // `flux restore`), and `auto` means Flux's own state directory: an absolute path of plain
+    // characters only.
+    let archive = spec.archive.path.as_str();
+    if !archive.is_empty()
+        && (!archive.starts_with('/')
+            || archive.ends_with('/')
+            || !archive
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._/-".contains(&b)))
+    {
+        errors.push(err(
+            "spec.archive.path",
+            format!(
+                "{archive:?} must be an absolute file path of letters, digits, '.', '_', '-' and '/' (Flux passes it to a shell unquoted)"
+            ),
+        ));
+    }
+
     // The same checks the CRD's CEL rules make, so `render` and old API servers agree.
     let max_size = spec.max_size.unwrap_or(spec.size);
     if spec.size < 1 {

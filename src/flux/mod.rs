@@ -10,7 +10,7 @@
 //! | [`CURVE_MOUNT`] `/etc/flux-operator/curve` | `curve.cert` | the CURVE Secret, read-only ([`pod::curve_secret_mode`]), Flux container only |
 //! | [`KEY_MOUNT`] `/run/flux-operator-key` | `curve.cert` (private copy, 0400: [`CURVE_PRIVATE_PATH`]) | memory-backed emptyDir ([`pod::KEY_VOLUME`]), Flux container only |
 //! | [`RUN_MOUNT`] `/run/flux-operator` | `broker/` only | emptyDir ([`pod::RUN_VOLUME`]), owned by root (mode 0777, or group fsGroup with setgid), shared with sidecars (read-only there) |
-//! | [`BROKER_DIR`] `/run/flux-operator/broker` | `local` (the broker socket, [`SOCKET_PATH`]); `R.json` ([`RESOURCE_PATH`], only when ranks may be absent: [`config::resource_hosts`]) | made by the entrypoint, owned by the broker's user, mode 0755 (Flux refuses a socket directory the instance owner does not own; sidecars of any user can reach the socket) |
+//! | [`BROKER_DIR`] `/run/flux-operator/broker` | `local` (the broker socket, [`SOCKET_PATH`]); `R.json` ([`RESOURCE_PATH`], only when ranks may be absent or an archive is restored: [`config::resource_hosts`]) | made by the entrypoint, owned by the broker's user, mode 0755 (Flux refuses a socket directory the instance owner does not own; sidecars of any user can reach the socket) |
 //! | `flux.container.mountPath` (`/mnt/flux`) | `view/` (Flux), `software/` | emptyDir filled by the view init container, read-only in the app |
 //! | [`SOFTWARE_MOUNT`] `/opt/software` | the view's install tree | subPath `software` of the view volume |
 //!
@@ -37,7 +37,7 @@
 //! `PYTHONPATH`); `flux.environment` exports; the certificate copied from the Secret to a
 //! private 0400 file in the key directory; the broker directory ([`BROKER_DIR`], created
 //! and checked to be owned by the current user, chmod 0755); when the quorum is below the
-//! host count (`maxSize > size`, `minSize`), R for every host written to [`RESOURCE_PATH`]
+//! host count (`maxSize > size`, `minSize`) or with `archive.path`, R for every host written to [`RESOURCE_PATH`]
 //! with `flux R encode --hosts=<all hosts> --ranks=0-<maxSize-1> --local` (broker.toml's
 //! `[resource] path`, `noverify`; the entrypoint exits 1 if it fails); `commands.pre`; `commands.brokerPre` (lead) or `commands.workerPre`
 //! (followers); the broker; `commands.post`. The lead runs
@@ -144,7 +144,8 @@ pub const CURVE_PRIVATE_PATH: &str = "/run/flux-operator-key/curve.cert";
 /// The broker's local socket (`-Slocal-uri=local://...`), in [`BROKER_DIR`], for sidecars,
 /// readiness probes and `flux proxy`.
 pub const SOCKET_PATH: &str = "/run/flux-operator/broker/local";
-/// The R file of an instance whose ranks may be absent (`[resource] path`, see
+/// The R file of an instance whose ranks may be absent, or that restores an archive
+/// (`[resource] path`, see
 /// [`config::resource_hosts`]), in [`BROKER_DIR`]: the entrypoints write it with
 /// `flux R encode` before the broker starts (the ConfigMap is read-only, and the broker's
 /// directory is the one place every entrypoint, root or not, can write and no secret lives).

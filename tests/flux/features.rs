@@ -30,23 +30,39 @@ fn non_root_brokers_with_fs_group_start_and_run_the_job_as_that_user() {
 #[test]
 fn user_supplied_curve_certificate_is_the_one_the_brokers_use() {
     let cert = Certificate::generate("user-cert").unwrap();
-    let text = cert.to_text();
-    let indented: String = text.lines().map(|l| format!("      {l}\n")).collect();
-    let spec = format!("  flux:\n    curveCert: |\n{indented}");
-    let yaml = mc("usercert", 2, &spec, "").replace("command: id -u", "command: hostname");
+    let indented: String = cert
+        .to_text()
+        .lines()
+        .map(|l| format!("      {l}\n"))
+        .collect();
+    let yaml = format!(
+        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: usercert\n\
+         spec:\n  size: 2\n  interactive: true\n  flux:\n    curveCert: |\n{indented}  containers:\n    \
+         - image: rockylinux:9\n"
+    );
     let run = MiniClusterRun::start(minicluster(&yaml), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    // The two brokers joined over CURVE, and the copy each broker reads is the user's key pair.
+    let (c, _) = run.flux_container_probe(true);
+    let key = flux_operator::flux::CURVE_PRIVATE_PATH;
+    for pod in std::iter::once(run.lead()).chain(run.workers.values()) {
+        let (code, text) = pod.exec(&c.name, &["cat", key]).unwrap();
+        assert_eq!(code, 0, "{text}");
+        assert!(
+            text.contains(cert.public_key()),
+            "{}: another public key",
+            pod.meta.name
+        );
+        assert!(
+            text.contains(cert.secret_key()),
+            "{}: another secret key",
+            pod.meta.name
+        );
+    }
+    let out = run.flux_ok("run -N2 --label-io hostname");
+    assert!(out.contains("usercert-workers-0-0"), "{out}");
+    run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
-    let secret = run.secret.data.as_ref().unwrap().values().next().unwrap();
-    let secret = String::from_utf8_lossy(&secret.0);
-    assert!(
-        secret.contains(cert.public_key()),
-        "the Secret holds the user's certificate"
-    );
-    assert!(
-        run.lead_log().contains("usercert-workers-0-0"),
-        "{}",
-        run.debug()
-    );
 }
 
 #[test]

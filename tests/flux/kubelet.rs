@@ -172,13 +172,15 @@ impl Network {
         }
         // Rewritten in place: containers bind this very file at /etc/hosts.
         let path = self.hosts_file();
+        // Written over the old text, then cut to length: a resolver never sees it empty.
         let mut f = fs::OpenOptions::new()
             .create(true)
             .write(true)
-            .truncate(true)
+            .truncate(false)
             .open(&path)
             .expect("hosts file");
         f.write_all(text.as_bytes()).expect("write hosts file");
+        f.set_len(text.len() as u64).expect("cut hosts file");
     }
 
     fn hosts_file(&self) -> PathBuf {

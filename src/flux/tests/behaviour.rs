@@ -674,10 +674,10 @@ fn quiet_prints_nothing_of_its_own() {
 fn archive_is_restored_when_it_exists_and_dumped_beside_it() {
     let mut mc = mc_command("mc", 2, "hostname");
     let pod0 = Pod::new(&mc);
-    let archive = pod0.root.join("state archive.tar").display().to_string();
+    let archive = pod0.root.join("state-archive.tar").display().to_string();
     let partial = pod0
         .root
-        .join(".partial-state archive.tar")
+        .join(".partial-state-archive.tar")
         .display()
         .to_string();
     mc.spec.archive.path = archive.clone();

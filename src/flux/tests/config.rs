@@ -267,7 +267,7 @@ fn quorum_when_max_size_exceeds_size() {
 }
 
 #[test]
-fn a_resource_file_exactly_when_ranks_may_be_absent() {
+fn a_resource_file_exactly_when_ranks_may_be_absent_or_an_archive_is_restored() {
     // (spec, hosts for `flux R encode` or None)
     let cases = [
         ("size: 3", None),
@@ -283,6 +283,11 @@ fn a_resource_file_exactly_when_ranks_may_be_absent() {
             Some("mc-lead-0-0,mc-workers-0-[0-1]"),
         ),
         ("size: 1\nmaxSize: 2", Some("mc-lead-0-0,mc-workers-0-0")),
+        // A restored archive carries the saved instance's R: the cluster's own hosts instead.
+        (
+            "size: 3\narchive:\n  path: /state/flux.tar.gz",
+            Some("mc-lead-0-0,mc-workers-0-[0-1]"),
+        ),
     ];
     for (spec, hosts) in cases {
         let mc = mc_yaml(
