@@ -224,33 +224,17 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_manifests() -> Result<()
 
 /// `helm template ... | kubectl apply --server-side --dry-run=server -f -`.
 fn dry_run_apply(rendered: &str) -> Result<String> {
-    use std::io::Write;
-    let mut child = Command::new(kubectl())
-        .args([
+    crate::installed::kubectl_stdin(
+        &[
             "apply",
             "--server-side",
             "--dry-run=server",
             "--field-manager=flux-operator-e2e",
             "-f",
             "-",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    child
-        .stdin
-        .take()
-        .context("stdin")?
-        .write_all(rendered.as_bytes())?;
-    let out = child.wait_with_output()?;
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    ensure!(
-        out.status.success(),
-        "kubectl apply --dry-run=server failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(stdout)
+        ],
+        rendered,
+    )
 }
 
 #[tokio::test]

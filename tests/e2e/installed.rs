@@ -62,7 +62,7 @@ fn kind(o: &Value) -> &str {
 }
 
 /// `kubectl <args>` with the admin kubeconfig, `stdin` piped in.
-fn kubectl_stdin(args: &[&str], stdin: &str) -> Result<String> {
+pub(crate) fn kubectl_stdin(args: &[&str], stdin: &str) -> Result<String> {
     use std::io::Write;
     let mut child = Command::new(kubectl())
         .args(args)
