@@ -27,7 +27,7 @@ CARGO_E2E := cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_T
 SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness \
-        test-e2e-running lint-scripts demo crds flux-build test-flux
+        test-e2e-running test-side-by-side lint-scripts demo crds flux-build test-flux
 
 setup:
 	e2e/setup-host.sh
@@ -48,7 +48,7 @@ vendor-crds: e2e-build
 demo: setup e2e-build
 	e2e/demo.sh
 
-test: setup test-unit test-flux test-e2e
+test: setup test-unit test-flux test-e2e test-side-by-side
 
 test-unit:
 	cargo test
@@ -78,6 +78,10 @@ test-e2e: e2e-build
 # The e2e tests against a cluster that is already up (`make up`), for iterating.
 test-e2e-running:
 	KUBECONFIG=$(E2E_KUBECONFIG) $(CARGO_E2E)
+
+# Two test clusters on one machine (e2e/side-by-side.sh), beside the default one.
+test-side-by-side: e2e-build
+	e2e/run-tests.sh e2e/side-by-side.sh
 
 # The harness on its own: lint its scripts, bring a cluster up, check nodes and
 # pod stages with kubectl only, tear it down.

@@ -57,7 +57,8 @@ for name in "${!kwok_pids[@]}"; do
   fi
 done
 
-# 3. Links up.sh made for Kueue's metrics certificate.
+# 3. Links an older up.sh made in the host's /etc for Kueue's metrics certificate
+# (today's runs Kueue with an /etc overlay of its own, in the state directory).
 if [ -s "$E2E_STATE/kueue-metrics-certs-linked" ]; then
   d=$(cat "$E2E_STATE/kueue-metrics-certs-linked")
   for f in "$d/tls.crt" "$d/tls.key"; do
@@ -67,8 +68,9 @@ if [ -s "$E2E_STATE/kueue-metrics-certs-linked" ]; then
 fi
 
 # 4. The state directory, but keep the logs of the last run for post-mortems.
-rm -rf "$E2E_CACHE/last-logs"
-if [ -d "$E2E_STATE/logs" ]; then mv "$E2E_STATE/logs" "$E2E_CACHE/last-logs"; fi
+# (per cluster: E2E_LAST_LOGS, see lib.sh)
+rm -rf "$E2E_LAST_LOGS"
+if [ -d "$E2E_STATE/logs" ]; then mv "$E2E_STATE/logs" "$E2E_LAST_LOGS"; fi
 rm -rf "$E2E_STATE"
 t=$(( $(now_ms) - t0 ))
-log "down: stopped in $((t / 1000)).$(printf '%03d' $((t % 1000)))s (logs of this run kept in $E2E_CACHE/last-logs)"
+log "down: stopped in $((t / 1000)).$(printf '%03d' $((t % 1000)))s (logs of this run kept in $E2E_LAST_LOGS)"

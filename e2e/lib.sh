@@ -9,6 +9,11 @@ FLUX_CACHE=$E2E_CACHE/flux
 E2E_STATE=${E2E_STATE:-$E2E_CACHE/cluster}
 # Name of the kwokctl cluster; unique enough not to collide with a developer's own.
 E2E_CLUSTER=${E2E_CLUSTER:-flux-operator-e2e}
+# Where down.sh keeps a cluster's logs: last-logs for the default cluster, last-logs-<dir>
+# for one whose E2E_STATE is another directory (clusters side by side keep their own).
+# shellcheck disable=SC2034 # used by the scripts that source this file
+if [ "$E2E_STATE" = "$E2E_CACHE/cluster" ]; then E2E_LAST_LOGS=$E2E_CACHE/last-logs
+else E2E_LAST_LOGS=$E2E_CACHE/last-logs-$(basename "$E2E_STATE"); fi
 # The kubeconfig the tests use (self-contained: certificates are embedded).
 E2E_KUBECONFIG=$E2E_STATE/kubeconfig
 # kwokctl keeps its clusters, logs and pids under $KWOK_WORKDIR/clusters/<name>.

@@ -38,6 +38,6 @@ wait "$child"
 rc=$?
 set -e
 if [ "$rc" -ne 0 ]; then
-  log "command failed (exit $rc); controller logs will be kept in $E2E_CACHE/last-logs"
+  log "command failed (exit $rc); controller logs will be kept in $E2E_LAST_LOGS"
 fi
 exit "$rc"

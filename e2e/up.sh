@@ -144,15 +144,12 @@ openssl x509 -req -in "$certs/tls.csr" -CA "$certs/ca.crt" -CAkey "$certs/ca.key
 chmod 600 "$certs"/*.key
 ca_bundle=$(base64 -w0 < "$certs/ca.crt")
 # Kueue v0.15 reads its metrics serving certificate from a fixed path when its
-# internal cert management is off; give it ours (links, removed by down.sh).
-kueue_metrics_certs=/etc/kueue/metrics/certs
-if mkdir -p "$kueue_metrics_certs" 2> /dev/null && [ -w "$kueue_metrics_certs" ]; then
-  ln -sfn "$certs/tls.crt" "$kueue_metrics_certs/tls.crt"
-  ln -sfn "$certs/tls.key" "$kueue_metrics_certs/tls.key"
-  echo "$kueue_metrics_certs" > "$E2E_STATE/kueue-metrics-certs-linked"
-else
-  die "Kueue needs its metrics certificate in $kueue_metrics_certs, which is not writable (run as root)"
-fi
+# internal cert management is off (/etc/kueue/metrics/certs). Kueue runs in a mount
+# namespace of its own where /etc is an overlay whose upper layer lives in this
+# cluster's state: each cluster's Kueue sees its own certificate, the host's /etc is
+# never written, and two test clusters can run side by side.
+mkdir -p "$E2E_STATE/kueue-etc/upper" "$E2E_STATE/kueue-etc/work"
+command -v unshare > /dev/null || die "unshare is missing: run e2e/setup-host.sh"
 
 jobset_webhook=$(free_port 19443) jobset_metrics=$(free_port 19080) jobset_health=$(free_port 19090)
 kueue_webhook=$(free_port 19543) kueue_metrics=$(free_port 19180) kueue_health=$(free_port 19190)
@@ -244,7 +241,16 @@ start_bg() {
 }
 start_bg jobset "$E2E_BIN/jobset" --config "$E2E_STATE/jobset-config.yaml" \
   --kubeconfig "$E2E_KUBECONFIG" --zap-devel=false
-start_bg kueue "$E2E_BIN/kueue" --config "$E2E_STATE/kueue-config.yaml" \
+# (the shell execs Kueue, so the recorded pid is Kueue's own)
+# shellcheck disable=SC2016 # expanded by the inner shell
+start_bg kueue unshare --mount --propagation private sh -euc '
+  mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/upper,workdir=$1/work" /etc
+  mkdir -p /etc/kueue/metrics/certs
+  ln -sfn "$2/tls.crt" /etc/kueue/metrics/certs/tls.crt
+  ln -sfn "$2/tls.key" /etc/kueue/metrics/certs/tls.key
+  shift 2
+  exec "$@"' kueue-etc "$E2E_STATE/kueue-etc" "$certs" \
+  "$E2E_BIN/kueue" --config "$E2E_STATE/kueue-config.yaml" \
   --kubeconfig "$E2E_KUBECONFIG" --zap-devel=false
 
 # wait_ready NAME URL TIMEOUT_SECONDS
