@@ -28,6 +28,9 @@ pub struct MiniClusterStatus {
     /// Name of the owned JobSet.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub job_set: String,
+    /// Name of the Secret with the brokers' CURVE certificate (made once, never replaced).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub curve_secret: String,
     /// The lead broker (rank 0): its hostname, `<name>-lead-0-0` (the Go operator's
     /// `<name>-0`), also its DNS name in the subdomain. Its pod is named that plus a random
     /// suffix; select it by the labels `flux-framework.org/minicluster: <name>` and
@@ -50,7 +53,7 @@ pub struct MiniClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub teardown_time: Option<Time>,
     /// Standard conditions: Ready, Suspended, Admitted, Resizing, Succeeded, Failed,
-    /// InvalidSpec, Unsupported.
+    /// InvalidSpec, Blocked, Degraded, Restarted, Unsupported.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -67,7 +70,7 @@ pub enum Phase {
     Running,
     /// The lead broker finished successfully.
     Succeeded,
-    /// The cluster failed (or its spec is invalid).
+    /// The cluster failed.
     Failed,
     /// Held without pods (`spec.suspend` or waiting for Kueue admission).
     Suspended,
@@ -106,8 +109,20 @@ pub mod condition {
     pub const SUCCEEDED: &str = "Succeeded";
     /// The cluster failed.
     pub const FAILED: &str = "Failed";
-    /// The spec has an error only the operator could detect.
+    /// The spec has an error only the operator could detect; nothing is created or changed
+    /// until it is fixed.
     pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// The operator cannot make its change: an object of one of the MiniCluster's names
+    /// belongs to something else (`ForeignObject`), or the API server refused the change
+    /// (`Refused`). Nothing is created or changed until that goes.
+    pub const BLOCKED: &str = "Blocked";
+    /// An object the running cluster needs was deleted and cannot be remade as it was (the
+    /// certificate Secret, the ConfigMap its brokers started with): brokers that start later
+    /// cannot start or join.
+    pub const DEGRADED: &str = "Degraded";
+    /// The JobSet was deleted before the cluster finished and was recreated: a new Flux
+    /// instance started.
+    pub const RESTARTED: &str = "Restarted";
     /// The spec asks for something this operator accepts but does not do.
     pub const UNSUPPORTED: &str = "Unsupported";
 }

@@ -374,7 +374,7 @@ fn check_container(
 /// Length of the longest pod name JobSet will create for a MiniCluster called `name` that can
 /// grow to `max_size` brokers: `<name>-workers-0-<max_size-2>` plus the Job controller's suffix.
 pub fn longest_pod_name(name: &str, max_size: i32) -> usize {
-    let last_index = (max_size - 2).max(0);
+    let last_index = max_size.saturating_sub(2).max(0);
     name.len() + 1 + WORKERS_JOB.len() + 3 + last_index.to_string().len() + POD_SUFFIX_LEN
 }
 

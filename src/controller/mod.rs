@@ -1,12 +1,18 @@
 //! The controller process: leader election, watches, the HTTP endpoints, graceful shutdown.
 //!
-//! The reconcile logic itself is in [`reconcile`]; status is computed by [`status`].
+//! A reconcile observes from the [`index`] (the watches' stores), decides in one pure
+//! function ([`plan`]) and carries the plan out ([`apply`]); [`reconcile`] ties the three.
+//! Status is computed by [`status`], Events by [`events`], durations by [`durations`].
 
+mod apply;
 mod cluster_domain;
+mod durations;
 mod events;
+mod index;
 pub mod kueue;
-mod observe;
+pub mod leader;
 mod owned;
+pub mod plan;
 mod reconcile;
 pub mod status;
 
@@ -15,11 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::DynamicObject;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
@@ -29,6 +35,12 @@ use crate::metrics::{self, Health, Metrics};
 
 pub use cluster_domain::discover_cluster_domain;
 pub use reconcile::{Context, FIELD_MANAGER};
+
+/// A reconcile waits this long after the first change it is woken for, so a burst of
+/// changes (pods of a cluster coming up) makes one reconcile.
+pub const DEBOUNCE: Duration = Duration::from_millis(250);
+/// How often what is kept per MiniCluster is pruned of deleted MiniClusters.
+const PRUNE: Duration = Duration::from_secs(60);
 
 /// Settings of `flux-operator run`.
 #[derive(clap::Args, Clone, Debug)]
@@ -94,7 +106,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         health.clone(),
     ));
 
-    // Leader election: wait for the lease; losing it later stops this replica.
+    // Leader election: wait for the lease; losing it later (or failing to renew it in time)
+    // stops this replica.
     let mut leader = None;
     if config.leader_election {
         let identity = config.identity.clone().unwrap_or_else(default_identity);
@@ -102,20 +115,24 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &config.lease_name)
                 .with_namespace(&config.lease_namespace)
                 .with_identity(&identity)
-                .with_duration(15)
-                .with_grace(5)
+                .with_duration(leader::LEASE_SECONDS)
+                .with_grace(leader::LEASE_SECONDS - leader::RENEW_AFTER_SECONDS)
                 .build()
                 .await?;
-        let (mut rx, task) = manager.watch().await;
+        let (tx, mut rx) = watch::channel(false);
+        let task = tokio::spawn(leader::run(manager, tx));
         tracing::info!(%identity, lease = %config.lease_name, "waiting for leadership");
         let mut stop = stop_rx.clone();
-        while !*rx.borrow_and_update() {
+        loop {
+            if *rx.borrow_and_update() {
+                break;
+            }
             tokio::select! {
                 changed = rx.changed() => changed?,
                 _ = stop.changed() => {
                     readiness.abort();
                     drop(rx);
-                    let _ = task.await;
+                    let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
                     return Ok(());
                 }
             }
@@ -141,32 +158,63 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         }
     };
 
-    let labelled = watcher::Config::default().labels(NAME_LABEL);
+    // The watches: one per kind, each with its own store and bounded backoff (see index).
     let kueue_installed = kueue::installed(&client, ns).await;
     tracing::info!(kueue = kueue_installed, "Kueue Workload API served");
-    let mut controller = Controller::new(
-        scoped::<MiniCluster>(&client, ns),
-        watcher::Config::default(),
-    )
-    .owns(scoped::<JobSet>(&client, ns), labelled.clone())
-    .watches(scoped::<Pod>(&client, ns), labelled, |pod: Pod| {
-        let ns = pod.namespace();
-        pod.labels().get(NAME_LABEL).map(|name| {
-            ObjectRef::<MiniCluster>::new(name).within(ns.as_deref().unwrap_or("default"))
-        })
-    });
+    let (mc_store, mc_stream) =
+        index::watch_objects(scoped::<MiniCluster>(&client, ns), false, "miniclusters");
+    let (jobsets, jobset_stream) =
+        index::watch_objects(scoped::<JobSet>(&client, ns), true, "jobsets");
+    let (pods, pod_stream) = index::watch_objects(scoped::<Pod>(&client, ns), true, "pods");
+    let (secrets, secret_stream) = index::watch_objects(
+        scoped::<PartialObjectMeta<Secret>>(&client, ns),
+        true,
+        "secrets",
+    );
+    let (config_maps, config_map_stream) = index::watch_objects(
+        scoped::<PartialObjectMeta<ConfigMap>>(&client, ns),
+        true,
+        "configmaps",
+    );
+    let (services, service_stream) = index::watch_objects(
+        scoped::<PartialObjectMeta<Service>>(&client, ns),
+        true,
+        "services",
+    );
+    let by_label = |meta: &kube::api::ObjectMeta| {
+        let ns = meta.namespace.as_deref().unwrap_or("default");
+        meta.labels
+            .as_ref()
+            .and_then(|l| l.get(NAME_LABEL))
+            .map(|name| ObjectRef::<MiniCluster>::new(name).within(ns))
+    };
+    let mut controller = Controller::for_stream(mc_stream, mc_store.clone())
+        // Bursts of pod changes (a cluster coming up) make one reconcile, not one each.
+        .with_config(controller::Config::default().debounce(DEBOUNCE))
+        .owns_stream(jobset_stream)
+        .watches_stream(secret_stream, move |s| by_label(&s.metadata))
+        .watches_stream(config_map_stream, move |c| by_label(&c.metadata))
+        .watches_stream(service_stream, move |s| by_label(&s.metadata))
+        .watches_stream(pod_stream, move |p: Pod| by_label(&p.metadata));
+    let mut workloads = None;
     if kueue_installed {
         // A Workload changing (admitted, evicted, still pending for a new reason) wakes the
         // MiniCluster whose JobSet owns it: same name, same namespace.
         let resource = kueue::workload_resource();
-        let workloads = match ns {
+        let api = match ns {
             Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource),
             None => Api::<DynamicObject>::all_with(client.clone(), &resource),
         };
-        controller = controller.watches_with(
-            workloads,
-            resource,
-            watcher::Config::default(),
+        let writer = kube::runtime::reflector::store::Writer::new(resource.clone());
+        let reader = writer.as_reader();
+        let stream = index::reflect(
+            watcher(api, watcher::Config::default()),
+            writer,
+            "workloads",
+        );
+        workloads = Some(reader);
+        controller = controller.watches_stream_with(
+            stream,
             |wl: DynamicObject| {
                 let ns = wl.namespace();
                 wl.owner_references()
@@ -177,11 +225,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
                             .within(ns.as_deref().unwrap_or("default"))
                     })
             },
+            resource,
         );
     }
     let controller = controller.graceful_shutdown_on(stop_controller);
-    let store = controller.store();
-    metrics.count_phases_from(store.clone());
+    metrics.count_phases_from(mc_store.clone());
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -189,20 +237,41 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             instance: config.identity.clone(),
         },
     );
+    let index = index::Index {
+        jobsets,
+        pods,
+        secrets,
+        config_maps,
+        services,
+        workloads,
+    };
     let ctx = Arc::new(Context::new(
         client,
         recorder,
         metrics,
+        index,
         cluster_domain,
-        kueue_installed,
     ));
+    // What is kept per MiniCluster in this process goes with the MiniCluster.
+    let pruner = tokio::spawn({
+        let ctx = ctx.clone();
+        let store = mc_store.clone();
+        async move {
+            let mut every = tokio::time::interval(PRUNE);
+            loop {
+                every.tick().await;
+                if store.wait_until_ready().await.is_ok() {
+                    ctx.retain(&store.state());
+                }
+            }
+        }
+    });
 
     controller
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
             match result {
-                // A watch that fails (API server gone, a verb the RBAC lacks) must show at
-                // the default log level; it is retried with backoff.
+                // Watch errors are logged (and retried) by each watch in `index`.
                 Err(kube::runtime::controller::Error::QueueError(error)) => {
                     tracing::warn!(%error, "watch failed; retrying")
                 }
@@ -211,6 +280,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             }
         })
         .await;
+    pruner.abort();
     tracing::info!("controller stopped");
 
     if let Some((rx, task)) = leader {
@@ -244,7 +314,7 @@ where
 /// stayed 503 forever) or takes the wake-up away from the runner.
 async fn readiness_watch(api: Api<MiniCluster>, health: Health) {
     watcher(api, watcher::Config::default())
-        .default_backoff()
+        .backoff(index::watch_backoff())
         .for_each(|event| {
             let health = health.clone();
             async move {

@@ -1,26 +1,24 @@
-//! One reconcile: observe, compute the desired objects (pure, in `render`), apply them with
-//! server-side apply, write status. Level-triggered and idempotent; watches on the
-//! MiniCluster, its JobSet and its pods wake it, nothing polls.
+//! One reconcile, thin: observe from the index, decide with [`plan::plan`], carry the plan
+//! out with [`apply::execute`]. Level-triggered and idempotent; the watches wake it, and a
+//! slow resync ([`RESYNC`]) looks at every MiniCluster now and then anyway.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::json;
+use kube::{Api, Client, ResourceExt};
 use tracing::Instrument;
 
-use super::events::{announce, publish};
-use super::observe::{Sightings, observe_durations};
-use super::owned::{SecretState, controlled_by, ensure_curve_secret, not_owned};
-use super::status::{self, Observed};
-use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition, validation};
+use super::apply;
+use super::durations::Sightings;
+use super::index::Index;
+use super::plan::{self, Observed, Presence};
+use crate::api::{MiniCluster, MiniClusterStatus};
 use crate::jobset::JobSet;
 use crate::metrics::SharedMetrics;
 use crate::render::{self, Environment};
@@ -30,18 +28,23 @@ pub const FIELD_MANAGER: &str = "flux-operator";
 /// The field manager of later changes to a JobSet: only the fields that may change while it
 /// runs (the followers' size, `suspend` outside Kueue).
 pub const UPDATE_MANAGER: &str = "flux-operator-update";
+/// Every MiniCluster is looked at again after this long without a change (a missed watch
+/// event heals); with nothing changed, such a look makes no API call.
+pub const RESYNC: Duration = Duration::from_secs(600);
 
 /// Shared state of the reconciler.
 pub struct Context {
     pub(super) client: Client,
     pub(super) recorder: Recorder,
     pub(super) metrics: SharedMetrics,
-    env: Environment,
-    /// Whether Kueue's Workload API is served.
-    kueue: bool,
+    pub(super) index: Index,
+    pub(super) env: Environment,
     failures: Mutex<HashMap<ObjectRef<MiniCluster>, u32>>,
     /// When this process saw each MiniCluster's lifecycle moments (sub-second durations).
-    sightings: Sightings,
+    pub(super) sightings: Sightings,
+    /// The status this process last wrote, per MiniCluster UID: the watch cache can lag
+    /// behind it, and transitions (Events, metrics) must start from what was written.
+    written: Mutex<HashMap<String, MiniClusterStatus>>,
 }
 
 impl Context {
@@ -50,18 +53,58 @@ impl Context {
         client: Client,
         recorder: Recorder,
         metrics: SharedMetrics,
+        index: Index,
         cluster_domain: String,
-        kueue: bool,
     ) -> Self {
         Self {
             client,
             recorder,
             metrics,
+            index,
             env: Environment { cluster_domain },
-            kueue,
             failures: Mutex::default(),
             sightings: Sightings::default(),
+            written: Mutex::default(),
         }
+    }
+
+    /// Remember the status just written for `mc`.
+    pub(super) fn remember(&self, mc: &MiniCluster, status: &MiniClusterStatus) {
+        if let (Some(uid), Ok(mut written)) = (mc.uid(), self.written.lock()) {
+            written.insert(uid, status.clone());
+        }
+    }
+
+    /// `mc` with the status this process last wrote, if the cache has not caught up with it.
+    fn latest(&self, mc: &MiniCluster) -> MiniCluster {
+        let mut mc = mc.clone();
+        if let (Some(uid), Ok(written)) = (mc.uid(), self.written.lock())
+            && let Some(status) = written.get(&uid)
+        {
+            mc.status = Some(status.clone());
+        }
+        mc
+    }
+
+    /// Forget what is kept per MiniCluster for those no longer in the cache.
+    pub(super) fn retain(&self, live: &[Arc<MiniCluster>]) {
+        let uids: HashSet<String> = live.iter().filter_map(|mc| mc.uid()).collect();
+        let refs: HashSet<ObjectRef<MiniCluster>> = live
+            .iter()
+            .map(|mc| ObjectRef::from_obj(mc.as_ref()))
+            .collect();
+        if let Ok(mut written) = self.written.lock() {
+            written.retain(|uid, _| uids.contains(uid));
+        }
+        self.sightings.retain(&uids);
+        if let Ok(mut failures) = self.failures.lock() {
+            failures.retain(|key, _| refs.contains(key));
+        }
+    }
+
+    /// How many MiniClusters this process keeps something for (tests: nothing leaks).
+    pub fn tracked(&self) -> usize {
+        self.written.lock().map(|w| w.len()).unwrap_or_default() + self.sightings.len()
     }
 }
 
@@ -74,8 +117,6 @@ pub enum Error {
     Render(#[from] render::Error),
     #[error("certificate: {0}")]
     Certificate(#[from] crate::flux::Error),
-    #[error("serialization: {0}")]
-    Json(#[from] serde_json::Error),
     #[error("{0}")]
     Internal(String),
 }
@@ -87,7 +128,6 @@ impl Error {
             Error::Kube(_) => "api",
             Error::Render(_) => "render",
             Error::Certificate(_) => "certificate",
-            Error::Json(_) => "serialization",
             Error::Internal(_) => "internal",
         }
     }
@@ -118,7 +158,7 @@ pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> A
         .lock()
         .map(|mut f| {
             let n = f.entry(key).or_insert(0);
-            *n += 1;
+            *n = n.saturating_add(1);
             *n
         })
         .unwrap_or(1);
@@ -131,7 +171,6 @@ pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> A
     let delay = Duration::from_secs(1u64 << attempts.min(9).saturating_sub(1))
         .min(Duration::from_secs(300));
     if error.reason() == "conflict" {
-        // Another manager (Kueue, JobSet) changed a field between our read and our apply.
         tracing::info!(minicluster = %mc.name_any(), namespace = ?mc.namespace(), %error, ?delay, "apply conflict; retrying");
     } else {
         tracing::warn!(minicluster = %mc.name_any(), namespace = ?mc.namespace(), %error, ?delay, "reconcile failed; retrying");
@@ -140,348 +179,48 @@ pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> A
 }
 
 async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, Error> {
-    let ns = cached.namespace().unwrap_or_else(|| "default".to_string());
-    let name = cached.name_any();
-    // The watch cache can lag behind our own last status write; status transitions (and the
-    // metrics observed on them) must start from what the API server has now.
-    let Some(fresh) = Api::<MiniCluster>::namespaced(ctx.client.clone(), &ns)
-        .get_opt(&name)
-        .await?
-    else {
-        ctx.sightings.forget(cached);
-        return Ok(Action::await_change());
-    };
-    let mc = &fresh;
-    if mc.metadata.deletion_timestamp.is_some() {
-        ctx.sightings.forget(mc);
+    if cached.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let now = Timestamp::now();
-    ctx.sightings.saw(mc, Instant::now(), now);
-
-    // 1. What only the operator can check. Nothing is created for an invalid spec.
-    let errors = validation::validate(mc);
-    if !errors.is_empty() {
-        let message = errors
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ");
-        return invalid_spec(mc, ctx, &message, now).await;
-    }
-
-    // 2. Render first: a spec that cannot be rendered (e.g. a ConfigMap past 1 MiB) leaves
-    // nothing behind, not even the certificate Secret.
-    let desired = match render::desired(mc, &ctx.env) {
-        Ok(d) => d,
-        Err(e) if e.field().is_some() => return invalid_spec(mc, ctx, &e.to_string(), now).await,
-        Err(e) => return Err(e.into()),
-    };
-
-    // The certificate, once. A user-supplied one replaces the generated one.
-    match ensure_curve_secret(mc, ctx, &ns).await {
-        Ok(SecretState::Ready) => {}
-        Ok(SecretState::Foreign(message)) => {
-            invalid_spec(mc, ctx, &message, now).await?;
-            return Ok(Action::requeue(Duration::from_secs(60)));
-        }
-        Ok(SecretState::Terminating) => return Ok(Action::requeue(Duration::from_secs(2))),
-        Err(Error::Certificate(e)) if e.field().is_some() => {
-            return invalid_spec(mc, ctx, &e.to_string(), now).await;
-        }
-        Err(e) => return Err(e),
-    }
-
-    // 3. Desired state, applied. Objects of the same name that this MiniCluster does not own
-    // are never taken over.
-    let params = PatchParams::apply(FIELD_MANAGER);
-    let config_maps = Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns);
-    let services = Api::<Service>::namespaced(ctx.client.clone(), &ns);
-    let mut foreign = not_owned(&config_maps, &render::config_map_name(mc), mc).await?;
-    for svc in &desired.services {
-        foreign = foreign.or(not_owned(&services, &svc.name_any(), mc).await?);
-    }
-    // The pods' subdomain is a headless Service JobSet creates (owned by our JobSet) unless
-    // one of that name exists: another MiniCluster's Service of that name (`app` with a
-    // service `web` makes `app-web`) would silently serve as this cluster's subdomain.
-    let subdomain = mc.subdomain();
-    if foreign.is_none()
-        && !desired.services.iter().any(|s| s.name_any() == subdomain)
-        && let Some(svc) = services.get_metadata_opt(subdomain).await?
-    {
-        let ours = svc.metadata.owner_references.iter().flatten().any(|o| {
-            (o.kind == "JobSet" && o.name == name)
-                || (o.kind == "MiniCluster" && Some(&o.uid) == mc.metadata.uid.as_ref())
-        });
-        if !ours {
-            foreign = Some(format!(
-                "Service {subdomain} (the pods' subdomain; spec.network.headlessName can name another)"
-            ));
-        }
-    }
-    let jobsets = Api::<JobSet>::namespaced(ctx.client.clone(), &ns);
-    let observed = jobsets.get_opt(&name).await?;
-    if let Some(existing) = &observed
-        && !controlled_by(existing, mc)
-    {
-        foreign = Some(format!("JobSet {name}"));
-    }
-    if let Some(object) = foreign {
-        let message = format!(
-            "{object} exists and is not owned by this MiniCluster; delete it or rename the MiniCluster"
-        );
-        invalid_spec(mc, ctx, &message, now).await?;
-        // Nothing watches the other object: look again now and then, in case it goes.
-        return Ok(Action::requeue(Duration::from_secs(60)));
-    }
-    let applied: Result<(), kube::Error> = async {
-        config_maps
-            .patch(
-                &render::config_map_name(mc),
-                &params,
-                &Patch::Apply(&desired.config_map),
-            )
-            .await?;
-        for svc in &desired.services {
-            services
-                .patch(&svc.name_any(), &params, &Patch::Apply(svc))
-                .await?;
-        }
-        Ok(())
-    }
-    .await;
-    if let Err(e) = applied {
-        return rejected_or_retry(mc, ctx, e, now).await;
-    }
-
-    let old_status = mc.status.clone().unwrap_or_default();
-    let jobset = match observed {
-        // The JobSet went after the cluster finished (ttlSecondsAfterFinished, or deleted by
-        // hand): a finished cluster never runs again.
-        None if old_status.completion_time.is_some() => None,
-        None => {
-            let created = match jobsets
-                .patch(&name, &params, &Patch::Apply(&desired.jobset))
-                .await
-            {
-                Ok(js) => js,
-                Err(e) => return rejected_or_retry(mc, ctx, e, now).await,
-            };
-            publish(
-                ctx,
-                mc,
-                EventType::Normal,
-                "Created",
-                "CreateJobSet",
-                format!("Created JobSet {name}"),
-            )
-            .await;
-            Some(created)
-        }
-        Some(js) => Some(js),
-    };
-
-    // Kueue's verdict, for a JobSet Kueue manages (a queue label, or a Workload it made).
-    let admission = match &jobset {
-        Some(js) if ctx.kueue => super::kueue::admission(&ctx.client, &ns, js).await?,
-        _ => None,
-    };
-    let queued = admission.is_some() || jobset.as_ref().is_some_and(render::jobset::is_queued);
-
-    // Later changes: only what may change on a running JobSet (the followers' size, and
-    // `suspend` outside Kueue), under a field manager of its own, so nothing else the
-    // operator set at creation is re-asserted against JobSet's or Kueue's own changes.
-    let mut apply_error = None;
-    let jobset = match jobset {
-        Some(js) if !is_finished(&js) => {
-            match render::jobset::update(mc, (!queued).then_some(mc.spec.suspend)) {
-                Some(update) if render::jobset::needs_update(&js, &update) => {
-                    match jobsets
-                        .patch(
-                            &name,
-                            &PatchParams::apply(UPDATE_MANAGER).force(),
-                            &Patch::Apply(&update),
-                        )
-                        .await
-                    {
-                        Ok(updated) => Some(updated),
-                        Err(e) => {
-                            apply_error = Some(e);
-                            Some(js)
-                        }
-                    }
-                }
-                _ => Some(js),
-            }
-        }
-        other => other,
-    };
-
-    // 4. Observe the pods and write status (also when an update failed: status shows what is).
-    let pods = Api::<Pod>::namespaced(ctx.client.clone(), &ns)
-        .list(&ListParams::default().labels(&render::pod_selector(mc)))
-        .await?
-        .items;
+    let mc = ctx.latest(cached);
+    ctx.sightings.saw(&mc, Instant::now(), Timestamp::now());
+    let mut observed = ctx.index.observe(&mc);
+    confirm_absence(&mc, &mut observed, ctx).await?;
     // The moment this reconcile saw the state the new status is computed from.
     let seen = Instant::now();
-    let observed = Observed {
-        jobset: jobset.as_ref(),
-        pods: &pods,
-        admission: admission.clone(),
-    };
-    let mut new_status = status::compute(mc, &observed, now);
-    let unsupported = validation::unsupported(mc);
-    status::set_condition(
-        &mut new_status.conditions,
-        condition::UNSUPPORTED,
-        !unsupported.is_empty(),
-        if unsupported.is_empty() {
-            "AllSupported"
-        } else {
-            "FieldsIgnored"
-        },
-        &unsupported
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; "),
-        mc.metadata.generation,
-        now,
-    );
-    status::set_condition(
-        &mut new_status.conditions,
-        condition::INVALID_SPEC,
-        false,
-        "Valid",
-        "",
-        mc.metadata.generation,
-        now,
-    );
-    if new_status != old_status {
-        patch_status(mc, ctx, &ns, &new_status).await?;
-        announce(mc, ctx, &old_status, &new_status, &unsupported).await;
-        observe_durations(
-            mc,
-            &ctx.metrics,
-            &ctx.sightings,
-            &ns,
-            &old_status,
-            &new_status,
-            jobset.as_ref(),
-            admission.as_ref(),
-            seen,
-        );
-    }
-
-    // 5. Clean up a finished cluster when asked.
-    if mc.spec.cleanup && new_status.phase.is_some_and(Phase::is_finished) {
-        Api::<MiniCluster>::namespaced(ctx.client.clone(), &ns)
-            .delete(&name, &DeleteParams::background())
-            .await?;
-        publish(
-            ctx,
-            mc,
-            EventType::Normal,
-            "Cleanup",
-            "Delete",
-            "Deleted the finished MiniCluster (spec.cleanup)".into(),
-        )
-        .await;
-    }
-    match apply_error {
-        Some(e) => rejected_or_retry(mc, ctx, e, now).await,
-        None => Ok(Action::await_change()),
-    }
+    let plan = plan::plan(&mc, &observed, &ctx.env, Timestamp::now())?;
+    apply::execute(&mc, &observed, plan, ctx, seen).await
 }
 
-/// Whether the JobSet finished (Completed or Failed).
-fn is_finished(js: &JobSet) -> bool {
-    js.condition_true("Completed") || js.condition_true("Failed")
-}
-
-/// An apply the API server refused for good (invalid, or denied by an admission webhook)
-/// becomes a condition and an Event, not a retry loop; anything else is retried.
-async fn rejected_or_retry(
+/// Where the index lacks an object the status says exists (the JobSet, the certificate
+/// Secret), ask the API server: a watch that has not caught up with the operator's own
+/// create must not read as a deletion (a recreated JobSet, a lost certificate).
+async fn confirm_absence(
     mc: &MiniCluster,
+    observed: &mut Observed,
     ctx: &Context,
-    e: kube::Error,
-    now: Timestamp,
-) -> Result<Action, Error> {
-    match &e {
-        kube::Error::Api(s)
-            if s.code == 400
-                || s.code == 422
-                || (s.code == 403 && s.message.contains("admission webhook")) =>
-        {
-            let message = format!(
-                "the API server refused the operator's change: {}",
-                s.message
-            );
-            invalid_spec(mc, ctx, &message, now).await
-        }
-        _ => Err(e.into()),
-    }
-}
-
-async fn invalid_spec(
-    mc: &MiniCluster,
-    ctx: &Context,
-    message: &str,
-    now: Timestamp,
-) -> Result<Action, Error> {
-    let ns = mc.namespace().unwrap_or_else(|| "default".to_string());
-    let mut status = mc.status.clone().unwrap_or_default();
-    let already = status.conditions.iter().any(|c| {
-        c.type_ == condition::INVALID_SPEC
-            && c.status == "True"
-            && c.message == message
-            && c.observed_generation == mc.metadata.generation
-    });
-    if already {
-        return Ok(Action::await_change());
-    }
-    status.observed_generation = mc.metadata.generation;
-    status.phase = Some(Phase::Failed);
-    status::set_condition(
-        &mut status.conditions,
-        condition::INVALID_SPEC,
-        true,
-        "InvalidSpec",
-        message,
-        mc.metadata.generation,
-        now,
-    );
-    patch_status(mc, ctx, &ns, &status).await?;
-    publish(
-        ctx,
-        mc,
-        EventType::Warning,
-        "InvalidSpec",
-        "Validate",
-        message.to_string(),
-    )
-    .await;
-    tracing::warn!(%message, "invalid MiniCluster spec");
-    Ok(Action::await_change())
-}
-
-async fn patch_status(
-    mc: &MiniCluster,
-    ctx: &Context,
-    ns: &str,
-    status: &MiniClusterStatus,
 ) -> Result<(), Error> {
-    let body = json!({
-        "apiVersion": MiniCluster::api_version(&()),
-        "kind": MiniCluster::kind(&()),
-        "status": status,
-    });
-    Api::<MiniCluster>::namespaced(ctx.client.clone(), ns)
-        .patch_status(
-            &mc.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&body),
-        )
-        .await?;
+    let status = mc.status.clone().unwrap_or_default();
+    let ns = mc.namespace_or_default();
+    if observed.jobset.is_none() && !status.job_set.is_empty() {
+        observed.jobset = Api::<JobSet>::namespaced(ctx.client.clone(), ns)
+            .get_opt(mc.name())
+            .await?
+            .map(Arc::new);
+    }
+    if observed.secret == Presence::Absent && !status.curve_secret.is_empty() {
+        let found = Api::<Secret>::namespaced(ctx.client.clone(), ns)
+            .get_metadata_opt(&status.curve_secret)
+            .await?;
+        if let Some(secret) = found {
+            observed.secret = if super::owned::controlled_by(&secret, mc) {
+                Presence::Owned
+            } else if secret.metadata.deletion_timestamp.is_some() {
+                Presence::Terminating
+            } else {
+                Presence::Foreign
+            };
+        }
+    }
     Ok(())
 }

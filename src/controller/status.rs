@@ -143,6 +143,7 @@ pub fn compute(mc: &MiniCluster, observed: &Observed<'_>, now: Timestamp) -> Min
         maximum_size: mc.max_size(),
         ready_brokers: if phase.is_finished() { 0 } else { facts.ready },
         job_set: js.and_then(|j| j.metadata.name.clone()).unwrap_or_default(),
+        curve_secret: old.curve_secret.clone(),
         lead_broker: crate::flux::config::lead_hostname(mc),
         start_time: old
             .start_time
@@ -335,7 +336,7 @@ mod tests {
     }
 
     fn jobset(workers: i32, conditions: Vec<Condition>) -> JobSet {
-        let mut js = crate::render::jobset(&mc(workers + 1));
+        let mut js = crate::render::jobset(&mc(workers + 1), "m-flux-0");
         js.metadata.name = Some("m".into());
         js.status = Some(JobSetStatus {
             conditions,

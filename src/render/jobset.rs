@@ -21,11 +21,11 @@ pub const DEFAULT_BACKOFF_LIMIT: i32 = 6;
 /// This is the object applied once, at creation. `suspend` is `spec.suspend` outside Kueue;
 /// a cluster in a Kueue queue is created suspended and from then on Kueue owns the field:
 /// later changes go through [`update`], which leaves it out for queued clusters.
-pub fn jobset(mc: &MiniCluster) -> JobSet {
-    let mut replicated_jobs = vec![replicated_job(mc, Role::Lead, 1)];
-    let workers = mc.spec.size - 1;
+pub fn jobset(mc: &MiniCluster, config_map: &str) -> JobSet {
+    let mut replicated_jobs = vec![replicated_job(mc, Role::Lead, 1, config_map)];
+    let workers = mc.spec.size.saturating_sub(1);
     if mc.max_size() > 1 {
-        let mut rj = replicated_job(mc, Role::Worker, workers.max(1));
+        let mut rj = replicated_job(mc, Role::Worker, workers.max(1), config_map);
         if mc.spec.startup_order == StartupOrder::LeadFirst {
             rj.depends_on = vec![DependsOn {
                 name: LEAD_JOB.to_string(),
@@ -84,7 +84,7 @@ pub fn is_queued(js: &JobSet) -> bool {
 pub fn update(mc: &MiniCluster, suspend: Option<bool>) -> Option<serde_json::Value> {
     let mut spec = serde_json::Map::new();
     if mc.max_size() > 1 {
-        let workers = (mc.spec.size - 1).max(1);
+        let workers = mc.spec.size.saturating_sub(1).max(1);
         spec.insert(
             "replicatedJobs".into(),
             serde_json::json!([{
@@ -128,7 +128,7 @@ pub fn needs_update(observed: &JobSet, update: &serde_json::Value) -> bool {
     }
 }
 
-fn replicated_job(mc: &MiniCluster, role: Role, pods: i32) -> ReplicatedJob {
+fn replicated_job(mc: &MiniCluster, role: Role, pods: i32, config_map: &str) -> ReplicatedJob {
     let name = match role {
         Role::Lead => LEAD_JOB,
         Role::Worker => WORKERS_JOB,
@@ -148,7 +148,7 @@ fn replicated_job(mc: &MiniCluster, role: Role, pods: i32) -> ReplicatedJob {
                 completion_mode: Some("Indexed".to_string()),
                 active_deadline_seconds: Some(mc.spec.deadline_seconds),
                 backoff_limit: Some(mc.spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT)),
-                template: pod_template(mc, role),
+                template: pod_template(mc, role, config_map),
                 ..JobSpec::default()
             }),
         },

@@ -6,7 +6,9 @@
 //! Per MiniCluster `mc` the operator owns:
 //! - Secret `mc-curve`: the CURVE certificate ([`curve_secret`], generated once by the
 //!   controller, never here);
-//! - ConfigMap `mc-flux`: broker config and entrypoint scripts ([`config_map`]);
+//! - ConfigMap `mc-flux-<hash>`: broker config and entrypoint scripts ([`config_map`]),
+//!   immutable and named by its content, so the scripts a pod starts with never change
+//!   under it: the JobSet references the one it was created with;
 //! - JobSet `mc`: the lead and followers replicated jobs ([`jobset`]);
 //! - a Service per service container with ports ([`services`]).
 
@@ -20,6 +22,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
+use sha2::{Digest, Sha256};
 
 use crate::api::{MiniCluster, NAME_LABEL};
 use crate::flux;
@@ -61,11 +64,40 @@ impl Error {
 
 /// Compute the desired objects of a valid MiniCluster.
 pub fn desired(mc: &MiniCluster, env: &Environment) -> Result<Desired, Error> {
+    let config_map = config_map(mc, env)?;
+    let jobset = jobset(mc, &config_map.metadata.name.clone().unwrap_or_default());
     Ok(Desired {
-        config_map: config_map(mc, env)?,
-        jobset: jobset(mc),
-        services: services(mc)?,
+        config_map,
+        jobset,
+        services: services(mc)?.into_iter().map(stamped).collect(),
     })
+}
+
+/// Annotation on an owned object the operator may re-apply: the [`content_hash`] of what it
+/// last applied, so a watch shows whether the object is still as desired without a GET.
+pub const APPLIED_ANNOTATION: &str = "flux-framework.org/applied";
+
+/// A short, stable hash of a value's JSON (SHA-256, 10 hex digits): names content-addressed
+/// objects and stamps [`APPLIED_ANNOTATION`].
+pub fn content_hash(value: &impl serde::Serialize) -> String {
+    // Maps serialize in key order (BTreeMap, or serde_json's sorted Map), so the same content
+    // always gives the same bytes.
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    let digest = Sha256::digest(&bytes);
+    digest[..5].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The object with [`APPLIED_ANNOTATION`] set to the hash of its content (without it).
+pub fn stamped<K: Resource + serde::Serialize>(mut obj: K) -> K {
+    if let Some(a) = obj.meta_mut().annotations.as_mut() {
+        a.remove(APPLIED_ANNOTATION);
+    }
+    let hash = content_hash(&obj);
+    obj.meta_mut()
+        .annotations
+        .get_or_insert_default()
+        .insert(APPLIED_ANNOTATION.to_string(), hash);
+    obj
 }
 
 /// Name of the certificate Secret.
@@ -73,9 +105,10 @@ pub fn curve_secret_name(mc: &MiniCluster) -> String {
     format!("{}-curve", mc.name())
 }
 
-/// Name of the ConfigMap with the broker config and scripts.
-pub fn config_map_name(mc: &MiniCluster) -> String {
-    format!("{}-flux", mc.name())
+/// Name prefix of the ConfigMaps with the broker config and scripts: `<mc>-flux-` and a
+/// [`content_hash`] of the data.
+pub fn config_map_prefix(mc: &MiniCluster) -> String {
+    format!("{}-flux-", mc.name())
 }
 
 /// Labels every owned object carries.
@@ -116,21 +149,22 @@ pub fn config_map(mc: &MiniCluster, env: &Environment) -> Result<ConfigMap, Erro
         cluster_domain: env.cluster_domain.clone(),
     };
     let data = flux::config_map_data(mc, &ctx)?;
+    let name = format!("{}{}", config_map_prefix(mc), content_hash(&data));
     let size: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
     if size > MAX_CONFIG_MAP_BYTES {
         return Err(flux::Error::Field {
             field: "spec.containers".to_string(),
             message: format!(
-                "the commands, scripts and broker config make the ConfigMap {} {size} bytes, \
-                 more than the {MAX_CONFIG_MAP_BYTES} (1 MiB) the API server allows",
-                config_map_name(mc)
+                "the commands, scripts and broker config make the ConfigMap {name} {size} bytes, \
+                 more than the {MAX_CONFIG_MAP_BYTES} (1 MiB) the API server allows"
             ),
         }
         .into());
     }
     Ok(ConfigMap {
-        metadata: owned_meta(mc, config_map_name(mc)),
+        metadata: owned_meta(mc, name),
         data: Some(data),
+        immutable: Some(true),
         ..ConfigMap::default()
     })
 }

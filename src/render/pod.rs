@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-use super::{common_labels, config_map_name, curve_secret_name};
+use super::{common_labels, curve_secret_name};
 use crate::api::{
     ContainerVolume, ImagePullPolicy, MiniCluster, MiniClusterContainer, NAME_LABEL, ROLE_LABEL,
 };
@@ -21,8 +21,9 @@ use crate::flux::{self, Role};
 /// Name given to the single Flux container when the user left it unnamed.
 pub const DEFAULT_CONTAINER_NAME: &str = "flux";
 
-/// The pod template of one role.
-pub fn pod_template(mc: &MiniCluster, role: Role) -> PodTemplateSpec {
+/// The pod template of one role; `config_map` names the ConfigMap with the broker config and
+/// scripts (see [`super::config_map`]).
+pub fn pod_template(mc: &MiniCluster, role: Role, config_map: &str) -> PodTemplateSpec {
     let spec = &mc.spec;
     let mut labels = common_labels(mc);
     labels.extend(spec.pod.labels.clone());
@@ -48,7 +49,7 @@ pub fn pod_template(mc: &MiniCluster, role: Role) -> PodTemplateSpec {
             .map(|(i, s)| service_container(mc, s, i)),
     );
 
-    let mut volumes = flux::pod_volumes(mc, &config_map_name(mc), &curve_secret_name(mc));
+    let mut volumes = flux::pod_volumes(mc, config_map, &curve_secret_name(mc));
     volumes.extend(user_volumes(mc));
 
     let mut pull_secrets: Vec<String> = spec

@@ -40,7 +40,7 @@ fn parallelism(js: &crate::jobset::JobSet, name: &str) -> (i32, i32) {
 
 #[test]
 fn jobset_has_lead_and_followers_in_one_subdomain() {
-    let js = jobset(&hello(4));
+    let js = jobset(&hello(4), "m-flux-0");
     let names: Vec<_> = js
         .spec
         .replicated_jobs
@@ -76,14 +76,19 @@ fn headless_name_sets_the_subdomain() {
     let mut mc = hello(2);
     mc.spec.network.headless_name = "flux-service".into();
     assert_eq!(
-        jobset(&mc).spec.network.unwrap().subdomain.as_deref(),
+        jobset(&mc, "m-flux-0")
+            .spec
+            .network
+            .unwrap()
+            .subdomain
+            .as_deref(),
         Some("flux-service")
     );
 }
 
 #[test]
 fn a_single_broker_has_no_followers_job() {
-    let js = jobset(&hello(1));
+    let js = jobset(&hello(1), "m-flux-0");
     assert_eq!(js.spec.replicated_jobs.len(), 1);
     assert_eq!(js.spec.replicated_jobs[0].name, "lead");
 }
@@ -92,16 +97,16 @@ fn a_single_broker_has_no_followers_job() {
 fn elastic_cluster_sizes_the_followers_job_by_size() {
     let mut mc = hello(2);
     mc.spec.max_size = Some(6);
-    assert_eq!(parallelism(&jobset(&mc), "workers"), (1, 1));
+    assert_eq!(parallelism(&jobset(&mc, "m-flux-0"), "workers"), (1, 1));
     mc.spec.size = 5;
-    assert_eq!(parallelism(&jobset(&mc), "workers"), (4, 4));
+    assert_eq!(parallelism(&jobset(&mc, "m-flux-0"), "workers"), (4, 4));
 }
 
 #[test]
 fn lead_first_makes_followers_depend_on_a_ready_lead() {
     let mut mc = hello(3);
     mc.spec.startup_order = StartupOrder::LeadFirst;
-    let js = jobset(&mc);
+    let js = jobset(&mc, "m-flux-0");
     let deps = &rjob(&js, "workers").depends_on;
     assert_eq!(deps.len(), 1);
     assert_eq!(
@@ -130,7 +135,7 @@ fn kueue_labels_reach_the_jobset_and_start_it_suspended() {
     mc.spec
         .job_labels
         .insert("kueue.x-k8s.io/priority-class".into(), "high".into());
-    let js = jobset(&mc);
+    let js = jobset(&mc, "m-flux-0");
     let labels = js.metadata.labels.as_ref().unwrap();
     assert_eq!(
         labels.get(KUEUE_QUEUE_LABEL).map(String::as_str),
@@ -153,7 +158,7 @@ fn kueue_labels_reach_the_jobset_and_start_it_suspended() {
 fn later_changes_touch_only_the_followers_size_and_suspend() {
     let mut mc = hello(3);
     mc.spec.max_size = Some(6);
-    let created = jobset(&mc);
+    let created = jobset(&mc, "m-flux-0");
     let update = jobset::update(&mc, Some(false)).unwrap();
     assert_eq!(update["spec"].as_object().unwrap().len(), 2, "{update}");
     assert_eq!(update["spec"]["replicatedJobs"][0]["name"], "workers");
@@ -195,7 +200,7 @@ fn pods_carry_role_labels_view_and_user_settings() {
         .node_selector
         .insert("pool".into(), "hpc".into());
     mc.spec.containers[0].pull_always = true;
-    let lead = pod_template(&mc, Role::Lead);
+    let lead = pod_template(&mc, Role::Lead, "m-flux-0");
     let labels = lead.metadata.as_ref().unwrap().labels.as_ref().unwrap();
     assert_eq!(labels.get(ROLE_LABEL).map(String::as_str), Some("lead"));
     assert_eq!(labels.get("team").map(String::as_str), Some("a"));
@@ -214,13 +219,13 @@ fn pods_carry_role_labels_view_and_user_settings() {
         spec.containers[0].command.is_some(),
         "the flux container runs the entrypoint"
     );
-    let workers = pod_template(&mc, Role::Worker);
+    let workers = pod_template(&mc, Role::Worker, "m-flux-0");
     let labels = workers.metadata.as_ref().unwrap().labels.as_ref().unwrap();
     assert_eq!(labels.get(ROLE_LABEL).map(String::as_str), Some("workers"));
 
     mc.spec.flux.container.disable = true;
     assert!(
-        pod_template(&mc, Role::Lead)
+        pod_template(&mc, Role::Lead, "m-flux-0")
             .spec
             .unwrap()
             .init_containers
@@ -245,8 +250,30 @@ fn ported_services_get_a_service_on_the_lead() {
 #[test]
 fn config_map_carries_the_broker_config_and_is_owned_data() {
     let cm = config_map(&hello(3), &env()).unwrap();
-    assert_eq!(cm.metadata.name.as_deref(), Some("hello-flux"));
-    let data = cm.data.unwrap();
+    assert_eq!(
+        cm.immutable,
+        Some(true),
+        "the scripts under a pod never change"
+    );
+    let data = cm.data.clone().unwrap();
+    assert_eq!(
+        cm.metadata.name,
+        Some(format!("hello-flux-{}", content_hash(&data))),
+        "named by its content"
+    );
+    let mut bigger = hello(3);
+    bigger.spec.size = 4;
+    let other = config_map(&bigger, &env()).unwrap();
+    assert_ne!(
+        other.metadata.name, cm.metadata.name,
+        "other content, other name"
+    );
+    let js = jobset(&hello(3), cm.metadata.name.as_deref().unwrap());
+    assert_eq!(
+        crate::controller::plan::config_map_of(&js).as_deref(),
+        cm.metadata.name.as_deref(),
+        "the JobSet's pods mount the ConfigMap it was rendered with"
+    );
     let broker = data.get("broker.toml").expect("broker config");
     assert!(broker.contains("hello-lead-0-0"), "{broker}");
     assert!(
@@ -344,7 +371,7 @@ fn empty_dir_without_path_is_shared_memory_as_in_the_go_operator() {
         serde_norway::from_str("{emptyDir: true, emptyDirMedium: memory}").unwrap();
     mc.spec.containers[0].volumes.insert("shm".into(), v);
     assert!(crate::api::validation::validate(&mc).is_empty());
-    let tpl = pod_template(&mc, Role::Lead);
+    let tpl = pod_template(&mc, Role::Lead, "m-flux-0");
     let spec = tpl.spec.unwrap();
     let vol = spec
         .volumes

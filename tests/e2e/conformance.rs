@@ -100,7 +100,7 @@ const EXPECTED: &[(&str, Expect)] = &[
     ("storage/aws/somospie/s3fs-fuse/minicluster.yaml", Works),
     ("storage/google/filestore/minicluster.yaml", Works),
     ("storage/google/lammps/minicluster.yaml", Works),
-    ("tests/batch/minicluster.yaml", Unsupported("failed: a volume without a source is refused (the Go operator falls back to a PVC with an empty claimName)")),
+    ("tests/batch/minicluster.yaml", Unsupported("held: a volume without a source is refused (the Go operator falls back to a PVC with an empty claimName)")),
     ("tests/custom-config/minicluster.yaml", Works),
     ("tests/debug/minicluster.yaml", Works),
     ("tests/disable-view/minicluster.yaml", Works),
@@ -469,6 +469,17 @@ async fn run_example(path: &str, mut mc: Value, go: &Value) -> Result<Observed> 
         if ["Running", "Succeeded", "Failed"].contains(&phase.as_str()) {
             return Ok(Some((phase, message)));
         }
+        // Held by the operator (InvalidSpec, Blocked): final until someone changes something.
+        let held = o.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                c["status"] == "True" && (c["type"] == "InvalidSpec" || c["type"] == "Blocked")
+            });
+        if held {
+            return Ok(Some(("Held".to_string(), message)));
+        }
         // Pods the test cluster cannot place (a PersistentVolumeClaim that does not
         // exist here, more cpu than a node has) keep the cluster Pending; its objects
         // are still checked, and the verdict says why it did not run.
@@ -500,6 +511,7 @@ async fn run_example(path: &str, mut mc: Value, go: &Value) -> Result<Observed> 
     let unschedulable = (phase == "Unschedulable").then_some(message.clone());
     let observed = match phase.as_str() {
         "Failed" => Observed::Differs(vec![format!("failed: {message}")]),
+        "Held" => Observed::Differs(vec![format!("held: {message}")]),
         _ => {
             let jobset = ns.dynamic(&jobset_resource()).get(&name).await?;
             let jobset = serde_json::to_value(jobset)?;
@@ -631,23 +643,26 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
         Ok(ns.api::<Service>().get_opt("app-web").await?.map(|_| ()))
     })
     .await?;
-    for (name, spec, field) in [
+    for (name, spec, field, held_by) in [
         (
             "app-web",
             serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}]}),
             "Service app-web (the pods' subdomain",
+            "Blocked",
         ),
         (
             "view",
             serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}],
                 "flux": {"container": {"name": "flux"}}}),
             "spec.flux.container.name",
+            "InvalidSpec",
         ),
         (
             "net",
             serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}],
                 "network": {"headlessName": "Not_A_Label"}}),
             "spec.network.headlessName",
+            "InvalidSpec",
         ),
         (
             // Commands whose ConfigMap would pass 1 MiB: refused before the Secret.
@@ -658,17 +673,18 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
                     .map(|i| (format!("V{i}"), "x".repeat(60_000)))
                     .collect::<BTreeMap<_, _>>()}}),
             "spec.containers: the commands, scripts and broker config make the ConfigMap",
+            "InvalidSpec",
         ),
     ] {
         api.patch(name, &pp, &Patch::Apply(&mc(name, spec)?))
             .await?;
-        let message = wait_for(&format!("InvalidSpec on {name}"), TIMEOUT, || async {
+        let message = wait_for(&format!("{held_by} on {name}"), TIMEOUT, || async {
             let o = api.get(name).await?;
             Ok(o.data["status"]["conditions"]
                 .as_array()
                 .into_iter()
                 .flatten()
-                .find(|c| c["type"] == "InvalidSpec" && c["status"] == "True")
+                .find(|c| c["type"] == held_by && c["status"] == "True")
                 .map(|c| text(&c["message"]).to_string()))
         })
         .await?;

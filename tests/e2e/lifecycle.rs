@@ -35,7 +35,7 @@ async fn running_pods(ns: &TestNamespace, name: &str) -> Result<usize> {
 }
 
 /// Warning Events (events.k8s.io) about a MiniCluster with this reason.
-async fn warnings(ns: &TestNamespace, name: &str, reason: &str) -> Result<Vec<String>> {
+pub async fn warnings(ns: &TestNamespace, name: &str, reason: &str) -> Result<Vec<String>> {
     let events: Api<EventV1> = ns.api();
     Ok(events
         .list(&ListParams::default())
@@ -80,7 +80,8 @@ async fn operator_reports_what_the_api_server_cannot_check() -> Result<()> {
     );
     assert_eq!(
         mc.status.as_ref().and_then(|s| s.phase),
-        Some(Phase::Failed)
+        Some(Phase::Pending),
+        "held, not failed: fixing the spec lets it run"
     );
     let notes = wait_for("InvalidSpec Warning Event", TIMEOUT, || async {
         let notes = warnings(&ns, "bad-env", "InvalidSpec").await?;
@@ -338,37 +339,53 @@ async fn objects_it_does_not_own_are_never_taken_over() -> Result<()> {
         operator: _operator,
         mcs,
     } = setup("foreign").await?;
-    let config_maps: Api<ConfigMap> = ns.api();
-    let theirs: ConfigMap = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "mine-flux"}, "data": {"owner": "someone else"}
+    // A Secret of the name the certificate would get, someone else's.
+    let secrets: Api<Secret> = ns.api();
+    let theirs: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "mine-curve"}, "stringData": {"owner": "someone else"}
     }))?;
-    config_maps.create(&PostParams::default(), &theirs).await?;
+    let theirs = secrets.create(&PostParams::default(), &theirs).await?;
 
     let mut mc = hello(&ns.name, 2)?;
     mc.metadata.name = Some("mine".into());
     mcs.create(&PostParams::default(), &mc).await?;
-    let message = wait_for(
-        "InvalidSpec about the foreign ConfigMap",
-        TIMEOUT,
-        || async {
-            let mc = mcs.get("mine").await?;
-            Ok(mc_condition(&mc, "InvalidSpec")
-                .filter(|c| c.0 == "True")
-                .map(|c| c.2))
-        },
-    )
+    let (mc, message) = wait_for("Blocked by the foreign Secret", TIMEOUT, || async {
+        let mc = mcs.get("mine").await?;
+        Ok(mc_condition(&mc, "Blocked")
+            .filter(|c| c.0 == "True")
+            .map(|c| (mc, c.2)))
+    })
     .await?;
     assert!(
-        message.contains("ConfigMap mine-flux exists and is not owned"),
+        message.contains("Secret mine-curve exists and is not owned"),
         "{message}"
     );
-    let after = config_maps.get("mine-flux").await?;
-    assert_eq!(after.data, theirs.data, "the other ConfigMap is untouched");
+    assert_eq!(
+        mc.status.as_ref().and_then(|s| s.phase),
+        Some(Phase::Pending),
+        "held, not failed: the cluster runs once the other Secret goes"
+    );
+    let notes = wait_for("Blocked Warning Event", TIMEOUT, || async {
+        let notes = warnings(&ns, "mine", "Blocked").await?;
+        Ok((!notes.is_empty()).then_some(notes))
+    })
+    .await?;
+    assert!(notes[0].contains("Secret mine-curve"), "{notes:?}");
+    let after = secrets.get("mine-curve").await?;
+    assert_eq!(after.data, theirs.data, "the other Secret is untouched");
     assert!(after.metadata.owner_references.is_none(), "and not adopted");
     assert!(
         ns.api::<JobSet>().get_opt("mine").await?.is_none(),
         "no JobSet was created"
+    );
+    assert!(
+        ns.api::<ConfigMap>()
+            .list(&ListParams::default().labels(&format!("{NAME_LABEL}=mine")))
+            .await?
+            .items
+            .is_empty(),
+        "nor anything else"
     );
     ns.cleanup().await;
     Ok(())

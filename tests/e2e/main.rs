@@ -19,3 +19,4 @@ mod lifecycle;
 mod operator;
 mod prometheus;
 mod queued;
+mod reliability;

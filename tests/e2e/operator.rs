@@ -22,7 +22,7 @@ use flux_operator::jobset::JobSet;
 
 use crate::common::{COMPLETE_AFTER, TestNamespace, wait_for};
 
-const TIMEOUT: Duration = Duration::from_secs(90);
+pub const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Install (or update) the MiniCluster CRD and wait until it is served.
 pub async fn install_crd(client: &kube::Client) -> Result<()> {
@@ -310,10 +310,15 @@ async fn hello_world_runs_to_completion_with_metrics() -> Result<()> {
         secrets.iter().map(|s| s.name_any()).collect::<Vec<_>>(),
         [format!("{name}-curve")]
     );
-    assert_eq!(
-        config_maps.iter().map(|c| c.name_any()).collect::<Vec<_>>(),
-        [format!("{name}-flux")]
+    assert_eq!(config_maps.len(), 1, "one ConfigMap");
+    assert!(
+        config_maps[0]
+            .name_any()
+            .starts_with(&format!("{name}-flux-")),
+        "named by its content: {}",
+        config_maps[0].name_any()
     );
+    assert_eq!(config_maps[0].immutable, Some(true));
     assert_eq!(jobsets.len(), 1);
     let rjobs: Vec<_> = jobsets[0]
         .spec

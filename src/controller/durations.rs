@@ -68,10 +68,10 @@ impl Sightings {
         );
     }
 
-    /// The MiniCluster is gone (or going): nothing more to observe.
-    pub(super) fn forget(&self, mc: &MiniCluster) {
-        if let (Some(uid), Ok(mut seen)) = (mc.metadata.uid.as_ref(), self.0.lock()) {
-            seen.remove(uid);
+    /// Keep only the MiniClusters whose UIDs are in `live` (the others are gone).
+    pub(super) fn retain(&self, live: &std::collections::HashSet<String>) {
+        if let Ok(mut seen) = self.0.lock() {
+            seen.retain(|uid, _| live.contains(uid));
         }
     }
 
@@ -89,8 +89,8 @@ impl Sightings {
         }
     }
 
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    /// How many MiniClusters have sightings.
+    pub(super) fn len(&self) -> usize {
         self.0.lock().map(|s| s.len()).unwrap_or_default()
     }
 }
@@ -323,7 +323,7 @@ mod tests {
         let teardown = sum(&metrics, "teardown").expect("observed");
         assert!((teardown - 0.6).abs() < 1e-9, "{teardown}");
 
-        sightings.forget(&mc);
+        sightings.retain(&Default::default());
         assert_eq!(sightings.len(), 0);
     }
 }

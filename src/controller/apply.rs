@@ -1,0 +1,291 @@
+//! Carrying out a [`Plan`]: its writes in order, then its Events, then the status, once.
+//!
+//! Creation is the only place the executor reads: the watches see only labelled objects, so
+//! before the operator creates an object it makes sure no object of that name belongs to
+//! something else (a create that finds the name taken, or a GET before a server-side apply).
+//! Owned objects are applied with force: a field someone changed by hand is set back.
+
+use std::time::Instant;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::Event;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use super::durations::observe_durations;
+use super::owned::controlled_by;
+use super::plan::{self, Observed, Plan, Step};
+use super::reconcile::{Context, Error, FIELD_MANAGER, RESYNC, UPDATE_MANAGER};
+use crate::api::{MiniCluster, MiniClusterStatus};
+use crate::jobset::JobSet;
+use crate::render;
+
+/// Why a step did not happen.
+enum Stop {
+    /// An object of that name belongs to something else ("Kind name").
+    Foreign(String),
+    /// The API server refused the change for good (invalid, or an admission webhook).
+    Refused(String),
+    /// Anything else: retried with backoff.
+    Retry(Error),
+}
+
+impl From<kube::Error> for Stop {
+    fn from(e: kube::Error) -> Self {
+        match &e {
+            kube::Error::Api(s)
+                if s.code == 400
+                    || s.code == 422
+                    || (s.code == 403 && s.message.contains("admission webhook")) =>
+            {
+                Stop::Refused(s.message.clone())
+            }
+            _ => Stop::Retry(e.into()),
+        }
+    }
+}
+
+/// Carry out `plan` for `mc` (whose status is the one the plan started from).
+pub(super) async fn execute(
+    mc: &MiniCluster,
+    observed: &Observed,
+    plan: Plan,
+    ctx: &Context,
+    seen: Instant,
+) -> Result<Action, Error> {
+    let now = Timestamp::now();
+    let mut plan = plan;
+    for step in &plan.steps {
+        let outcome = match step {
+            Step::DeleteMiniCluster => continue, // after the status
+            step => run(step, mc, ctx).await,
+        };
+        match outcome {
+            Ok(()) => {}
+            Err(Stop::Retry(e)) => return Err(e),
+            Err(Stop::Foreign(object)) => {
+                plan = plan::found_foreign(mc, &object, now);
+                break;
+            }
+            Err(Stop::Refused(message)) => {
+                plan = plan::refused(mc, &message, now);
+                break;
+            }
+        }
+    }
+
+    // Events before the status: a crash in between publishes them again next time, never
+    // loses them (they come from the status transition).
+    for note in &plan.events {
+        publish(ctx, mc, note).await;
+    }
+    let old = mc.status.clone().unwrap_or_default();
+    if plan.status != old {
+        write_status(mc, ctx, &plan.status).await?;
+        ctx.remember(mc, &plan.status);
+        observe_durations(
+            mc,
+            &ctx.metrics,
+            &ctx.sightings,
+            mc.namespace_or_default(),
+            &old,
+            &plan.status,
+            observed.jobset.as_deref(),
+            observed.admission.as_ref(),
+            seen,
+        );
+    }
+    if plan
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::DeleteMiniCluster))
+    {
+        let api = Api::<MiniCluster>::namespaced(ctx.client.clone(), mc.namespace_or_default());
+        match api
+            .delete(&mc.name_any(), &DeleteParams::background())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(Action::requeue(plan.requeue.unwrap_or(RESYNC)))
+}
+
+async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
+    let ns = mc.namespace_or_default();
+    let client = ctx.client.clone();
+    let force = PatchParams::apply(FIELD_MANAGER).force();
+    match step {
+        Step::CreateSecret => create_secret(mc, ctx).await,
+        Step::CreateConfigMap(cm) => {
+            create_unless_owned(&Api::<ConfigMap>::namespaced(client, ns), cm.as_ref(), mc).await
+        }
+        Step::ApplyService(svc) => {
+            let api = Api::<Service>::namespaced(client, ns);
+            refuse_foreign(&api, &svc.name_any(), mc).await?;
+            api.patch(&svc.name_any(), &force, &Patch::Apply(svc.as_ref()))
+                .await?;
+            Ok(())
+        }
+        Step::CreateJobSet(js) => {
+            let api = Api::<JobSet>::namespaced(client.clone(), ns);
+            refuse_foreign(&api, &js.name_any(), mc).await?;
+            subdomain_is_free(mc, ctx).await?;
+            api.patch(&js.name_any(), &force, &Patch::Apply(js.as_ref()))
+                .await?;
+            Ok(())
+        }
+        Step::UpdateJobSet(update) => {
+            Api::<JobSet>::namespaced(client, ns)
+                .patch(
+                    mc.name(),
+                    &PatchParams::apply(UPDATE_MANAGER).force(),
+                    &Patch::Apply(update),
+                )
+                .await?;
+            Ok(())
+        }
+        Step::DeleteConfigMap(name) => {
+            delete(&Api::<ConfigMap>::namespaced(client, ns), name).await
+        }
+        Step::DeleteService(name) => delete(&Api::<Service>::namespaced(client, ns), name).await,
+        Step::DeleteMiniCluster => Ok(()),
+    }
+}
+
+/// `Err(Foreign)` if an object of that name exists and this MiniCluster does not own it.
+async fn refuse_foreign<K>(api: &Api<K>, name: &str, mc: &MiniCluster) -> Result<(), Stop>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.get_metadata_opt(name).await? {
+        Some(o) if !controlled_by(&o, mc) => Err(Stop::Foreign(format!("{} {name}", K::kind(&())))),
+        _ => Ok(()),
+    }
+}
+
+/// Create `obj` unless an object of its name exists: fine if it is this MiniCluster's (a
+/// watch that has not caught up), `Foreign` otherwise.
+async fn create_unless_owned<K>(api: &Api<K>, obj: &K, mc: &MiniCluster) -> Result<(), Stop>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    match api.create(&params, obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let name = obj.name_any();
+            match api.get_metadata_opt(&name).await? {
+                Some(o) if controlled_by(&o, mc) => Ok(()),
+                Some(o) if o.metadata.deletion_timestamp.is_some() => Err(Stop::Retry(
+                    Error::Internal(format!("{} {name} is still being deleted", K::kind(&()))),
+                )),
+                Some(_) => Err(Stop::Foreign(format!("{} {name}", K::kind(&())))),
+                // Gone between the two calls: try again.
+                None => Err(Stop::Retry(Error::Kube(kube::Error::Api(s)))),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The pods' subdomain is a headless Service JobSet creates (owned by the JobSet) unless one
+/// of that name exists: another MiniCluster's Service of that name (`app` with a service
+/// `web` makes `app-web`) would silently serve as this cluster's subdomain.
+async fn subdomain_is_free(mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
+    let subdomain = mc.subdomain();
+    let api = Api::<Service>::namespaced(ctx.client.clone(), mc.namespace_or_default());
+    let Some(svc) = api.get_metadata_opt(subdomain).await? else {
+        return Ok(());
+    };
+    let ours = svc.metadata.owner_references.iter().flatten().any(|o| {
+        (o.kind == "JobSet" && o.name == mc.name())
+            || (o.kind == "MiniCluster" && Some(&o.uid) == mc.metadata.uid.as_ref())
+    });
+    if ours {
+        Ok(())
+    } else {
+        Err(Stop::Foreign(format!(
+            "Service {subdomain} (the pods' subdomain; spec.network.headlessName can name another)"
+        )))
+    }
+}
+
+async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), Stop>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Generate the certificate and create its Secret. Generating checks the keypair with a CURVE
+/// handshake through libzmq: blocking work, off the async threads. The key is never logged.
+async fn create_secret(mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
+    let for_cert = mc.clone();
+    let certificate =
+        tokio::task::spawn_blocking(move || crate::flux::curve_certificate(&for_cert))
+            .await
+            .map_err(|e| Stop::Retry(Error::Internal(format!("certificate task: {e}"))))?;
+    let certificate = match certificate {
+        Ok(c) => c,
+        Err(e) if e.field().is_some() => return Err(Stop::Refused(e.to_string())),
+        Err(e) => return Err(Stop::Retry(e.into())),
+    };
+    let secret = render::curve_secret(mc, &certificate.to_text());
+    let api = Api::<Secret>::namespaced(ctx.client.clone(), mc.namespace_or_default());
+    create_unless_owned(&api, &secret, mc).await
+}
+
+async fn write_status(
+    mc: &MiniCluster,
+    ctx: &Context,
+    status: &MiniClusterStatus,
+) -> Result<(), Error> {
+    let body = json!({
+        "apiVersion": MiniCluster::api_version(&()),
+        "kind": MiniCluster::kind(&()),
+        "status": status,
+    });
+    Api::<MiniCluster>::namespaced(ctx.client.clone(), mc.namespace_or_default())
+        .patch_status(
+            &mc.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn publish(ctx: &Context, mc: &MiniCluster, note: &super::events::Note) {
+    let event = Event {
+        type_: note.type_(),
+        reason: note.reason.into(),
+        note: Some(note.message.clone()),
+        action: note.action.into(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &mc.object_ref(&())).await {
+        tracing::warn!(%error, "could not publish event");
+    }
+    if note.warning {
+        tracing::warn!(reason = note.reason, message = %note.message, "event");
+    } else {
+        tracing::info!(reason = note.reason, message = %note.message, "event");
+    }
+}

@@ -1,0 +1,206 @@
+//! The index: what the watches hold about every MiniCluster's objects, kept apart from the
+//! writes. A reconcile reads its [`Observed`] from here; nothing in a reconcile lists or
+//! gets what a watch already holds.
+//!
+//! Each kind has its own watch, its own reflector store and its own backoff
+//! ([`watch_backoff`]: bounded at a few seconds, reset once the watch is healthy again), so
+//! one failing watch (a 410 after an API server outage, a missing RBAC verb) neither stalls
+//! the others nor leaves the controller waiting minutes. Errors are logged here and never
+//! reach the controller's own trigger backoff, which would delay every watch at once.
+//!
+//! What is watched, and why:
+//! - JobSets, Secrets, ConfigMaps and Services carrying the operator's name label: whether
+//!   each owned object exists and is as the operator applied it. Secrets, ConfigMaps and
+//!   Services as metadata only (`Api<PartialObjectMeta<_>>`: the certificate never enters
+//!   this process's memory through a watch; the annotation
+//!   [`crate::render::APPLIED_ANNOTATION`] says what was applied).
+//! - Pods carrying the name label: readiness and phases for status.
+//! - Kueue Workloads, when Kueue is installed: admission for status.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use kube::api::{Api, DynamicObject, PartialObjectMeta};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::utils::{Backoff, ResetTimerBackoff};
+use kube::runtime::watcher::{self, watcher};
+use kube::runtime::{WatchStreamExt, utils::StreamBackoff};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+use super::kueue;
+use super::owned::controlled_by;
+use super::plan::{Observed, OwnedObject, Presence};
+use crate::api::{MiniCluster, NAME_LABEL};
+use crate::jobset::JobSet;
+
+/// The watches' stores.
+#[derive(Clone)]
+pub struct Index {
+    pub(super) jobsets: Store<JobSet>,
+    pub(super) pods: Store<Pod>,
+    pub(super) secrets: Store<PartialObjectMeta<Secret>>,
+    pub(super) config_maps: Store<PartialObjectMeta<ConfigMap>>,
+    pub(super) services: Store<PartialObjectMeta<Service>>,
+    /// `None` when Kueue's Workload API is not served.
+    pub(super) workloads: Option<Store<DynamicObject>>,
+}
+
+/// The backoff of one watch after an error: 0.5 s doubling to 5 s at most,
+/// reset after 10 s without errors. A watch that fails for minutes retries every few seconds,
+/// so the first reconcile after an outage comes seconds after the API server is back.
+pub fn watch_backoff() -> impl Backoff + 'static {
+    ResetTimerBackoff::new(
+        watcher::ExponentialBackoff::from(
+            backon::ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(500))
+                .with_max_delay(WATCH_BACKOFF_MAX)
+                .with_factor(2.0)
+                .without_max_times(),
+        ),
+        Duration::from_secs(10),
+    )
+}
+
+/// Longest a watch may wait between two errors, whatever happened before (see
+/// [`watch_backoff`]); the tests hold the backoff to it.
+pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// A watch of `K` feeding `writer`, yielding every object it sees change (deletions
+/// included), errors logged and retried with [`watch_backoff`].
+pub fn reflect<K>(
+    stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+    writer: reflector::store::Writer<K>,
+    what: &'static str,
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    StreamBackoff::new(stream, watch_backoff())
+        .modify(|obj: &mut K| obj.meta_mut().managed_fields = None)
+        .reflect(writer)
+        .touched_objects()
+        .filter_map(move |item| async move {
+            match item {
+                Ok(obj) => Some(Ok(obj)),
+                Err(error) => {
+                    tracing::warn!(watch = what, %error, "watch failed; retrying");
+                    None
+                }
+            }
+        })
+}
+
+/// A full-object watch of `api` (labelled objects only when `labelled`).
+pub fn watch_objects<K>(
+    api: Api<K>,
+    labelled: bool,
+    what: &'static str,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, config(labelled));
+    (reader, reflect(stream, writer, what))
+}
+
+fn config(labelled: bool) -> watcher::Config {
+    let config = watcher::Config::default();
+    if labelled {
+        config.labels(NAME_LABEL)
+    } else {
+        config
+    }
+}
+
+impl Index {
+    /// Whether every store has its first complete list.
+    pub async fn wait_until_ready(&self) {
+        let _ = self.jobsets.wait_until_ready().await;
+        let _ = self.pods.wait_until_ready().await;
+        let _ = self.secrets.wait_until_ready().await;
+        let _ = self.config_maps.wait_until_ready().await;
+        let _ = self.services.wait_until_ready().await;
+        if let Some(w) = &self.workloads {
+            let _ = w.wait_until_ready().await;
+        }
+    }
+
+    /// What the watches hold about `mc`'s objects.
+    pub fn observe(&self, mc: &MiniCluster) -> Observed {
+        let ns = mc.namespace().unwrap_or_else(|| "default".into());
+        let name = mc.name();
+        let mine = |meta: &kube::api::ObjectMeta| {
+            meta.namespace.as_deref() == Some(ns.as_str())
+                && meta
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(NAME_LABEL))
+                    .map(String::as_str)
+                    == Some(name)
+        };
+        let jobset = self.jobsets.get(&ObjectRef::new(name).within(&ns));
+        let pods: Vec<Arc<Pod>> = self
+            .pods
+            .state()
+            .into_iter()
+            .filter(|p| mine(&p.metadata))
+            .collect();
+        let admission = match (&self.workloads, jobset.as_ref().and_then(|j| j.uid())) {
+            (Some(workloads), Some(uid)) => workloads
+                .state()
+                .into_iter()
+                .find(|w| {
+                    w.metadata.namespace.as_deref() == Some(ns.as_str())
+                        && w.owner_references().iter().any(|o| o.uid == uid)
+                })
+                .map(|w| kueue::admission_from(&w.data)),
+            _ => None,
+        };
+        let secret_name = crate::render::curve_secret_name(mc);
+        let secret = match self.secrets.get(&ObjectRef::new(&secret_name).within(&ns)) {
+            None => Presence::Absent,
+            Some(s) if controlled_by(s.as_ref(), mc) => Presence::Owned,
+            Some(s) if s.metadata.deletion_timestamp.is_some() => Presence::Terminating,
+            Some(_) => Presence::Foreign,
+        };
+        let owned = |meta: &kube::api::ObjectMeta, obj: &dyn Fn() -> bool| {
+            (mine(meta) && obj()).then(|| OwnedObject {
+                name: meta.name.clone().unwrap_or_default(),
+                applied: meta
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(crate::render::APPLIED_ANNOTATION))
+                    .cloned(),
+            })
+        };
+        let config_maps = self
+            .config_maps
+            .state()
+            .iter()
+            .filter_map(|c| owned(&c.metadata, &|| controlled_by(c.as_ref(), mc)))
+            .collect();
+        let services = self
+            .services
+            .state()
+            .iter()
+            .filter_map(|s| owned(&s.metadata, &|| controlled_by(s.as_ref(), mc)))
+            .collect();
+        Observed {
+            jobset,
+            pods,
+            admission,
+            secret,
+            config_maps,
+            services,
+        }
+    }
+}

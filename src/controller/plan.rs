@@ -1,0 +1,460 @@
+//! The decision: from a MiniCluster and what the watches hold about its objects
+//! ([`Observed`]), everything one reconcile does ([`Plan`]): the objects to create, apply or
+//! delete, the whole new status (every condition), and the Events.
+//!
+//! Pure: no I/O and no clock (the time comes in), so every decision is table-tested below.
+//! [`super::apply`] carries a plan out.
+//!
+//! Rules the plan keeps:
+//! - Nothing is created for a spec that fails validation or cannot be rendered.
+//! - Objects of the same name that this MiniCluster does not own are never taken over: the
+//!   cluster is held with the `Blocked` condition.
+//! - The certificate is generated once. A Secret deleted under a cluster whose JobSet runs
+//!   is not replaced by a new keypair (brokers started later could not join): `Degraded`.
+//! - The ConfigMap is content-addressed and immutable; a running JobSet keeps the one it was
+//!   created with, so the scripts under a pod never change (also across operator upgrades).
+//! - A JobSet deleted under a cluster that had not finished is recreated, loudly: a Warning,
+//!   the `Restarted` condition, and the lifecycle timestamps start again.
+//! - Events come from state transitions (old status to new), so a crash between an action
+//!   and its Event loses nothing: the next run sees the same transition and publishes it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use kube::ResourceExt;
+
+use super::events::{self, Note};
+use super::owned::controlled_by;
+use super::status::{self, Admission, set_condition};
+use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition, validation};
+use crate::jobset::JobSet;
+use crate::render::{self, Environment};
+
+/// What the watches hold about one MiniCluster's objects.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    /// The JobSet of the MiniCluster's name, owned or not.
+    pub jobset: Option<Arc<JobSet>>,
+    /// The broker pods (by the name label).
+    pub pods: Vec<Arc<Pod>>,
+    /// Kueue's verdict on the JobSet's Workload, if Kueue made one.
+    pub admission: Option<Admission>,
+    /// The certificate Secret.
+    pub secret: Presence,
+    /// ConfigMaps this MiniCluster owns.
+    pub config_maps: Vec<OwnedObject>,
+    /// Services this MiniCluster owns.
+    pub services: Vec<OwnedObject>,
+}
+
+/// Whether an object of a given name exists, and whose it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Presence {
+    #[default]
+    Absent,
+    /// Controlled by this MiniCluster.
+    Owned,
+    /// Someone else's, being deleted (e.g. a MiniCluster of the same name just deleted).
+    Terminating,
+    /// Someone else's.
+    Foreign,
+}
+
+/// An owned object the watches hold: its name and the hash it was applied with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedObject {
+    pub name: String,
+    /// [`render::APPLIED_ANNOTATION`], if set.
+    pub applied: Option<String>,
+}
+
+/// One write.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// Generate the CURVE certificate and create its Secret (fails if the name is taken).
+    CreateSecret,
+    /// Create the content-addressed ConfigMap.
+    CreateConfigMap(Box<ConfigMap>),
+    /// Server-side apply (with force) of an owned Service.
+    ApplyService(Box<Service>),
+    /// Create the JobSet (server-side apply; never over an object someone else owns).
+    CreateJobSet(Box<JobSet>),
+    /// The later change of a running JobSet: the followers' size, `suspend` outside Kueue.
+    UpdateJobSet(serde_json::Value),
+    DeleteConfigMap(String),
+    DeleteService(String),
+    /// `spec.cleanup`: delete the finished MiniCluster.
+    DeleteMiniCluster,
+}
+
+/// Everything one reconcile does.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// In order: Secret, ConfigMap, Services, JobSet, then deletions.
+    pub steps: Vec<Step>,
+    /// The whole new status.
+    pub status: MiniClusterStatus,
+    /// Events for the transitions from the old status to [`Plan::status`].
+    pub events: Vec<Note>,
+    /// Look again after this long even if nothing changes (waiting for something no watch
+    /// reports).
+    pub requeue: Option<Duration>,
+}
+
+/// Why a plan could not be made: the operator's fault, not the spec's (retried).
+pub type Error = render::Error;
+
+/// Decide. `mc.status` is the status the last reconcile wrote.
+pub fn plan(
+    mc: &MiniCluster,
+    observed: &Observed,
+    env: &Environment,
+    now: Timestamp,
+) -> Result<Plan, Error> {
+    let old = mc.status.clone().unwrap_or_default();
+
+    // 1. The spec: what only the operator can check, then whether it renders at all.
+    let errors = validation::validate(mc);
+    if !errors.is_empty() {
+        let message = join(&errors);
+        return Ok(held(
+            mc,
+            condition::INVALID_SPEC,
+            "InvalidSpec",
+            &message,
+            None,
+            now,
+        ));
+    }
+    let desired = match render::desired(mc, env) {
+        Ok(d) => d,
+        Err(e) if e.field().is_some() => {
+            return Ok(held(
+                mc,
+                condition::INVALID_SPEC,
+                "InvalidSpec",
+                &e.to_string(),
+                None,
+                now,
+            ));
+        }
+        Err(e) => return Err(e),
+    };
+
+    // 2. Ownership: never take over an object of the same name.
+    let name = mc.name();
+    let jobset = observed.jobset.as_deref();
+    if let Some(js) = jobset
+        && !controlled_by(js, mc)
+    {
+        if js.metadata.deletion_timestamp.is_some() {
+            return Ok(waiting(mc, now));
+        }
+        return Ok(foreign(mc, &format!("JobSet {name}"), now));
+    }
+    let secret_name = render::curve_secret_name(mc);
+    match observed.secret {
+        Presence::Terminating => return Ok(waiting(mc, now)),
+        Presence::Foreign => return Ok(foreign(mc, &format!("Secret {secret_name}"), now)),
+        Presence::Absent | Presence::Owned => {}
+    }
+
+    let mut steps = Vec::new();
+    let mut degraded = Vec::new();
+    let finished = jobset.is_some_and(is_finished);
+    let live_jobset = jobset.filter(|_| !finished);
+
+    // 3. The certificate: once. A user-supplied one is the same every time it is made.
+    let mut curve_secret = old.curve_secret.clone();
+    match observed.secret {
+        Presence::Owned => curve_secret = secret_name.clone(),
+        _ if live_jobset.is_some() && mc.spec.flux.curve_cert.is_empty() => degraded.push(format!(
+            "Secret {secret_name} with the brokers' CURVE certificate was deleted while the \
+             cluster runs; no new keypair is made, because brokers started with one could not \
+             join brokers started with the other: delete and recreate the MiniCluster to start over"
+        )),
+        _ => {
+            steps.push(Step::CreateSecret);
+            curve_secret = secret_name.clone();
+        }
+    }
+
+    // 4. The ConfigMap: the one the JobSet was created with, or (before it) the desired one.
+    let desired_cm = desired.config_map.name_any();
+    let in_use = live_jobset
+        .and_then(config_map_of)
+        .unwrap_or_else(|| desired_cm.clone());
+    let have = |n: &str| observed.config_maps.iter().any(|c| c.name == n);
+    if !have(&in_use) && (jobset.is_none() || live_jobset.is_some()) {
+        if in_use == desired_cm {
+            steps.push(Step::CreateConfigMap(Box::new(desired.config_map.clone())));
+        } else {
+            degraded.push(format!(
+                "ConfigMap {in_use}, with the scripts the brokers started with, was deleted; \
+                 a broker pod that restarts cannot start"
+            ));
+        }
+    }
+
+    // 5. Services: applied when absent or not as desired; owned ones no longer desired go.
+    for svc in &desired.services {
+        let hash = svc.annotations().get(render::APPLIED_ANNOTATION).cloned();
+        let current = observed.services.iter().find(|s| s.name == svc.name_any());
+        if current.is_none_or(|s| s.applied != hash) {
+            steps.push(Step::ApplyService(Box::new(svc.clone())));
+        }
+    }
+
+    // 6. The JobSet.
+    let mut base = mc.clone();
+    let mut restarted = None;
+    let created;
+    let jobset_for_status = match jobset {
+        // Finished, and its JobSet went (ttlSecondsAfterFinished, or deleted): it stays
+        // finished and never runs again.
+        None if old.completion_time.is_some() => {
+            created = None;
+            None
+        }
+        None => {
+            if !old.job_set.is_empty() {
+                restarted = Some(format!(
+                    "JobSet {name} was deleted while the cluster was {}; it was recreated: a \
+                     new Flux instance starts and the old instance's jobs are gone",
+                    old.phase.map_or("Pending", Phase::as_str)
+                ));
+                let status = base.status.get_or_insert_default();
+                status.phase = None;
+                status.start_time = None;
+                status.lead_ready_time = None;
+                status.ready_time = None;
+            }
+            steps.push(Step::CreateJobSet(Box::new(desired.jobset.clone())));
+            created = Some(desired.jobset.clone());
+            created.as_ref()
+        }
+        Some(js) => {
+            created = None;
+            if !finished {
+                let queued = observed.admission.is_some() || render::jobset::is_queued(js);
+                if let Some(update) =
+                    render::jobset::update(mc, (!queued).then_some(mc.spec.suspend))
+                    && render::jobset::needs_update(js, &update)
+                {
+                    steps.push(Step::UpdateJobSet(update));
+                }
+            }
+            Some(js)
+        }
+    };
+
+    // 7. ConfigMaps nobody uses any more (an older operator's, or made before the JobSet).
+    if jobset.is_some() || created.is_some() {
+        for cm in &observed.config_maps {
+            if cm.name != in_use {
+                steps.push(Step::DeleteConfigMap(cm.name.clone()));
+            }
+        }
+    }
+    for svc in &observed.services {
+        if !desired.services.iter().any(|d| d.name_any() == svc.name) {
+            steps.push(Step::DeleteService(svc.name.clone()));
+        }
+    }
+
+    // 8. Status: the whole of it, every condition.
+    let pods: Vec<Pod> = observed.pods.iter().map(|p| p.as_ref().clone()).collect();
+    let mut new = status::compute(
+        &base,
+        &status::Observed {
+            jobset: jobset_for_status,
+            pods: &pods,
+            admission: observed.admission.clone(),
+        },
+        now,
+    );
+    new.curve_secret = curve_secret;
+    let generation = mc.metadata.generation;
+    let unsupported = validation::unsupported(mc);
+    set_condition(
+        &mut new.conditions,
+        condition::UNSUPPORTED,
+        !unsupported.is_empty(),
+        if unsupported.is_empty() {
+            "AllSupported"
+        } else {
+            "FieldsIgnored"
+        },
+        &join(&unsupported),
+        generation,
+        now,
+    );
+    set_condition(
+        &mut new.conditions,
+        condition::INVALID_SPEC,
+        false,
+        "Valid",
+        "",
+        generation,
+        now,
+    );
+    clear(&mut new, condition::BLOCKED, generation, now);
+    if degraded.is_empty() {
+        clear(&mut new, condition::DEGRADED, generation, now);
+    } else {
+        let reason = "OwnedObjectDeleted";
+        set_condition(
+            &mut new.conditions,
+            condition::DEGRADED,
+            true,
+            reason,
+            &degraded.join("; "),
+            generation,
+            now,
+        );
+    }
+    if let Some(message) = &restarted {
+        set_condition(
+            &mut new.conditions,
+            condition::RESTARTED,
+            true,
+            "JobSetDeleted",
+            message,
+            generation,
+            now,
+        );
+    }
+
+    // 9. Clean up a finished cluster when asked.
+    if mc.spec.cleanup && new.phase.is_some_and(Phase::is_finished) {
+        steps.push(Step::DeleteMiniCluster);
+    }
+
+    let events = events::transitions(mc, &old, &new);
+    Ok(Plan {
+        steps,
+        status: new,
+        events,
+        requeue: None,
+    })
+}
+
+/// A condition that may have been set before is now false (not added if it never was).
+fn clear(status: &mut MiniClusterStatus, type_: &str, generation: Option<i64>, now: Timestamp) {
+    if status.conditions.iter().any(|c| c.type_ == type_) {
+        set_condition(
+            &mut status.conditions,
+            type_,
+            false,
+            "Resolved",
+            "",
+            generation,
+            now,
+        );
+    }
+}
+
+/// Nothing is done: `type_` says why. The phase stays what it was (Pending for a new
+/// cluster): a spec can be fixed and a foreign object can go, neither is final.
+fn held(
+    mc: &MiniCluster,
+    type_: &str,
+    reason: &str,
+    message: &str,
+    requeue: Option<Duration>,
+    now: Timestamp,
+) -> Plan {
+    let old = mc.status.clone().unwrap_or_default();
+    let mut new = old.clone();
+    new.observed_generation = mc.metadata.generation;
+    new.phase = Some(old.phase.unwrap_or(Phase::Pending));
+    set_condition(
+        &mut new.conditions,
+        type_,
+        true,
+        reason,
+        message,
+        mc.metadata.generation,
+        now,
+    );
+    Plan {
+        steps: Vec::new(),
+        events: events::transitions(mc, &old, &new),
+        status: new,
+        requeue,
+    }
+}
+
+/// An object of one of the MiniCluster's names belongs to something else. Nothing watches
+/// the other object: look again now and then, in case it goes.
+fn foreign(mc: &MiniCluster, object: &str, now: Timestamp) -> Plan {
+    let message = format!(
+        "{object} exists and is not owned by this MiniCluster; delete it or rename the MiniCluster"
+    );
+    held(
+        mc,
+        condition::BLOCKED,
+        "ForeignObject",
+        &message,
+        Some(FOREIGN_RECHECK),
+        now,
+    )
+}
+
+/// How often a cluster held by a foreign object looks again.
+pub const FOREIGN_RECHECK: Duration = Duration::from_secs(60);
+
+/// An object of the MiniCluster's names is still being deleted (a MiniCluster of the same
+/// name just went): wait for it, changing nothing.
+fn waiting(mc: &MiniCluster, _now: Timestamp) -> Plan {
+    Plan {
+        steps: Vec::new(),
+        status: mc.status.clone().unwrap_or_default(),
+        events: Vec::new(),
+        requeue: Some(Duration::from_secs(2)),
+    }
+}
+
+/// The API server refused the operator's change (invalid, or an admission webhook said no):
+/// held, `Blocked`, until the spec or the webhook changes.
+pub fn refused(mc: &MiniCluster, message: &str, now: Timestamp) -> Plan {
+    let message = format!("the API server refused the operator's change: {message}");
+    held(mc, condition::BLOCKED, "Refused", &message, None, now)
+}
+
+/// An object the plan meant to create exists and belongs to something else (found when the
+/// create ran: the watches only see labelled objects).
+pub fn found_foreign(mc: &MiniCluster, object: &str, now: Timestamp) -> Plan {
+    foreign(mc, object, now)
+}
+
+fn join(errors: &[validation::FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Whether the JobSet finished (Completed or Failed).
+pub fn is_finished(js: &JobSet) -> bool {
+    js.condition_true("Completed") || js.condition_true("Failed")
+}
+
+/// The ConfigMap a JobSet's pods mount their broker config and scripts from.
+pub fn config_map_of(js: &JobSet) -> Option<String> {
+    js.spec
+        .replicated_jobs
+        .iter()
+        .filter_map(|r| r.template.spec.as_ref()?.template.spec.as_ref())
+        .flat_map(|p| p.volumes.iter().flatten())
+        .find(|v| v.name == crate::flux::pod::CONFIG_VOLUME)
+        .and_then(|v| v.config_map.as_ref())
+        .map(|c| c.name.clone())
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

@@ -1,0 +1,488 @@
+//! Table tests of [`plan`]: a MiniCluster and what the watches hold, built with the builders
+//! below; each case names what it proves and checks the steps, the phase, the conditions and
+//! the Events.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
+
+use super::*;
+use crate::api::{LEAD_JOB, ROLE_LABEL};
+use crate::jobset::JobSetStatus;
+
+const UID: &str = "uid-mc";
+
+fn now() -> Timestamp {
+    Timestamp::from_second(1_800_000_000).unwrap()
+}
+
+fn env() -> Environment {
+    Environment {
+        cluster_domain: "cluster.local".into(),
+    }
+}
+
+/// A MiniCluster `m` in `ns` with a UID, as the API server returns it.
+struct Mc(MiniCluster);
+
+impl Mc {
+    fn new(size: i32) -> Self {
+        let mut mc: MiniCluster = serde_norway::from_str(
+            "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: m, namespace: ns, generation: 2}\nspec:\n  containers: [{image: rockylinux:9, command: hostname}]\n",
+        )
+        .unwrap();
+        mc.metadata.uid = Some(UID.into());
+        mc.spec.size = size;
+        Self(mc)
+    }
+    fn max_size(mut self, n: i32) -> Self {
+        self.0.spec.max_size = Some(n);
+        self
+    }
+    fn cleanup(mut self) -> Self {
+        self.0.spec.cleanup = true;
+        self
+    }
+    fn bad_env(mut self) -> Self {
+        self.0.spec.containers[0]
+            .environment
+            .insert("1BAD".into(), "x".into());
+        self
+    }
+    fn status(mut self, f: impl FnOnce(&mut MiniClusterStatus)) -> Self {
+        f(self.0.status.get_or_insert_default());
+        self
+    }
+    /// As after the reconcile that created everything.
+    fn created(self) -> Self {
+        self.status(|s| {
+            s.phase = Some(Phase::Pending);
+            s.job_set = "m".into();
+            s.curve_secret = "m-curve".into();
+        })
+    }
+    /// As when all brokers were ready.
+    fn running(self) -> Self {
+        self.created().status(|s| {
+            s.phase = Some(Phase::Running);
+            s.start_time = Some(Time(now()));
+            s.ready_time = Some(Time(now()));
+        })
+    }
+}
+
+fn owner() -> OwnerReference {
+    OwnerReference {
+        api_version: "flux-framework.org/v1alpha2".into(),
+        kind: "MiniCluster".into(),
+        name: "m".into(),
+        uid: UID.into(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// What the watches hold.
+struct Seen {
+    observed: Observed,
+    mc: MiniCluster,
+}
+
+impl Seen {
+    fn nothing(mc: &Mc) -> Self {
+        Self {
+            observed: Observed::default(),
+            mc: mc.0.clone(),
+        }
+    }
+    /// Everything the operator creates, as rendered for `mc`, and `ready` of the pods ready.
+    fn everything(mc: &Mc, ready: i32) -> Self {
+        let desired = render::desired(&mc.0, &env()).unwrap();
+        let mut js = desired.jobset.clone();
+        js.metadata.owner_references = Some(vec![owner()]);
+        js.metadata.uid = Some("uid-js".into());
+        let mut seen = Self::nothing(mc);
+        seen.observed.jobset = Some(Arc::new(js));
+        seen.observed.secret = Presence::Owned;
+        seen.observed.config_maps = vec![OwnedObject {
+            name: desired.config_map.name_any(),
+            applied: None,
+        }];
+        seen.observed.services = desired
+            .services
+            .iter()
+            .map(|s| OwnedObject {
+                name: s.name_any(),
+                applied: s.annotations().get(render::APPLIED_ANNOTATION).cloned(),
+            })
+            .collect();
+        seen.pods(ready)
+    }
+    fn pods(mut self, ready: i32) -> Self {
+        self.observed.pods = (0..ready)
+            .map(|i| {
+                Arc::new(Pod {
+                    metadata: ObjectMeta {
+                        name: Some(format!("m-{i}")),
+                        labels: Some(
+                            [(
+                                ROLE_LABEL.to_string(),
+                                if i == 0 { LEAD_JOB } else { "workers" }.to_string(),
+                            )]
+                            .into(),
+                        ),
+                        creation_timestamp: Some(Time(now())),
+                        ..Default::default()
+                    },
+                    status: Some(PodStatus {
+                        phase: Some("Running".into()),
+                        conditions: Some(vec![PodCondition {
+                            type_: "Ready".into(),
+                            status: "True".into(),
+                            last_transition_time: Some(Time(now())),
+                            ..Default::default()
+                        }]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+            })
+            .collect();
+        self
+    }
+    fn without_jobset(mut self) -> Self {
+        self.observed.jobset = None;
+        self
+    }
+    fn without_secret(mut self) -> Self {
+        self.observed.secret = Presence::Absent;
+        self
+    }
+    fn secret(mut self, p: Presence) -> Self {
+        self.observed.secret = p;
+        self
+    }
+    fn jobset(mut self, f: impl FnOnce(&mut JobSet)) -> Self {
+        let mut js = self.observed.jobset.as_deref().cloned().unwrap();
+        f(&mut js);
+        self.observed.jobset = Some(Arc::new(js));
+        self
+    }
+    fn config_maps(mut self, names: &[&str]) -> Self {
+        self.observed.config_maps = names
+            .iter()
+            .map(|n| OwnedObject {
+                name: n.to_string(),
+                applied: None,
+            })
+            .collect();
+        self
+    }
+    fn plan(&self) -> Plan {
+        plan(&self.mc, &self.observed, &env(), now()).unwrap()
+    }
+}
+
+fn completed(js: &mut JobSet) {
+    js.status = Some(JobSetStatus {
+        conditions: vec![Condition {
+            type_: "Completed".into(),
+            status: "True".into(),
+            reason: "AllJobsCompleted".into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: Time(now()),
+        }],
+        ..Default::default()
+    });
+}
+
+/// The steps as short words, for the table.
+fn steps(plan: &Plan) -> Vec<String> {
+    plan.steps
+        .iter()
+        .map(|s| match s {
+            Step::CreateSecret => "create Secret".to_string(),
+            Step::CreateConfigMap(_) => "create ConfigMap".to_string(),
+            Step::ApplyService(s) => format!("apply Service {}", s.name_any()),
+            Step::CreateJobSet(_) => "create JobSet".to_string(),
+            Step::UpdateJobSet(u) => format!("update JobSet {}", u["spec"]),
+            Step::DeleteConfigMap(n) => format!("delete ConfigMap {n}"),
+            Step::DeleteService(n) => format!("delete Service {n}"),
+            Step::DeleteMiniCluster => "delete MiniCluster".to_string(),
+        })
+        .collect()
+}
+
+fn condition(plan: &Plan, type_: &str) -> Option<(String, String)> {
+    plan.status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.message.clone()))
+}
+
+fn is_true(plan: &Plan, type_: &str) -> bool {
+    condition(plan, type_).is_some_and(|(s, _)| s == "True")
+}
+
+fn events(plan: &Plan) -> Vec<&'static str> {
+    plan.events.iter().map(|e| e.reason).collect()
+}
+
+struct Case {
+    name: &'static str,
+    seen: Seen,
+    steps: Vec<&'static str>,
+    phase: Phase,
+    events: Vec<&'static str>,
+    conditions_true: Vec<&'static str>,
+}
+
+#[test]
+fn plans() {
+    let cases = vec![
+        Case {
+            name: "a new MiniCluster gets its Secret, ConfigMap and JobSet, and says so",
+            seen: Seen::nothing(&Mc::new(2)),
+            steps: vec!["create Secret", "create ConfigMap", "create JobSet"],
+            phase: Phase::Pending,
+            events: vec!["Certificate", "Created", "Pending"],
+            conditions_true: vec![],
+        },
+        Case {
+            name: "nothing to do once everything exists and all brokers are ready",
+            seen: Seen::everything(&Mc::new(2).running(), 2),
+            steps: vec![],
+            phase: Phase::Running,
+            events: vec![],
+            conditions_true: vec!["Ready"],
+        },
+        Case {
+            name: "all brokers ready for the first time: Running, once",
+            seen: Seen::everything(&Mc::new(2).created(), 2),
+            steps: vec![],
+            phase: Phase::Running,
+            events: vec!["Running"],
+            conditions_true: vec!["Ready"],
+        },
+        Case {
+            name: "an invalid spec creates nothing and stays Pending (not final: it can be fixed)",
+            seen: Seen::nothing(&Mc::new(2).bad_env()),
+            steps: vec![],
+            phase: Phase::Pending,
+            events: vec!["InvalidSpec", "Pending"],
+            conditions_true: vec!["InvalidSpec"],
+        },
+        Case {
+            name: "a Secret of its name that someone else owns blocks it, nothing is taken over",
+            seen: Seen::nothing(&Mc::new(2)).secret(Presence::Foreign),
+            steps: vec![],
+            phase: Phase::Pending,
+            events: vec!["Blocked", "Pending"],
+            conditions_true: vec!["Blocked"],
+        },
+        Case {
+            name: "a JobSet of its name that someone else owns blocks it",
+            seen: Seen::everything(&Mc::new(2), 0).jobset(|js| js.metadata.owner_references = None),
+            steps: vec![],
+            phase: Phase::Pending,
+            events: vec!["Blocked", "Pending"],
+            conditions_true: vec!["Blocked"],
+        },
+        Case {
+            name: "a certificate Secret deleted under a running cluster is not replaced: Degraded",
+            seen: Seen::everything(&Mc::new(2).running(), 2).without_secret(),
+            steps: vec![],
+            phase: Phase::Running,
+            events: vec!["Degraded"],
+            conditions_true: vec!["Degraded", "Ready"],
+        },
+        Case {
+            name: "a JobSet deleted under a running cluster is recreated, loudly, timestamps reset",
+            seen: Seen::everything(&Mc::new(2).running(), 0).without_jobset(),
+            steps: vec!["create JobSet"],
+            phase: Phase::Pending,
+            events: vec!["Restarted", "Pending"],
+            conditions_true: vec!["Restarted"],
+        },
+        Case {
+            name: "a finished cluster whose JobSet went (TTL) never runs again",
+            seen: Seen::everything(
+                &Mc::new(2).running().status(|s| {
+                    s.phase = Some(Phase::Succeeded);
+                    s.completion_time = Some(Time(now()));
+                    s.teardown_time = Some(Time(now()));
+                }),
+                0,
+            )
+            .without_jobset(),
+            steps: vec![],
+            phase: Phase::Succeeded,
+            events: vec![],
+            conditions_true: vec![],
+        },
+        Case {
+            name: "a finished cluster with spec.cleanup deletes itself after its status",
+            seen: Seen::everything(&Mc::new(2).cleanup().running(), 0).jobset(completed),
+            steps: vec!["delete MiniCluster"],
+            phase: Phase::Succeeded,
+            events: vec!["Succeeded", "Cleanup"],
+            conditions_true: vec!["Succeeded"],
+        },
+    ];
+    for case in cases {
+        let plan = case.seen.plan();
+        assert_eq!(steps(&plan), case.steps, "{}: steps", case.name);
+        assert_eq!(plan.status.phase, Some(case.phase), "{}: phase", case.name);
+        assert_eq!(events(&plan), case.events, "{}: events", case.name);
+        for type_ in [
+            "Ready",
+            "InvalidSpec",
+            "Blocked",
+            "Degraded",
+            "Restarted",
+            "Succeeded",
+        ] {
+            assert_eq!(
+                is_true(&plan, type_),
+                case.conditions_true.contains(&type_),
+                "{}: condition {type_} in {:?}",
+                case.name,
+                plan.status.conditions
+            );
+        }
+    }
+}
+
+#[test]
+fn a_running_jobset_keeps_the_config_map_it_started_with_when_the_spec_renders_another() {
+    let started = Mc::new(2).max_size(4).running();
+    let seen = Seen::everything(&started, 2);
+    let old_cm = config_map_of(seen.observed.jobset.as_deref().unwrap()).unwrap();
+    // Resize: the rendered ConfigMap changes (the lead's quorum and `-N` follow `size`).
+    let mut resized = seen;
+    resized.mc.spec.size = 3;
+    let plan = resized.plan();
+    let new_cm = render::desired(&resized.mc, &env())
+        .unwrap()
+        .config_map
+        .name_any();
+    assert_ne!(old_cm, new_cm, "the content differs, so does the name");
+    assert_eq!(
+        steps(&plan),
+        vec![format!(
+            "update JobSet {}",
+            serde_json::json!({"replicatedJobs": [{"name": "workers", "template": {"spec": {"parallelism": 2, "completions": 2}}}], "suspend": false})
+        )],
+        "only the size changes; no new ConfigMap, the old one is not deleted"
+    );
+}
+
+#[test]
+fn config_maps_nobody_uses_are_deleted_and_a_lost_one_the_pods_use_is_degraded() {
+    let mc = Mc::new(2).running();
+    let seen = Seen::everything(&mc, 2);
+    let in_use = config_map_of(seen.observed.jobset.as_deref().unwrap()).unwrap();
+    let old = "m-flux".to_string();
+    let plan = seen.config_maps(&[&in_use, &old]).plan();
+    assert_eq!(steps(&plan), vec![format!("delete ConfigMap {old}")]);
+
+    // The JobSet references a ConfigMap of an older operator, now gone: nothing renders it.
+    let seen = Seen::everything(&mc, 2)
+        .jobset(|js| {
+            for rj in &mut js.spec.replicated_jobs {
+                for v in rj
+                    .template
+                    .spec
+                    .as_mut()
+                    .unwrap()
+                    .template
+                    .spec
+                    .as_mut()
+                    .unwrap()
+                    .volumes
+                    .iter_mut()
+                    .flatten()
+                {
+                    if let Some(cm) = v.config_map.as_mut() {
+                        cm.name = "m-flux".into();
+                    }
+                }
+            }
+        })
+        .config_maps(&[]);
+    let plan = seen.plan();
+    assert!(steps(&plan).is_empty(), "{:?}", steps(&plan));
+    let (status, message) = condition(&plan, condition::DEGRADED).unwrap();
+    assert_eq!(status, "True");
+    assert!(message.contains("ConfigMap m-flux"), "{message}");
+}
+
+#[test]
+fn a_deleted_config_map_with_the_same_content_is_made_again() {
+    let mc = Mc::new(2).running();
+    let plan = Seen::everything(&mc, 2).config_maps(&[]).plan();
+    assert_eq!(steps(&plan), vec!["create ConfigMap"]);
+    assert!(!is_true(&plan, condition::DEGRADED));
+}
+
+#[test]
+fn events_come_from_transitions_so_a_crash_before_them_loses_none() {
+    // The run that created the JobSet died before its Events and status: the next run sees
+    // the JobSet in the watch and the old status, so it publishes the same Events.
+    let mc = Mc::new(2);
+    let seen = Seen::everything(&mc, 0);
+    let plan = seen.plan();
+    assert!(steps(&plan).is_empty(), "{:?}", steps(&plan));
+    assert_eq!(events(&plan), vec!["Certificate", "Created", "Pending"]);
+    // Once the status is written, the same observation makes no Event.
+    let mut after = seen;
+    after.mc.status = Some(plan.status.clone());
+    assert!(after.plan().events.is_empty());
+}
+
+#[test]
+fn a_user_supplied_certificate_deleted_under_a_running_cluster_is_made_again() {
+    let mut mc = Mc::new(2).running();
+    mc.0.spec.flux.curve_cert = crate::flux::curve::Certificate::generate("m")
+        .unwrap()
+        .to_text()
+        .into();
+    let plan = Seen::everything(&mc, 2).without_secret().plan();
+    assert_eq!(steps(&plan), vec!["create Secret"]);
+    assert!(!is_true(&plan, condition::DEGRADED));
+}
+
+#[test]
+fn the_plan_never_panics_on_extreme_sizes() {
+    // The CRD's bounds keep these from the API path; `flux-operator render` reads files.
+    for (size, max) in [
+        (i32::MIN, Some(i32::MIN)),
+        (i32::MIN, None),
+        (0, Some(-1)),
+        (-5, Some(i32::MAX)),
+    ] {
+        let mut mc = Mc::new(2);
+        mc.0.spec.size = size;
+        mc.0.spec.max_size = max;
+        let plan = Seen::nothing(&mc).plan();
+        assert!(
+            is_true(&plan, condition::INVALID_SPEC),
+            "size {size} max {max:?}"
+        );
+        assert!(plan.steps.is_empty());
+    }
+    for (size, max) in [
+        (i32::MAX, None),
+        (2, Some(i32::MAX)),
+        (i32::MAX, Some(i32::MAX)),
+    ] {
+        let mut mc = Mc::new(2);
+        mc.0.spec.size = size;
+        mc.0.spec.max_size = max;
+        let _ = Seen::nothing(&mc).plan();
+    }
+}
