@@ -324,14 +324,32 @@ async fn operator_runs_as_installed_with_only_the_manifests_rbac() -> Result<()>
     let queue = crate::kueue::queues(&mut ns, "4", "4Gi").await?;
     let operator = Installed::start(&mut ns).await?;
 
-    // The token is the ServiceAccount's, and it is not an admin: it cannot even list the
-    // Secrets of its own namespace.
-    match Api::<Secret>::namespaced(operator.as_operator.clone(), &ns.name)
-        .list(&ListParams::default())
+    // The token is the ServiceAccount's, and it is not an admin: it may watch Secrets (to see
+    // its certificate Secret deleted) but never change or delete one.
+    let theirs: Secret = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "someone-elses"},
+        "stringData": {"k": "v"}}))?;
+    ns.api::<Secret>()
+        .create(&PostParams::default(), &theirs)
+        .await?;
+    let as_operator = Api::<Secret>::namespaced(operator.as_operator.clone(), &ns.name);
+    match as_operator
+        .delete("someone-elses", &Default::default())
         .await
     {
         Err(kube::Error::Api(s)) if s.code == 403 => {}
-        other => bail!("the operator's token may list Secrets: {other:?}"),
+        other => bail!("the operator's token may delete Secrets: {other:?}"),
+    }
+    match as_operator
+        .patch(
+            "someone-elses",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"stringData": {"k": "w"}})),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) if s.code == 403 => {}
+        other => bail!("the operator's token may change Secrets: {other:?}"),
     }
 
     let mcs: Api<MiniCluster> = ns.api();
