@@ -15,6 +15,8 @@ mod owned;
 pub mod plan;
 mod reconcile;
 pub mod status;
+#[cfg(test)]
+mod tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

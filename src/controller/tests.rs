@@ -1,0 +1,413 @@
+//! The reconcile path against a mocked API server (a `tower-test` service behind a real
+//! `kube::Client`): the decisions that need the client, and the calls each one makes.
+
+use std::sync::{Arc, Mutex};
+
+use http::{Method, Request, Response, StatusCode};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use kube::api::PartialObjectMeta;
+use kube::client::Body;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, store::Writer};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::index::Index;
+use super::reconcile::{self, Context};
+use crate::api::{MiniCluster, Phase};
+use crate::jobset::JobSet;
+use crate::metrics::Metrics;
+
+const UID: &str = "uid-m";
+
+fn minicluster() -> MiniCluster {
+    let mut mc: MiniCluster = serde_norway::from_str(
+        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: m, namespace: ns, generation: 1}\nspec:\n  size: 2\n  containers: [{image: rockylinux:9, command: hostname}]\n",
+    )
+    .unwrap();
+    mc.metadata.uid = Some(UID.into());
+    mc
+}
+
+/// One request the fake API server answered.
+#[derive(Clone, Debug)]
+struct Call {
+    method: Method,
+    path: String,
+    body: Value,
+}
+
+impl Call {
+    fn is(&self, method: &Method, path_end: &str) -> bool {
+        self.method == *method && self.path.ends_with(path_end)
+    }
+}
+
+type Route = Box<dyn Fn(&Call) -> Option<(StatusCode, Value)> + Send + Sync>;
+
+/// A fake API server: answers each request with the first route that matches; records every
+/// call. Anything unrouted is a 404, as for an object that does not exist.
+fn fake_api(routes: Vec<Route>) -> (Client, Arc<Mutex<Vec<Call>>>) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let log = calls.clone();
+    tokio::spawn(async move {
+        while let Some((request, respond)) = handle.next_request().await {
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect_bytes().await.unwrap_or_default();
+            let call = Call {
+                method: parts.method.clone(),
+                path: parts.uri.path().to_string(),
+                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            };
+            log.lock().unwrap().push(call.clone());
+            let (status, answer) = routes.iter().find_map(|r| r(&call)).unwrap_or((
+                StatusCode::NOT_FOUND,
+                status_body(404, "NotFound", "not found"),
+            ));
+            respond.send_response(
+                Response::builder()
+                    .status(status)
+                    .header("content-type", "application/json")
+                    .body(Body::from(serde_json::to_vec(&answer).unwrap()))
+                    .unwrap(),
+            );
+        }
+    });
+    (Client::new(service, "ns"), calls)
+}
+
+fn status_body(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": message})
+}
+
+/// Answer `method` on paths ending in `path_end` with `status` and `body`.
+fn route(method: Method, path_end: &'static str, status: StatusCode, body: Value) -> Route {
+    Box::new(move |c: &Call| c.is(&method, path_end).then(|| (status, body.clone())))
+}
+
+/// Writes echo their body back, as a server-side apply or a create would return the object
+/// (a status write returns the whole MiniCluster).
+fn echo_writes() -> Route {
+    Box::new(|c: &Call| {
+        if c.is(&Method::PATCH, "/status") {
+            let mut mc = serde_json::to_value(minicluster()).unwrap();
+            mc["status"] = c.body["status"].clone();
+            return Some((StatusCode::OK, mc));
+        }
+        matches!(c.method, Method::POST | Method::PATCH).then(|| {
+            let code = if c.method == Method::POST {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            let mut body = c.body.clone();
+            if body["metadata"]["name"].is_null() {
+                body["metadata"]["name"] = json!("m");
+            }
+            (code, body)
+        })
+    })
+}
+
+/// Object metadata as the API server returns it for a metadata-only read.
+fn partial(name: &str, owner_uid: Option<&str>) -> Value {
+    let owners = owner_uid.map(|uid| {
+        json!([{"apiVersion": "flux-framework.org/v1alpha2", "kind": "MiniCluster", "name": "m", "uid": uid, "controller": true}])
+    });
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+           "metadata": {"name": name, "namespace": "ns", "ownerReferences": owners.unwrap_or(json!([]))}})
+}
+
+/// Stores with these objects in them.
+struct Stores {
+    jobsets: Writer<JobSet>,
+    pods: Writer<Pod>,
+    secrets: Writer<PartialObjectMeta<Secret>>,
+    config_maps: Writer<PartialObjectMeta<ConfigMap>>,
+    services: Writer<PartialObjectMeta<Service>>,
+}
+
+fn index() -> (Index, Stores) {
+    let (jobsets, jw) = reflector::store();
+    let (pods, pw) = reflector::store();
+    let (secrets, sw) = reflector::store();
+    let (config_maps, cw) = reflector::store();
+    let (services, vw) = reflector::store();
+    (
+        Index {
+            jobsets,
+            pods,
+            secrets,
+            config_maps,
+            services,
+            workloads: None,
+        },
+        Stores {
+            jobsets: jw,
+            pods: pw,
+            secrets: sw,
+            config_maps: cw,
+            services: vw,
+        },
+    )
+}
+
+fn context(client: Client, index: Index) -> Arc<Context> {
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "flux-operator".into(),
+            instance: None,
+        },
+    );
+    Arc::new(Context::new(
+        client,
+        recorder,
+        Arc::new(Metrics::new()),
+        index,
+        "cluster.local".into(),
+    ))
+}
+
+fn calls_of(calls: &Arc<Mutex<Vec<Call>>>) -> Vec<Call> {
+    calls.lock().unwrap().clone()
+}
+
+fn status_patch(calls: &[Call]) -> Option<Value> {
+    calls
+        .iter()
+        .find(|c| c.is(&Method::PATCH, "/miniclusters/m/status"))
+        .map(|c| c.body["status"].clone())
+}
+
+fn condition(status: &Value, type_: &str) -> Option<(String, String)> {
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+}
+
+#[tokio::test]
+async fn a_new_minicluster_makes_its_objects_then_one_status_write() {
+    let (client, calls) = fake_api(vec![echo_writes()]);
+    let (index, _stores) = index();
+    let ctx = context(client, index);
+    reconcile::reconcile(Arc::new(minicluster()), ctx)
+        .await
+        .unwrap();
+    let calls = calls_of(&calls);
+    let writes: Vec<String> = calls
+        .iter()
+        .filter(|c| c.method != Method::GET && !c.path.contains("/events"))
+        .map(|c| {
+            format!(
+                "{} {}",
+                c.method,
+                c.path.rsplit_once("/namespaces/ns/").unwrap().1
+            )
+        })
+        .collect();
+    let cm = writes
+        .iter()
+        .find(|w| w.starts_with("POST configmaps"))
+        .cloned();
+    assert_eq!(
+        writes,
+        vec![
+            "POST secrets".to_string(),
+            cm.clone().unwrap_or_default(),
+            "PATCH jobsets/m".to_string(),
+            "PATCH miniclusters/m/status".to_string(),
+        ],
+        "Secret, ConfigMap, JobSet, then the status once"
+    );
+    // Reads only where something is created: the JobSet's name and the pods' subdomain.
+    let reads: Vec<&str> = calls
+        .iter()
+        .filter(|c| c.method == Method::GET)
+        .map(|c| c.path.as_str())
+        .collect();
+    assert_eq!(
+        reads,
+        vec![
+            "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets/m",
+            "/api/v1/namespaces/ns/services/m",
+        ]
+    );
+    let status = status_patch(&calls).unwrap();
+    assert_eq!(status["jobSet"], "m");
+    assert_eq!(status["curveSecret"], "m-curve");
+    assert_eq!(status["phase"], "Pending");
+    // The certificate's secret key goes to the Secret only: never into an Event or status.
+    let secret = &calls
+        .iter()
+        .find(|c| c.is(&Method::POST, "/secrets"))
+        .unwrap()
+        .body;
+    assert!(secret["data"].is_object());
+    for c in calls.iter().filter(|c| !c.path.ends_with("/secrets")) {
+        assert!(!c.body.to_string().contains("secret-key"), "{c:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_jobset_of_its_name_owned_by_someone_else_is_never_applied() {
+    let (client, calls) = fake_api(vec![
+        route(
+            Method::GET,
+            "/jobsets/m",
+            StatusCode::OK,
+            partial("m", None),
+        ),
+        echo_writes(),
+    ]);
+    let (index, _stores) = index();
+    reconcile::reconcile(Arc::new(minicluster()), context(client, index))
+        .await
+        .unwrap();
+    let calls = calls_of(&calls);
+    assert!(
+        !calls.iter().any(|c| c.is(&Method::PATCH, "/jobsets/m")),
+        "the other JobSet was not touched: {calls:?}"
+    );
+    let status = status_patch(&calls).expect("a status write");
+    let (on, message) = condition(&status, "Blocked").unwrap();
+    assert_eq!(on, "True");
+    assert!(
+        message.contains("JobSet m exists and is not owned"),
+        "{message}"
+    );
+    assert_eq!(status["phase"], "Pending", "held, not failed");
+    let event = calls
+        .iter()
+        .find(|c| c.is(&Method::POST, "/events"))
+        .expect("an Event");
+    assert_eq!(event.body["type"], "Warning");
+    assert_eq!(event.body["reason"], "Blocked");
+}
+
+#[tokio::test]
+async fn an_admission_refusal_holds_the_cluster_instead_of_retrying_forever() {
+    let (client, calls) = fake_api(vec![
+        route(
+            Method::PATCH,
+            "/jobsets/m",
+            StatusCode::FORBIDDEN,
+            status_body(
+                403,
+                "Forbidden",
+                "admission webhook \"vjobset.kb.io\" denied the request: no",
+            ),
+        ),
+        echo_writes(),
+    ]);
+    let (index, _stores) = index();
+    let action = reconcile::reconcile(Arc::new(minicluster()), context(client, index)).await;
+    assert!(action.is_ok(), "not an error to retry: {action:?}");
+    let status = status_patch(&calls_of(&calls)).expect("a status write");
+    let (on, message) = condition(&status, "Blocked").unwrap();
+    assert_eq!(on, "True");
+    assert!(message.contains("denied the request"), "{message}");
+}
+
+#[tokio::test]
+async fn when_the_watches_hold_everything_as_desired_a_reconcile_makes_no_call() {
+    let mc = minicluster();
+    let desired = crate::render::desired(
+        &mc,
+        &crate::render::Environment {
+            cluster_domain: "cluster.local".into(),
+        },
+    )
+    .unwrap();
+    let owner = mc.controller_owner_ref(&()).unwrap();
+    let (index, mut stores) = index();
+    let mut js = desired.jobset.clone();
+    js.metadata.owner_references = Some(vec![owner.clone()]);
+    js.metadata.uid = Some("uid-js".into());
+    stores
+        .jobsets
+        .apply_watcher_event(&watcher::Event::Apply(js.clone()));
+    let meta = |name: String| kube::api::ObjectMeta {
+        name: Some(name),
+        namespace: Some("ns".into()),
+        labels: Some(crate::render::common_labels(&mc)),
+        owner_references: Some(vec![owner.clone()]),
+        ..Default::default()
+    };
+    stores
+        .secrets
+        .apply_watcher_event(&watcher::Event::Apply(PartialObjectMeta::<Secret> {
+            metadata: meta("m-curve".into()),
+            ..Default::default()
+        }));
+    stores
+        .config_maps
+        .apply_watcher_event(&watcher::Event::Apply(PartialObjectMeta::<ConfigMap> {
+            metadata: meta(desired.config_map.name_any()),
+            ..Default::default()
+        }));
+    for i in 0..2 {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("m-{i}"), "namespace": "ns",
+                "labels": {"flux-framework.org/minicluster": "m", "flux-framework.org/role": if i == 0 { "lead" } else { "workers" }}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .unwrap();
+        pod.metadata.creation_timestamp = None;
+        stores.pods.apply_watcher_event(&watcher::Event::Apply(pod));
+    }
+    let _ = &mut stores.services;
+
+    // The status a previous reconcile wrote for exactly this state.
+    let (client, calls) = fake_api(vec![echo_writes()]);
+    let ctx = context(client, index.clone());
+    let observed = index.observe(&mc);
+    let planned = super::plan::plan(&mc, &observed, &ctx.env, jiff::Timestamp::now()).unwrap();
+    assert!(planned.steps.is_empty(), "{:?}", planned.steps);
+    let mut settled = mc.clone();
+    settled.status = Some(planned.status);
+    assert_eq!(settled.status.as_ref().unwrap().phase, Some(Phase::Running));
+
+    reconcile::reconcile(Arc::new(settled), ctx).await.unwrap();
+    assert_eq!(calls_of(&calls).len(), 0, "{:?}", calls_of(&calls));
+}
+
+#[tokio::test]
+async fn what_is_kept_per_minicluster_goes_when_the_minicluster_goes() {
+    let (client, _calls) = fake_api(vec![echo_writes()]);
+    let (index, _stores) = index();
+    let ctx = context(client, index);
+    reconcile::reconcile(Arc::new(minicluster()), ctx.clone())
+        .await
+        .unwrap();
+    assert!(ctx.tracked() > 0);
+    ctx.retain(&[Arc::new(minicluster())]);
+    assert!(ctx.tracked() > 0, "kept while it exists");
+    ctx.retain(&[]);
+    assert_eq!(ctx.tracked(), 0, "nothing left once it is gone");
+}
+
+#[test]
+fn a_failing_watch_retries_within_seconds_however_long_it_fails() {
+    use kube::runtime::utils::Backoff;
+    let mut backoff = super::index::watch_backoff();
+    let delays: Vec<_> = (0..50)
+        .map(|_| backoff.next().expect("never gives up"))
+        .collect();
+    assert!(
+        delays.iter().all(|d| *d <= super::index::WATCH_BACKOFF_MAX),
+        "{delays:?}"
+    );
+    assert!(delays[0] <= std::time::Duration::from_secs(1), "{delays:?}");
+    backoff.reset();
+    assert!(backoff.next().unwrap() <= std::time::Duration::from_secs(1));
+}
