@@ -15,10 +15,10 @@ use kube::runtime::events::Event;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
+use super::context::{Context, Error, FIELD_MANAGER, RESYNC, UPDATE_MANAGER};
 use super::durations::observe_durations;
 use super::owned::controlled_by;
 use super::plan::{self, Observed, Plan, Step};
-use super::reconcile::{Context, Error, FIELD_MANAGER, RESYNC, UPDATE_MANAGER};
 use crate::api::{MiniCluster, MiniClusterStatus};
 use crate::jobset::JobSet;
 use crate::render;

@@ -1,11 +1,14 @@
 //! The controller process: leader election, watches, the HTTP endpoints, graceful shutdown.
 //!
 //! A reconcile observes from the [`index`] (the watches' stores), decides in one pure
-//! function ([`plan`]) and carries the plan out ([`apply`]); [`reconcile`] ties the three.
+//! function ([`plan`]) and carries the plan out ([`apply`]); [`reconcile`] ties the three,
+//! [`context`] is what they share. No module cycle: reconcile -> {index, plan, apply} ->
+//! context; plan -> {events, status, owned} (all pure).
 //! Status is computed by [`status`], Events by [`events`], durations by [`durations`].
 
 mod apply;
 mod cluster_domain;
+mod context;
 mod durations;
 mod events;
 mod index;
@@ -36,7 +39,7 @@ use crate::jobset::JobSet;
 use crate::metrics::{self, Health, Metrics};
 
 pub use cluster_domain::discover_cluster_domain;
-pub use reconcile::{Context, FIELD_MANAGER};
+pub use context::{Context, FIELD_MANAGER};
 
 /// A reconcile waits this long after the first change it is woken for, so a burst of
 /// changes (pods of a cluster coming up) makes one reconcile.

@@ -13,8 +13,9 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use super::context::Context;
 use super::index::Index;
-use super::reconcile::{self, Context};
+use super::reconcile;
 use crate::api::{MiniCluster, Phase};
 use crate::jobset::JobSet;
 use crate::metrics::Metrics;

@@ -39,12 +39,9 @@ pub struct Desired {
     pub services: Vec<Service>,
 }
 
-/// Inputs that come from the operator's environment rather than the MiniCluster.
-#[derive(Clone, Debug)]
-pub struct Environment {
-    /// The cluster's DNS domain (e.g. `cluster.local`), already resolved.
-    pub cluster_domain: String,
-}
+/// Inputs that come from the operator's environment rather than the MiniCluster (the
+/// cluster's DNS domain): the one struct [`flux::Context`], under the name render uses.
+pub type Environment = flux::Context;
 
 /// Why a MiniCluster cannot be rendered. Each names the field at fault.
 #[derive(Debug, thiserror::Error)]
@@ -145,10 +142,7 @@ pub fn owner_reference(mc: &MiniCluster) -> Option<OwnerReference> {
 
 /// The ConfigMap holding the broker config and the entrypoint scripts.
 pub fn config_map(mc: &MiniCluster, env: &Environment) -> Result<ConfigMap, Error> {
-    let ctx = flux::Context {
-        cluster_domain: env.cluster_domain.clone(),
-    };
-    let data = flux::config_map_data(mc, &ctx)?;
+    let data = flux::config_map_data(mc, env)?;
     let name = format!("{}{}", config_map_prefix(mc), content_hash(&data));
     let size: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
     if size > MAX_CONFIG_MAP_BYTES {

@@ -1,0 +1,126 @@
+//! What every reconcile shares: the client, the index, the recorder, the metrics, and what
+//! this process keeps per MiniCluster; and the reconcile's errors.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, ResourceExt};
+
+use super::durations::Sightings;
+use super::index::Index;
+use crate::api::{MiniCluster, MiniClusterStatus};
+use crate::metrics::SharedMetrics;
+use crate::render::{self, Environment};
+
+/// The field manager of every server-side apply the operator makes.
+pub const FIELD_MANAGER: &str = "flux-operator";
+/// The field manager of later changes to a JobSet: only the fields that may change while it
+/// runs (the followers' size, `suspend` outside Kueue).
+pub const UPDATE_MANAGER: &str = "flux-operator-update";
+/// Every MiniCluster is looked at again after this long without a change (a missed watch
+/// event heals); with nothing changed, such a look makes no API call.
+pub const RESYNC: Duration = Duration::from_secs(600);
+
+/// Shared state of the reconciler.
+pub struct Context {
+    pub(super) client: Client,
+    pub(super) recorder: Recorder,
+    pub(super) metrics: SharedMetrics,
+    pub(super) index: Index,
+    pub(super) env: Environment,
+    pub(super) failures: Mutex<HashMap<ObjectRef<MiniCluster>, u32>>,
+    /// When this process saw each MiniCluster's lifecycle moments (sub-second durations).
+    pub(super) sightings: Sightings,
+    /// The status this process last wrote, per MiniCluster UID: the watch cache can lag
+    /// behind it, and transitions (Events, metrics) must start from what was written.
+    written: Mutex<HashMap<String, MiniClusterStatus>>,
+}
+
+impl Context {
+    /// Build the context.
+    pub fn new(
+        client: Client,
+        recorder: Recorder,
+        metrics: SharedMetrics,
+        index: Index,
+        cluster_domain: String,
+    ) -> Self {
+        Self {
+            client,
+            recorder,
+            metrics,
+            index,
+            env: Environment { cluster_domain },
+            failures: Mutex::default(),
+            sightings: Sightings::default(),
+            written: Mutex::default(),
+        }
+    }
+
+    /// Remember the status just written for `mc`.
+    pub(super) fn remember(&self, mc: &MiniCluster, status: &MiniClusterStatus) {
+        if let (Some(uid), Ok(mut written)) = (mc.uid(), self.written.lock()) {
+            written.insert(uid, status.clone());
+        }
+    }
+
+    /// `mc` with the status this process last wrote, if the cache has not caught up with it.
+    pub(super) fn latest(&self, mc: &MiniCluster) -> MiniCluster {
+        let mut mc = mc.clone();
+        if let (Some(uid), Ok(written)) = (mc.uid(), self.written.lock())
+            && let Some(status) = written.get(&uid)
+        {
+            mc.status = Some(status.clone());
+        }
+        mc
+    }
+
+    /// Forget what is kept per MiniCluster for those no longer in the cache.
+    pub(super) fn retain(&self, live: &[Arc<MiniCluster>]) {
+        let uids: HashSet<String> = live.iter().filter_map(|mc| mc.uid()).collect();
+        let refs: HashSet<ObjectRef<MiniCluster>> = live
+            .iter()
+            .map(|mc| ObjectRef::from_obj(mc.as_ref()))
+            .collect();
+        if let Ok(mut written) = self.written.lock() {
+            written.retain(|uid, _| uids.contains(uid));
+        }
+        self.sightings.retain(&uids);
+        if let Ok(mut failures) = self.failures.lock() {
+            failures.retain(|key, _| refs.contains(key));
+        }
+    }
+
+    /// How many MiniClusters this process keeps something for (tests: nothing leaks).
+    pub fn tracked(&self) -> usize {
+        self.written.lock().map(|w| w.len()).unwrap_or_default() + self.sightings.len()
+    }
+}
+
+/// Errors of a reconcile; all are retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("rendering: {0}")]
+    Render(#[from] render::Error),
+    #[error("certificate: {0}")]
+    Certificate(#[from] crate::flux::Error),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    pub(super) fn reason(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(s)) if s.code == 409 => "conflict",
+            Error::Kube(_) => "api",
+            Error::Render(_) => "render",
+            Error::Certificate(_) => "certificate",
+            Error::Internal(_) => "internal",
+        }
+    }
+}
