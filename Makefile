@@ -27,7 +27,7 @@ CARGO_E2E := cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_T
 SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness \
-        test-e2e-running test-side-by-side lint-scripts demo crds flux-build test-flux
+        test-e2e-running test-outage test-side-by-side lint-scripts demo crds flux-build test-flux
 
 setup:
 	e2e/setup-host.sh
@@ -48,7 +48,7 @@ vendor-crds: e2e-build
 demo: setup e2e-build
 	e2e/demo.sh
 
-test: setup test-unit test-flux test-e2e test-side-by-side
+test: setup test-unit test-flux test-e2e test-outage test-side-by-side
 
 test-unit:
 	cargo test
@@ -78,6 +78,12 @@ test-e2e: e2e-build
 # The e2e tests against a cluster that is already up (`make up`), for iterating.
 test-e2e-running:
 	KUBECONFIG=$(E2E_KUBECONFIG) $(CARGO_E2E)
+
+# An API server outage (e2e/outage.sh): the first reconcile after it comes within seconds.
+# The cluster to itself: the outage would disturb the other e2e tests.
+test-outage: e2e-build
+	cargo build
+	e2e/run-tests.sh e2e/outage.sh
 
 # Two test clusters on one machine (e2e/side-by-side.sh), beside the default one.
 test-side-by-side: e2e-build
