@@ -864,12 +864,17 @@ pub fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
+/// Whether `name` is an environment variable name the operator accepts: letters, digits and
+/// `_`, not starting with a digit (so every shell can export it). The one home of this rule.
+pub fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
+        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
+}
+
 fn env_names<V>(map: &BTreeMap<String, V>, _: &()) -> garde::Result {
     for name in map.keys() {
-        let mut chars = name.chars();
-        let ok = matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-            && chars.all(|c| c == '_' || c.is_ascii_alphanumeric());
-        if !ok {
+        if !is_env_name(name) {
             return Err(garde::Error::new(format!(
                 "{name:?} is not a valid environment variable name (letters, digits, '_', not starting with a digit)"
             )));

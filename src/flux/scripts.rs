@@ -437,11 +437,10 @@ fn render<S: Serialize>(template: &str, ctx: &S) -> Result<String, Error> {
         })
 }
 
+/// The scripts export these names: refuse one the API's rule refuses, should an unvalidated
+/// MiniCluster reach the renderer.
 fn check_env_name(field: &str, name: &str) -> Result<(), Error> {
-    let mut chars = name.chars();
-    let ok = matches!(chars.next(), Some(c) if c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric());
-    if ok {
+    if crate::api::is_env_name(name) {
         Ok(())
     } else {
         Err(field_err(
