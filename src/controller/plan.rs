@@ -165,11 +165,14 @@ pub fn plan(
     let mut degraded = Vec::new();
     let finished = jobset.is_some_and(is_finished);
     let live_jobset = jobset.filter(|_| !finished);
+    // Finished for good: its JobSet finished, or went after it finished. Nothing is made again.
+    let over = finished || (jobset.is_none() && old.completion_time.is_some());
 
     // 3. The certificate: once. A user-supplied one is the same every time it is made.
     let mut curve_secret = old.curve_secret.clone();
     match observed.secret {
         Presence::Owned => curve_secret = secret_name.clone(),
+        _ if over => {}
         _ if live_jobset.is_some() && mc.spec.flux.curve_cert.is_empty() => degraded.push(format!(
             "Secret {secret_name} with the brokers' CURVE certificate was deleted while the \
              cluster runs; no new keypair is made, because brokers started with one could not \
@@ -183,11 +186,11 @@ pub fn plan(
 
     // 4. The ConfigMap: the one the JobSet was created with, or (before it) the desired one.
     let desired_cm = desired.config_map.name_any();
-    let in_use = live_jobset
+    let in_use = jobset
         .and_then(config_map_of)
         .unwrap_or_else(|| desired_cm.clone());
     let have = |n: &str| observed.config_maps.iter().any(|c| c.name == n);
-    if !have(&in_use) && (jobset.is_none() || live_jobset.is_some()) {
+    if !have(&in_use) && !over {
         if in_use == desired_cm {
             steps.push(Step::CreateConfigMap(Box::new(desired.config_map.clone())));
         } else {

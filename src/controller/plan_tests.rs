@@ -325,6 +325,17 @@ fn plans() {
             conditions_true: vec![],
         },
         Case {
+            name: "a finished cluster whose Secret and ConfigMap went makes neither again",
+            seen: Seen::everything(&Mc::new(2).running(), 0)
+                .jobset(completed)
+                .without_secret()
+                .config_maps(&[]),
+            steps: vec![],
+            phase: Phase::Succeeded,
+            events: vec!["Succeeded"],
+            conditions_true: vec!["Succeeded"],
+        },
+        Case {
             name: "a finished cluster with spec.cleanup deletes itself after its status",
             seen: Seen::everything(&Mc::new(2).cleanup().running(), 0).jobset(completed),
             steps: vec!["delete MiniCluster"],
