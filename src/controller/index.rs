@@ -79,8 +79,26 @@ where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
+    reflect_trimmed(stream, writer, what, |_| {})
+}
+
+/// [`reflect`], with `trim` applied to every object before it is stored (drop what the
+/// reconciler never reads: the store holds every watched object for the process's life).
+pub fn reflect_trimmed<K>(
+    stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+    writer: reflector::store::Writer<K>,
+    what: &'static str,
+    trim: fn(&mut K),
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
     StreamBackoff::new(stream, watch_backoff())
-        .modify(|obj: &mut K| obj.meta_mut().managed_fields = None)
+        .modify(move |obj: &mut K| {
+            obj.meta_mut().managed_fields = None;
+            trim(obj);
+        })
         .reflect(writer)
         .touched_objects()
         .filter_map(move |item| async move {
@@ -107,9 +125,32 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Default + Send + Sync,
 {
+    watch_trimmed(api, labelled, what, |_| {})
+}
+
+/// [`watch_objects`], storing each object as `trim` leaves it.
+pub fn watch_trimmed<K>(
+    api: Api<K>,
+    labelled: bool,
+    what: &'static str,
+    trim: fn(&mut K),
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default + Send + Sync,
+{
     let (reader, writer) = reflector::store();
     let stream = watcher(api, config(labelled));
-    (reader, reflect(stream, writer, what))
+    (reader, reflect_trimmed(stream, writer, what, trim))
+}
+
+/// A broker pod as the reconciler reads it: metadata and status (the spec, the bulk of a
+/// pod, is never read).
+pub fn trim_pod(pod: &mut Pod) {
+    pod.spec = None;
 }
 
 fn config(labelled: bool) -> watcher::Config {

@@ -170,7 +170,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         index::watch_objects(scoped::<MiniCluster>(&client, ns), false, "miniclusters");
     let (jobsets, jobset_stream) =
         index::watch_objects(scoped::<JobSet>(&client, ns), true, "jobsets");
-    let (pods, pod_stream) = index::watch_objects(scoped::<Pod>(&client, ns), true, "pods");
+    let (pods, pod_stream) =
+        index::watch_trimmed(scoped::<Pod>(&client, ns), true, "pods", index::trim_pod);
     let (secrets, secret_stream) = index::watch_objects(
         scoped::<PartialObjectMeta<Secret>>(&client, ns),
         true,
