@@ -17,8 +17,10 @@ use super::status::MiniClusterStatus;
 
 /// The default application image of the Go operator, kept so old manifests mean the same.
 pub const DEFAULT_APP_IMAGE: &str = "ghcr.io/rse-ops/accounting:app-latest";
-/// The default flux view image (Flux built into a relocatable tree).
-pub const DEFAULT_VIEW_IMAGE: &str = "ghcr.io/converged-computing/flux-view-rocky:tag-9";
+/// The default flux view image (Flux built into a relocatable tree): the Go operator's
+/// default, so a manifest that does not name one runs the same Flux. Its libraries need an
+/// application image of the same OS (Ubuntu 24.04); pin `flux.container.image` otherwise.
+pub const DEFAULT_VIEW_IMAGE: &str = "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble";
 /// Where the flux view is copied in every pod.
 pub const DEFAULT_VIEW_MOUNT: &str = "/mnt/flux";
 /// About a year: the Go operator's default active deadline.

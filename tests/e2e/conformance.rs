@@ -694,3 +694,42 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
     ns.cleanup().await;
     Ok(())
 }
+
+/// Every default the Go operator's CRD declares (e.g. the flux view image) is this CRD's
+/// default for the same field too, so a manifest that leaves a field out means the same.
+/// Needs no cluster: both schemas are read from files.
+#[test]
+fn go_crd_defaults_are_ours() -> Result<()> {
+    use kube::CustomResourceExt;
+    let dir = tempfile::tempdir()?;
+    let top = unpack(dir.path())?;
+    let go = go_schema(&top)?;
+    let crd = serde_json::to_value(MiniCluster::crd())?;
+    let ours = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    fn walk(go: &Value, ours: &Value, path: &str, checked: &mut usize, wrong: &mut Vec<String>) {
+        if !go["default"].is_null() {
+            *checked += 1;
+            if go["default"] != ours["default"] {
+                wrong.push(format!(
+                    "{path}: Go {} here {}",
+                    go["default"], ours["default"]
+                ));
+            }
+        }
+        for (k, sub) in go["properties"].as_object().into_iter().flatten() {
+            if !ours["properties"][k].is_null() {
+                walk(sub, &ours["properties"][k], &format!("{path}.{k}"), checked, wrong);
+            }
+        }
+        for (key, suffix) in [("items", "[]"), ("additionalProperties", "{}")] {
+            if go[key].is_object() && ours[key].is_object() {
+                walk(&go[key], &ours[key], &format!("{path}{suffix}"), checked, wrong);
+            }
+        }
+    }
+    let (mut checked, mut wrong) = (0, Vec::new());
+    walk(&go, ours, "", &mut checked, &mut wrong);
+    assert!(checked >= 10, "only {checked} Go defaults found: is the schema read?");
+    assert!(wrong.is_empty(), "defaults differ:\n{}", wrong.join("\n"));
+    Ok(())
+}
