@@ -67,7 +67,10 @@
 //! lines). With `logging.timed` the program runs under bash's `time` (label `submit`, `batch`
 //! or `launcher`) and `flux start` too (`FLUXTIME ... wall time`), with no `/usr/bin/time`.
 //! `logging.strict`: errexit, nounset, pipefail (a failing hook stops the entrypoint).
-//! `logging.quiet`: no entrypoint messages, hooks' stdout discarded. `logging.debug`: xtrace
+//! `logging.quiet` (as in the Go operator's templates): no entrypoint messages, broker log
+//! level 0, `commands.init`'s stdout and all output of `pre`, `brokerPre`, `workerPre` and
+//! `servicePre` discarded, `commands.post` untouched, and in batch mode `flux batch`'s job id
+//! not printed. `logging.debug`: xtrace
 //! and `-vvv` on the submit command. `flux.scheduler.simple`: `scheduler.toml` selects
 //! sched-simple as the `sched` and `feasibility` alternative for flux-modprobe (rc1 since 0.79),
 //! which loads no Fluxion module then and is no error without Fluxion; for older rc scripts

@@ -240,14 +240,16 @@ fn program_lines(
             } else {
                 c.logs.as_str()
             };
-            let mut words: Vec<String> = [
-                "bash",
-                "-c",
-                r#"flux batch "$@" && flux job wait --all"#,
-                "flux-batch",
-            ]
-            .map(String::from)
-            .to_vec();
+            // logging.quiet: the batch job's id is not printed (its jobs' output goes to
+            // files anyway); errors stay on stderr.
+            let batch = if mc.spec.logging.quiet {
+                r#"flux batch "$@" >/dev/null && flux job wait --all"#
+            } else {
+                r#"flux batch "$@" && flux job wait --all"#
+            };
+            let mut words: Vec<String> = ["bash", "-c", batch, "flux-batch"]
+                .map(String::from)
+                .to_vec();
             words.extend(batch_flags(mc.spec.size, mc.spec.tasks));
             words.extend(option_flags);
             words.push("--flags=waitable".into());
@@ -323,19 +325,51 @@ pub fn batch_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
     }
 }
 
+/// One user hook as a generated script runs it: its ConfigMap file, the field it comes
+/// from, and what `logging.quiet` discards of its output ([`mute`]).
+#[derive(Serialize, Clone, Debug)]
+struct Hook {
+    file: String,
+    what: String,
+    mute: &'static str,
+}
+
+/// What `logging.quiet` discards of a hook's output (a redirection for the line that runs
+/// it), as the Go operator's templates do: `commands.init` its stdout; `pre`, `brokerPre`,
+/// `workerPre` and `servicePre` stdout and stderr; `post` nothing, since its output is the
+/// application's (results, a server's log).
+fn mute(hook: &str, quiet: bool) -> &'static str {
+    match hook {
+        _ if !quiet => "",
+        "init" => " >/dev/null",
+        "post" => "",
+        _ => " >/dev/null 2>&1",
+    }
+}
+
+/// The hook `name` (`commands.<name>`) of the container at `field`, in ConfigMap file
+/// `file`, when its text is not blank.
+fn hook(field: &str, name: &str, text: &str, file: String, quiet: bool) -> Option<Hook> {
+    (!text.trim().is_empty()).then(|| Hook {
+        file,
+        what: format!("{field}.commands.{name}"),
+        mute: mute(name, quiet),
+    })
+}
+
 #[derive(Serialize, Default)]
 struct Hooks {
-    init: Option<&'static str>,
-    pre: Option<&'static str>,
-    broker_pre: Option<&'static str>,
-    worker_pre: Option<&'static str>,
-    post: Option<&'static str>,
+    init: Option<Hook>,
+    pre: Option<Hook>,
+    broker_pre: Option<Hook>,
+    worker_pre: Option<Hook>,
+    post: Option<Hook>,
 }
 
 #[derive(Serialize, Default)]
 struct ServiceHooks {
-    init: Option<String>,
-    service_pre: Option<String>,
+    init: Option<Hook>,
+    service_pre: Option<Hook>,
 }
 
 #[derive(Serialize)]
@@ -535,13 +569,15 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
     } else {
         c.logs.as_str()
     };
-    let has = |text: &str| !text.trim().is_empty();
+    let quiet = logging.quiet;
+    let cmds = &c.commands;
+    let hook = |name: &str, text: &str, file: &str| hook(&field, name, text, file.into(), quiet);
     let hooks = Hooks {
-        init: has(&c.commands.init).then_some(files::HOOK_INIT),
-        pre: has(&c.commands.pre).then_some(files::HOOK_PRE),
-        broker_pre: (lead && has(&c.commands.broker_pre)).then_some(files::HOOK_BROKER_PRE),
-        worker_pre: (!lead && has(&c.commands.worker_pre)).then_some(files::HOOK_WORKER_PRE),
-        post: has(&c.commands.post).then_some(files::HOOK_POST),
+        init: hook("init", &cmds.init, files::HOOK_INIT),
+        pre: hook("pre", &cmds.pre, files::HOOK_PRE),
+        broker_pre: hook("brokerPre", &cmds.broker_pre, files::HOOK_BROKER_PRE).filter(|_| lead),
+        worker_pre: hook("workerPre", &cmds.worker_pre, files::HOOK_WORKER_PRE).filter(|_| !lead),
+        post: hook("post", &cmds.post, files::HOOK_POST),
     };
     let ctx = BrokerScript {
         mc: mc.name().to_string(),
@@ -620,12 +656,12 @@ pub fn service_script(mc: &MiniCluster, index: usize) -> Result<Option<String>, 
     let s = &mc.spec.services[index];
     let field = format!("spec.services[{index}]");
     check_no_nul(&s.command).map_err(|m| field_err(format!("{field}.command"), m))?;
-    let has = |text: &str| !text.trim().is_empty();
     let flux = &mc.spec.flux;
+    let quiet = mc.spec.logging.quiet;
     let ctx = ServiceScript {
         mc: mc.name().to_string(),
         name: s.name.clone(),
-        field,
+        field: field.clone(),
         strict: mc.spec.logging.strict,
         debug: mc.spec.logging.debug,
         quiet: mc.spec.logging.quiet,
@@ -637,8 +673,20 @@ pub fn service_script(mc: &MiniCluster, index: usize) -> Result<Option<String>, 
         socket: !flux.disable_socket,
         wait_socket: !flux.no_wait_socket,
         hooks: ServiceHooks {
-            init: has(&s.commands.init).then(|| files::service_init(&s.name)),
-            service_pre: has(&s.commands.service_pre).then(|| files::service_pre(&s.name)),
+            init: hook(
+                &field,
+                "init",
+                &s.commands.init,
+                files::service_init(&s.name),
+                quiet,
+            ),
+            service_pre: hook(
+                &field,
+                "servicePre",
+                &s.commands.service_pre,
+                files::service_pre(&s.name),
+                quiet,
+            ),
         },
         command: quote(&s.command).into_owned(),
     };

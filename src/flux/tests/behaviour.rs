@@ -652,22 +652,49 @@ fn without_r(calls: Vec<Vec<String>>) -> Vec<Vec<String>> {
 }
 
 #[test]
-fn quiet_prints_nothing_of_its_own() {
+fn quiet_prints_nothing_of_its_own_and_keeps_the_output_of_post() {
     let mut mc = mc_command("mc", 2, "hostname");
     mc.spec.logging.quiet = true;
-    mc.spec.containers[0].commands.pre = "echo from-hook-stdout".into();
+    let c = &mut mc.spec.containers[0].commands;
+    c.init = "echo init-out; echo init-err >&2".into();
+    c.pre = "echo pre-out; echo pre-err >&2".into();
+    c.broker_pre = "echo broker-pre-out; echo broker-pre-err >&2".into();
+    c.worker_pre = "echo worker-pre-out; echo worker-pre-err >&2".into();
+    c.post = "echo post-out; echo post-err >&2".into();
+    // As the Go operator's templates: init's stdout, all of pre, brokerPre and workerPre
+    // discarded; post's output is the application's and stays.
     let pod = Pod::new(&mc);
     let out = pod.run("lead.sh", &[]);
     assert_ok(&out);
-    assert_eq!(stderr(&out), "");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    assert_eq!(stderr(&out), "init-err\npost-err\n");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "post-out\n");
     assert!(pod.flux_calls()[0].contains(&s("-Slog-stderr-level=0")));
-    // Not quiet: the entrypoint explains itself on stderr.
+    let pod = Pod::new(&mc);
+    let out = pod.run("worker.sh", &[]);
+    assert_ok(&out);
+    assert_eq!(stderr(&out), "init-err\npost-err\n");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "post-out\n");
+    // Not quiet: every hook's output, and the entrypoint explains itself on stderr.
     mc.spec.logging.quiet = false;
     let pod = Pod::new(&mc);
     let out = pod.run("lead.sh", &[]);
     assert!(stderr(&out).contains("flux-operator: starting the lead broker"));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "from-hook-stdout\n");
+    assert!(stderr(&out).contains("pre-err"));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "init-out\npre-out\nbroker-pre-out\npost-out\n"
+    );
+}
+
+#[test]
+fn quiet_batch_does_not_print_the_batch_job_id() {
+    let mut mc = mc_command("mc", 2, "hostname");
+    mc.spec.containers[0].batch = true;
+    let loud = crate::flux::scripts::broker_script(&mc, true).unwrap();
+    mc.spec.logging.quiet = true;
+    let quiet = crate::flux::scripts::broker_script(&mc, true).unwrap();
+    assert!(loud.contains(r#"'flux batch "$@" && flux job wait --all'"#));
+    assert!(quiet.contains(r#"'flux batch "$@" >/dev/null && flux job wait --all'"#));
 }
 
 #[test]
