@@ -233,6 +233,9 @@ pub enum StartupOrder {
         .message("launcher and batch exclude each other"),
     validation = kube::core::Rule::new("!(has(self.commands) && has(self.commands.script) && self.commands.script != '' && has(self.command) && self.command != '')")
         .message("commands.script and command exclude each other"),
+    validation = kube::core::Rule::new(UNIQUE_MOUNT_PATHS)
+        .message(kube::core::Message::Expression(UNIQUE_MOUNT_PATHS_MESSAGE.into()))
+        .field_path(".volumes"),
 )]
 pub struct MiniClusterContainer {
     /// Container name; required unless this is the single Flux container.
@@ -321,8 +324,9 @@ pub struct MiniClusterContainer {
     #[serde(default)]
     pub no_wrap_entrypoint: bool,
 
-    /// Existing volumes to mount, by volume name.
+    /// Existing volumes to mount, by volume name (each at its own path).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_VOLUMES))]
     #[garde(dive)]
     pub volumes: BTreeMap<String, ContainerVolume>,
 
@@ -354,6 +358,60 @@ impl MiniClusterContainer {
         plain.chain(secret).collect()
     }
 }
+
+/// Most volumes one container may list: bounds the cost of [`UNIQUE_MOUNT_PATHS`], which the
+/// API server estimates before it accepts the CRD.
+pub const MAX_VOLUMES: u32 = 64;
+
+/// CEL: where volume `v` of a container is mounted, `''` when it names no path and is no
+/// emptyDir (refused by the operator's validation).
+macro_rules! mount_path_cel {
+    ($v:literal) => {
+        concat!(
+            "(has(self.volumes[",
+            $v,
+            "].path) && self.volumes[",
+            $v,
+            "].path != '' ? self.volumes[",
+            $v,
+            "].path : ((has(self.volumes[",
+            $v,
+            "].emptyDir) && self.volumes[",
+            $v,
+            "].emptyDir) ? '/dev/shm' : ''))"
+        )
+    };
+}
+
+/// CEL: the mount paths of a container's volumes (`''` for one without path that is no
+/// emptyDir, which the operator's validation refuses).
+macro_rules! mount_paths_cel {
+    () => {
+        concat!("self.volumes.map(a, ", mount_path_cel!("a"), ")")
+    };
+}
+
+/// CEL rule of a container: no two of its volumes mount at one path (the API server would
+/// refuse the pod only when the Job creates it). An emptyDir without path mounts at
+/// `/dev/shm`. The operator's validation checks the same, and the operator's own mounts.
+/// Written over the list of paths: comparing map entries pairwise, or their keys, passes
+/// the API server's cost estimate for a CRD many times over.
+const UNIQUE_MOUNT_PATHS: &str = concat!(
+    "!has(self.volumes) || ",
+    mount_paths_cel!(),
+    ".filter(p, p != '').all(p, ",
+    mount_paths_cel!(),
+    ".filter(q, q == p).size() == 1)"
+);
+
+/// The message of [`UNIQUE_MOUNT_PATHS`], naming the path.
+const UNIQUE_MOUNT_PATHS_MESSAGE: &str = concat!(
+    "'two volumes mount at ' + ",
+    mount_paths_cel!(),
+    ".filter(p, p != '' && ",
+    mount_paths_cel!(),
+    ".filter(q, q == p).size() > 1)[0] + ' (an emptyDir without path mounts at /dev/shm): a container mounts each path once'"
+);
 
 fn default_app_image() -> String {
     DEFAULT_APP_IMAGE.to_string()
@@ -430,6 +488,7 @@ pub struct ContainerVolume {
     /// Where the volume is mounted. Required, except that an emptyDir without one is mounted
     /// at `/dev/shm` (as the Go operator does).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 4096))]
     #[garde(custom(absolute_path_or_empty))]
     pub path: String,
     /// An existing PersistentVolumeClaim.

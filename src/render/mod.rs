@@ -25,7 +25,7 @@ use crate::api::{MiniCluster, NAME_LABEL};
 use crate::flux;
 
 pub use self::jobset::jobset;
-pub use self::pod::{DEFAULT_CONTAINER_NAME, pod_template};
+pub use self::pod::{DEFAULT_CONTAINER_NAME, DEFAULT_EMPTY_DIR_PATH, mount_path, pod_template};
 pub use self::services::services;
 
 /// Everything the operator creates for a MiniCluster except the certificate Secret.

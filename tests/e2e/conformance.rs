@@ -619,6 +619,25 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
     let message = format!("{:?}", refused.expect_err("selector labels are refused"));
     assert!(message.contains("pod.labels must not set"), "{message}");
 
+    // Two emptyDirs without path both mount at /dev/shm: the API server refuses it (CEL),
+    // naming the volumes, instead of accepting a MiniCluster whose pods it would refuse.
+    let shm = mc(
+        "shm",
+        serde_json::json!({"size": 2, "containers": [{"image": "ubuntu:noble",
+            "volumes": {"scratch": {"emptyDir": true}, "shm": {"emptyDir": true},
+                        "data": {"emptyDir": true, "path": "/data"}}}]}),
+    )?;
+    let refused = api.patch("shm", &pp, &Patch::Apply(&shm)).await;
+    let message = format!(
+        "{:?}",
+        refused.expect_err("two mounts at one path are refused")
+    );
+    assert!(
+        message.contains("spec.containers[0].volumes")
+            && message.contains("two volumes mount at /dev/shm"),
+        "{message}"
+    );
+
     let _operator = Operator::start(&ns.name)?;
     // `app` with a service `web` makes a Service `app-web`; a MiniCluster `app-web` must not
     // take it as its pods' subdomain.
