@@ -88,7 +88,8 @@ pub struct MiniClusterSpec {
     #[garde(length(min = 1), dive)]
     pub containers: Vec<MiniClusterContainer>,
 
-    /// Service containers run beside the brokers (sidecars) in every pod.
+    /// Service containers, run once in their own pod `<name>-services` in the brokers'
+    /// subdomain (a Job of one pod), as in the Go operator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("services is immutable"))]
@@ -249,8 +250,9 @@ pub struct MiniClusterContainer {
     #[schemars(length(min = 1, max = 1024))]
     pub image: String,
 
-    /// Command: for the Flux container, what Flux runs (a bash command line); for a
-    /// service, the container's command.
+    /// Command: for the Flux container, what Flux runs (a bash command line); for another
+    /// container or a service, the container's command (the image's entrypoint's arguments
+    /// with `noWrapEntrypoint`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 65536))]
     pub command: String,
@@ -270,7 +272,9 @@ pub struct MiniClusterContainer {
     #[garde(custom(env_names))]
     pub secrets: BTreeMap<String, SecretKeyRef>,
 
-    /// Ports other pods may reach; a service container with ports gets a Service.
+    /// Ports other pods may reach. A container that does not run Flux gets a Service for
+    /// them: named after it, selecting every broker pod; a service's is `<name>-<service>`,
+    /// selecting the services pod.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[garde(inner(range(min = 1, max = 65535)))]
     pub ports: Vec<i32>,
@@ -320,7 +324,8 @@ pub struct MiniClusterContainer {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub logs: String,
 
-    /// For services: keep the image's own entrypoint (no wrapper script).
+    /// For a container that does not run Flux: keep the image's own entrypoint (no wrapper
+    /// script, so no `commands.*`).
     #[serde(default)]
     pub no_wrap_entrypoint: bool,
 
@@ -449,7 +454,8 @@ pub struct LifeCycle {
 }
 
 /// Shell snippets the entrypoints run, in this order: `init`, `pre`, `brokerPre` (lead) or
-/// `workerPre` (followers), the broker, `post`.
+/// `workerPre` (followers), the broker, `post`. A container that does not run Flux runs
+/// `init`, `servicePre`, its command, `post`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Commands {
@@ -465,10 +471,10 @@ pub struct Commands {
     /// On the followers only, before Flux starts.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub worker_pre: String,
-    /// In service containers, before their command.
+    /// In a container that does not run Flux, before its command.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub service_pre: String,
-    /// After Flux exits.
+    /// After Flux exits (or the command, in a container that does not run Flux).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub post: String,
     /// Words put before the lead's `flux start` (e.g. a profiler).

@@ -336,3 +336,26 @@ fn a_container_mounts_each_path_once() {
     mc.spec.containers[0].volumes.insert("shm".into(), shm);
     assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
 }
+
+#[test]
+fn hooks_only_the_flux_container_runs_are_reported_on_other_containers() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].run_flux = true;
+    let mut side = MiniClusterContainer {
+        name: "server".into(),
+        command: "serve".into(),
+        ..Default::default()
+    };
+    side.commands.pre = "wget server".into();
+    side.commands.post = "echo done".into();
+    mc.spec.containers.push(side);
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+    let unsupported = crate::api::validation::unsupported(&mc);
+    let fields: Vec<&str> = unsupported.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(fields, ["spec.containers[1].commands.pre"]);
+    assert!(
+        unsupported[0]
+            .message
+            .contains("only the Flux container runs it")
+    );
+}

@@ -150,7 +150,7 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
         let operator = if is_runner {
             crate::flux::flux_container_mounts(mc)
         } else {
-            Vec::new()
+            crate::flux::sidecar_mounts(mc, crate::flux::Sidecar::Container(i))
         };
         check_mount_paths(&field, c, &operator, &mut errors);
         if c.launcher && c.batch {
@@ -194,16 +194,12 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
             if !value.is_empty() {
                 errors.push(err(
                     format!("{field}.commands.{hook}"),
-                    "service containers take only commands.servicePre and commands.init",
+                    "service containers take only commands.init, servicePre and post",
                 ));
             }
         }
         check_container(&field, s, &mut names, &reserved, &mut errors);
-        let operator = if crate::flux::scripts::service_is_wrapped(mc, i) {
-            crate::flux::service_container_mounts(mc)
-        } else {
-            Vec::new()
-        };
+        let operator = crate::flux::sidecar_mounts(mc, crate::flux::Sidecar::Service(i));
         check_mount_paths(&field, s, &operator, &mut errors);
     }
 
@@ -457,6 +453,25 @@ pub fn unsupported(mc: &MiniCluster) -> Vec<FieldError> {
             "spec.flux.mungeSecret",
             "munge keys are only used for bursting, which is not supported",
         ));
+    }
+    for sidecar in crate::flux::sidecars(mc) {
+        let (crate::flux::Sidecar::Container(_), Some(c)) = (sidecar, sidecar.spec(mc)) else {
+            continue;
+        };
+        for (name, text) in [
+            ("pre", &c.commands.pre),
+            ("brokerPre", &c.commands.broker_pre),
+            ("workerPre", &c.commands.worker_pre),
+            ("prefix", &c.commands.prefix),
+            ("script", &c.commands.script),
+        ] {
+            if !text.trim().is_empty() {
+                out.push(err(
+                    format!("{}.commands.{name}", sidecar.field()),
+                    "ignored: only the Flux container runs it; a container that does not run Flux runs commands.init, servicePre, its command and post (as in the Go operator)",
+                ));
+            }
+        }
     }
     if !flux.arch.is_empty() {
         out.push(err(

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -201,6 +202,14 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
     for svc in &desired.services {
         foreign = foreign.or(not_owned(&services, &svc.name_any(), mc).await?);
     }
+    let jobs = Api::<Job>::namespaced(ctx.client.clone(), &ns);
+    let services_job = match &desired.services_job {
+        Some(job) => jobs.get_opt(&job.name_any()).await?,
+        None => None,
+    };
+    if let Some(job) = services_job.as_ref().filter(|j| !controlled_by(*j, mc)) {
+        foreign = foreign.or(Some(format!("Job {}", job.name_any())));
+    }
     // The pods' subdomain is a headless Service JobSet creates (owned by our JobSet) unless
     // one of that name exists: another MiniCluster's Service of that name (`app` with a
     // service `web` makes `app-web`) would silently serve as this cluster's subdomain.
@@ -246,6 +255,31 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
             services
                 .patch(&svc.name_any(), &params, &Patch::Apply(svc))
                 .await?;
+        }
+        // The services pod's Job: created once, like the JobSet (its pod template cannot
+        // change), never again for a finished cluster; later only `suspend` follows.
+        match (&desired.services_job, &services_job) {
+            (Some(job), None)
+                if mc
+                    .status
+                    .as_ref()
+                    .is_none_or(|s| s.completion_time.is_none()) =>
+            {
+                jobs.patch(&job.name_any(), &params, &Patch::Apply(job))
+                    .await?;
+            }
+            (Some(job), Some(existing))
+                if existing.spec.as_ref().and_then(|s| s.suspend) != Some(mc.spec.suspend) =>
+            {
+                let update = render::services_job_update(mc);
+                jobs.patch(
+                    &job.name_any(),
+                    &PatchParams::apply(UPDATE_MANAGER).force(),
+                    &Patch::Apply(&update),
+                )
+                .await?;
+            }
+            _ => {}
         }
         Ok(())
     }

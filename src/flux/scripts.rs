@@ -20,10 +20,11 @@ use crate::api::{MiniCluster, MiniClusterContainer, is_dns_label};
 
 /// File names in the ConfigMap (keys of its `data`).
 ///
-/// Files of service containers are `service.<name>.sh` and `service.<name>[.<hook>].sh`:
-/// service names are DNS labels, so they contain no dot, and the dots make every key
-/// unambiguous (a service `a-init` cannot take the key of service `a`'s init hook). No fixed
-/// name starts with `service.`.
+/// Files of the containers that do not run Flux are `container.<name>.sh` (in
+/// `spec.containers`) or `service.<name>.sh` (in `spec.services`), and
+/// `<prefix>.<name>.<hook>.sh`: container names are DNS labels, so they contain no dot, and
+/// the dots make every key unambiguous (a service `a-init` cannot take the key of service
+/// `a`'s init hook). No fixed name starts with `container.` or `service.`.
 pub mod files {
     /// The broker config.
     pub const BROKER_TOML: &str = "broker.toml";
@@ -50,17 +51,27 @@ pub mod files {
     /// `commands.post`.
     pub const HOOK_POST: &str = "hook-post.sh";
 
+    /// Entrypoint of a container that does not run Flux: `<prefix>.<name>.sh`, the prefix
+    /// `container` (in `spec.containers`) or `service` (in `spec.services`).
+    pub fn sidecar(prefix: &str, name: &str) -> String {
+        format!("{prefix}.{name}.sh")
+    }
+    /// A hook of that container: `<prefix>.<name>.<hook>.sh` (`init`, `pre` for
+    /// `servicePre`, `post`).
+    pub fn sidecar_hook(prefix: &str, name: &str, hook: &str) -> String {
+        format!("{prefix}.{name}.{hook}.sh")
+    }
     /// Entrypoint of service container `name`: `service.<name>.sh`.
     pub fn service(name: &str) -> String {
-        format!("service.{name}.sh")
+        sidecar("service", name)
     }
     /// `commands.init` of service container `name`: `service.<name>.init.sh`.
     pub fn service_init(name: &str) -> String {
-        format!("service.{name}.init.sh")
+        sidecar_hook("service", name, "init")
     }
     /// `commands.servicePre` of service container `name`: `service.<name>.pre.sh`.
     pub fn service_pre(name: &str) -> String {
-        format!("service.{name}.pre.sh")
+        sidecar_hook("service", name, "pre")
     }
 }
 
@@ -366,12 +377,6 @@ struct Hooks {
     post: Option<Hook>,
 }
 
-#[derive(Serialize, Default)]
-struct ServiceHooks {
-    init: Option<Hook>,
-    service_pre: Option<Hook>,
-}
-
 #[derive(Serialize)]
 struct BrokerScript {
     mc: String,
@@ -417,11 +422,20 @@ struct ResourceFile {
     ranks: i32,
 }
 
+#[derive(Serialize, Default)]
+struct SidecarHooks {
+    init: Option<Hook>,
+    service_pre: Option<Hook>,
+    post: Option<Hook>,
+}
+
 #[derive(Serialize)]
-struct ServiceScript {
+struct SidecarScript {
     mc: String,
     name: String,
     field: String,
+    /// Where it runs: every broker pod or the services pod.
+    place: &'static str,
     strict: bool,
     debug: bool,
     quiet: bool,
@@ -430,10 +444,15 @@ struct ServiceScript {
     broker_subdir: &'static str,
     socket_name: &'static str,
     view: Option<String>,
+    python_path: Option<String>,
+    /// The pod has a broker whose socket is at a known path.
     socket: bool,
     wait_socket: bool,
-    hooks: ServiceHooks,
-    command: String,
+    /// Make `JOB_COMPLETION_INDEX` the broker's rank (broker pods).
+    rank: bool,
+    hooks: SidecarHooks,
+    /// The command, quoted for `sh -c`; `None` without one.
+    command: Option<String>,
 }
 
 fn environment() -> Environment<'static> {
@@ -639,56 +658,138 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
     render(if lead { "lead.sh.j2" } else { "worker.sh.j2" }, &ctx)
 }
 
-/// Whether service container `index` runs through the operator's wrapper: it has a command
-/// and does not ask to keep its image's entrypoint (`noWrapEntrypoint`).
-pub fn service_is_wrapped(mc: &MiniCluster, index: usize) -> bool {
-    mc.spec
-        .services
-        .get(index)
-        .is_some_and(|s| !s.no_wrap_entrypoint && !s.command.trim().is_empty())
+/// A container that does not run Flux, and where it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sidecar {
+    /// `spec.containers[i]` other than the Flux container: beside the broker in every broker
+    /// pod, as in the Go operator.
+    Container(usize),
+    /// `spec.services[i]`: once, in the services pod (`<mc>-services`), as in the Go operator.
+    Service(usize),
 }
 
-/// Entrypoint of service container `index` (POSIX sh), `None` when it is not wrapped.
-pub fn service_script(mc: &MiniCluster, index: usize) -> Result<Option<String>, Error> {
-    if !service_is_wrapped(mc, index) {
+impl Sidecar {
+    /// Its spec, `None` for an index out of range (or the Flux container).
+    pub fn spec(self, mc: &MiniCluster) -> Option<&MiniClusterContainer> {
+        match self {
+            Sidecar::Container(i) => mc
+                .spec
+                .containers
+                .get(i)
+                .filter(|_| flux_container(mc).is_ok_and(|(f, _)| f != i)),
+            Sidecar::Service(i) => mc.spec.services.get(i),
+        }
+    }
+
+    /// Its field, `spec.containers[i]` or `spec.services[i]`.
+    pub fn field(self) -> String {
+        match self {
+            Sidecar::Container(i) => format!("spec.containers[{i}]"),
+            Sidecar::Service(i) => format!("spec.services[{i}]"),
+        }
+    }
+
+    /// Whether it runs in the broker pods (else in the services pod).
+    pub fn in_broker_pods(self) -> bool {
+        matches!(self, Sidecar::Container(_))
+    }
+
+    /// The prefix of its ConfigMap files ([`files::sidecar`]).
+    pub fn file_prefix(self) -> &'static str {
+        match self {
+            Sidecar::Container(_) => "container",
+            Sidecar::Service(_) => "service",
+        }
+    }
+}
+
+/// Every container of `mc` that does not run Flux: those of `spec.containers` beside the
+/// Flux container, then `spec.services`.
+pub fn sidecars(mc: &MiniCluster) -> Vec<Sidecar> {
+    let flux = flux_container(mc).map(|(i, _)| i).ok();
+    (0..mc.spec.containers.len())
+        .filter(|i| Some(*i) != flux)
+        .map(Sidecar::Container)
+        .chain((0..mc.spec.services.len()).map(Sidecar::Service))
+        .collect()
+}
+
+/// Whether a container that does not run Flux runs through the operator's wrapper: never
+/// with `noWrapEntrypoint` (the image's entrypoint stays), and only with something to run.
+/// In the broker pods that is its `command` or one of `commands.init`, `servicePre`, `post`
+/// (the Go operator wraps such a container even with nothing to run, so an image whose
+/// entrypoint is its server never starts it: here that entrypoint stays); in the services
+/// pod its `command`.
+pub fn is_wrapped(mc: &MiniCluster, sidecar: Sidecar) -> bool {
+    let Some(c) = sidecar.spec(mc) else {
+        return false;
+    };
+    let has = |t: &str| !t.trim().is_empty();
+    let runs = match sidecar {
+        Sidecar::Container(_) => {
+            has(&c.command)
+                || has(&c.commands.init)
+                || has(&c.commands.service_pre)
+                || has(&c.commands.post)
+        }
+        Sidecar::Service(_) => has(&c.command),
+    };
+    !c.no_wrap_entrypoint && runs
+}
+
+/// Entrypoint of a container that does not run Flux (POSIX sh, run by bash where the image
+/// has it), `None` when it is not wrapped ([`is_wrapped`]).
+pub fn sidecar_script(mc: &MiniCluster, sidecar: Sidecar) -> Result<Option<String>, Error> {
+    if !is_wrapped(mc, sidecar) {
         return Ok(None);
     }
-    let s = &mc.spec.services[index];
-    let field = format!("spec.services[{index}]");
-    check_no_nul(&s.command).map_err(|m| field_err(format!("{field}.command"), m))?;
+    let Some(c) = sidecar.spec(mc) else {
+        return Ok(None);
+    };
+    let field = sidecar.field();
+    check_no_nul(&c.command).map_err(|m| field_err(format!("{field}.command"), m))?;
     let flux = &mc.spec.flux;
     let quiet = mc.spec.logging.quiet;
-    let ctx = ServiceScript {
+    let prefix = sidecar.file_prefix();
+    let hook = |name: &str, text: &str, file: &str| {
+        hook(
+            &field,
+            name,
+            text,
+            files::sidecar_hook(prefix, &c.name, file),
+            quiet,
+        )
+    };
+    let in_broker_pods = sidecar.in_broker_pods();
+    let ctx = SidecarScript {
         mc: mc.name().to_string(),
-        name: s.name.clone(),
+        name: c.name.clone(),
         field: field.clone(),
+        place: if in_broker_pods {
+            "every broker pod"
+        } else {
+            "the services pod"
+        },
         strict: mc.spec.logging.strict,
         debug: mc.spec.logging.debug,
-        quiet: mc.spec.logging.quiet,
+        quiet,
         config_mount: CONFIG_MOUNT,
         run_mount: RUN_MOUNT,
         broker_subdir: broker_subdir(),
         socket_name: socket_name(),
-        view: view_mount(mc),
-        socket: !flux.disable_socket,
+        // The services pod has neither a broker nor the view (as in the Go operator).
+        view: view_mount(mc).filter(|_| in_broker_pods),
+        python_path: (!flux.container.python_path.is_empty())
+            .then(|| quote(&flux.container.python_path).into_owned()),
+        socket: in_broker_pods && !flux.disable_socket,
         wait_socket: !flux.no_wait_socket,
-        hooks: ServiceHooks {
-            init: hook(
-                &field,
-                "init",
-                &s.commands.init,
-                files::service_init(&s.name),
-                quiet,
-            ),
-            service_pre: hook(
-                &field,
-                "servicePre",
-                &s.commands.service_pre,
-                files::service_pre(&s.name),
-                quiet,
-            ),
+        rank: in_broker_pods,
+        hooks: SidecarHooks {
+            init: hook("init", &c.commands.init, "init"),
+            service_pre: hook("servicePre", &c.commands.service_pre, "pre"),
+            post: hook("post", &c.commands.post, "post"),
         },
-        command: quote(&s.command).into_owned(),
+        command: (!c.command.trim().is_empty()).then(|| quote(&c.command).into_owned()),
     };
     render("service.sh.j2", &ctx).map(Some)
 }
@@ -751,23 +852,26 @@ pub fn script_files(mc: &MiniCluster) -> Result<BTreeMap<String, String>, Error>
     if let Some(batch) = batch_script(mc)? {
         out.insert(files::BATCH.to_string(), batch);
     }
-    for (i, s) in mc.spec.services.iter().enumerate() {
-        let Some(script) = service_script(mc, i)? else {
+    for sidecar in sidecars(mc) {
+        let Some(script) = sidecar_script(mc, sidecar)? else {
             continue;
         };
-        let sfield = format!("spec.services[{i}]");
+        let Some(c) = sidecar.spec(mc) else {
+            continue;
+        };
+        let sfield = sidecar.field();
         // Validation makes names unique DNS labels; never overwrite a file if it did not.
-        if !is_dns_label(&s.name) {
+        if !is_dns_label(&c.name) {
             return Err(field_err(
                 format!("{sfield}.name"),
-                format!("{:?} is not a DNS label", s.name),
+                format!("{:?} is not a DNS label", c.name),
             ));
         }
         let mut add = |key: String, text: String| match out.entry(key) {
             std::collections::btree_map::Entry::Occupied(e) => Err(field_err(
                 format!("{sfield}.name"),
                 format!(
-                    "its file {} is already taken (duplicate service name?)",
+                    "its file {} is already taken (duplicate container name?)",
                     e.key()
                 ),
             )),
@@ -776,21 +880,19 @@ pub fn script_files(mc: &MiniCluster) -> Result<BTreeMap<String, String>, Error>
                 Ok(())
             }
         };
-        add(files::service(&s.name), script)?;
-        if !s.commands.init.trim().is_empty() {
-            add(
-                files::service_init(&s.name),
-                hook_file(&format!("{sfield}.commands.init"), &s.commands.init),
-            )?;
-        }
-        if !s.commands.service_pre.trim().is_empty() {
-            add(
-                files::service_pre(&s.name),
-                hook_file(
-                    &format!("{sfield}.commands.servicePre"),
-                    &s.commands.service_pre,
-                ),
-            )?;
+        let prefix = sidecar.file_prefix();
+        add(files::sidecar(prefix, &c.name), script)?;
+        for (hook, name, text) in [
+            ("init", "init", &c.commands.init),
+            ("pre", "servicePre", &c.commands.service_pre),
+            ("post", "post", &c.commands.post),
+        ] {
+            if !text.trim().is_empty() {
+                add(
+                    files::sidecar_hook(prefix, &c.name, hook),
+                    hook_file(&format!("{sfield}.commands.{name}"), text),
+                )?;
+            }
         }
     }
     Ok(out)

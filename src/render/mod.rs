@@ -8,15 +8,18 @@
 //!   controller, never here);
 //! - ConfigMap `mc-flux`: broker config and entrypoint scripts ([`config_map`]);
 //! - JobSet `mc`: the lead and followers replicated jobs ([`jobset`]);
-//! - a Service per service container with ports ([`services`]).
+//! - with `spec.services`, Job `mc-services`: the services pod ([`services_job`]);
+//! - a Service per container that does not run Flux and has ports ([`services`]).
 
 pub mod jobset;
 mod pod;
 mod services;
+mod services_pod;
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
@@ -27,6 +30,10 @@ use crate::flux;
 pub use self::jobset::jobset;
 pub use self::pod::{DEFAULT_CONTAINER_NAME, DEFAULT_EMPTY_DIR_PATH, mount_path, pod_template};
 pub use self::services::services;
+pub use self::services_pod::{
+    JOB_NAME_LABEL, JOBSET_NAME_LABEL, services_job, services_job_name, services_job_update,
+    services_pod_selector,
+};
 
 /// Everything the operator creates for a MiniCluster except the certificate Secret.
 #[derive(Clone, Debug)]
@@ -34,6 +41,8 @@ pub struct Desired {
     pub config_map: ConfigMap,
     pub jobset: crate::jobset::JobSet,
     pub services: Vec<Service>,
+    /// The services pod's Job, with `spec.services`.
+    pub services_job: Option<Job>,
 }
 
 /// Inputs that come from the operator's environment rather than the MiniCluster.
@@ -65,6 +74,7 @@ pub fn desired(mc: &MiniCluster, env: &Environment) -> Result<Desired, Error> {
         config_map: config_map(mc, env)?,
         jobset: jobset(mc),
         services: services(mc)?,
+        services_job: services_job(mc),
     })
 }
 
