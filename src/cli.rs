@@ -94,6 +94,9 @@ pub fn render_to_string(
         serde_norway::to_string(&desired.config_map)?,
     ];
     docs.push(serde_norway::to_string(&desired.jobset)?);
+    if let Some(job) = &desired.services_job {
+        docs.push(serde_norway::to_string(job)?);
+    }
     for svc in &desired.services {
         docs.push(serde_norway::to_string(svc)?);
     }

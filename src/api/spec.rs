@@ -17,8 +17,10 @@ use super::status::MiniClusterStatus;
 
 /// The default application image of the Go operator, kept so old manifests mean the same.
 pub const DEFAULT_APP_IMAGE: &str = "ghcr.io/rse-ops/accounting:app-latest";
-/// The default flux view image (Flux built into a relocatable tree).
-pub const DEFAULT_VIEW_IMAGE: &str = "ghcr.io/converged-computing/flux-view-rocky:tag-9";
+/// The default flux view image (Flux built into a relocatable tree): the Go operator's
+/// default, so a manifest that does not name one runs the same Flux. Its libraries need an
+/// application image of the same OS (Ubuntu 24.04); pin `flux.container.image` otherwise.
+pub const DEFAULT_VIEW_IMAGE: &str = "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble";
 /// Where the flux view is copied in every pod.
 pub const DEFAULT_VIEW_MOUNT: &str = "/mnt/flux";
 /// About a year: the Go operator's default active deadline.
@@ -86,7 +88,8 @@ pub struct MiniClusterSpec {
     #[garde(length(min = 1), dive)]
     pub containers: Vec<MiniClusterContainer>,
 
-    /// Service containers run beside the brokers (sidecars) in every pod.
+    /// Service containers, run once in their own pod `<name>-services` in the brokers'
+    /// subdomain (a Job of one pod), as in the Go operator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("services is immutable"))]
@@ -231,6 +234,9 @@ pub enum StartupOrder {
         .message("launcher and batch exclude each other"),
     validation = kube::core::Rule::new("!(has(self.commands) && has(self.commands.script) && self.commands.script != '' && has(self.command) && self.command != '')")
         .message("commands.script and command exclude each other"),
+    validation = kube::core::Rule::new(UNIQUE_MOUNT_PATHS)
+        .message(kube::core::Message::Expression(UNIQUE_MOUNT_PATHS_MESSAGE.into()))
+        .field_path(".volumes"),
 )]
 pub struct MiniClusterContainer {
     /// Container name; required unless this is the single Flux container.
@@ -244,8 +250,9 @@ pub struct MiniClusterContainer {
     #[schemars(length(min = 1, max = 1024))]
     pub image: String,
 
-    /// Command: for the Flux container, what Flux runs (a bash command line); for a
-    /// service, the container's command.
+    /// Command: for the Flux container, what Flux runs (a bash command line); for another
+    /// container or a service, the container's command (the image's entrypoint's arguments
+    /// with `noWrapEntrypoint`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 65536))]
     pub command: String,
@@ -265,7 +272,9 @@ pub struct MiniClusterContainer {
     #[garde(custom(env_names))]
     pub secrets: BTreeMap<String, SecretKeyRef>,
 
-    /// Ports other pods may reach; a service container with ports gets a Service.
+    /// Ports other pods may reach. A container that does not run Flux gets a Service for
+    /// them: named after it, selecting every broker pod; a service's is `<name>-<service>`,
+    /// selecting the services pod.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[garde(inner(range(min = 1, max = 65535)))]
     pub ports: Vec<i32>,
@@ -315,12 +324,14 @@ pub struct MiniClusterContainer {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub logs: String,
 
-    /// For services: keep the image's own entrypoint (no wrapper script).
+    /// For a container that does not run Flux: keep the image's own entrypoint (no wrapper
+    /// script, so no `commands.*`).
     #[serde(default)]
     pub no_wrap_entrypoint: bool,
 
-    /// Existing volumes to mount, by volume name.
+    /// Existing volumes to mount, by volume name (each at its own path).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_VOLUMES))]
     #[garde(dive)]
     pub volumes: BTreeMap<String, ContainerVolume>,
 
@@ -352,6 +363,60 @@ impl MiniClusterContainer {
         plain.chain(secret).collect()
     }
 }
+
+/// Most volumes one container may list: bounds the cost of [`UNIQUE_MOUNT_PATHS`], which the
+/// API server estimates before it accepts the CRD.
+pub const MAX_VOLUMES: u32 = 64;
+
+/// CEL: where volume `v` of a container is mounted, `''` when it names no path and is no
+/// emptyDir (refused by the operator's validation).
+macro_rules! mount_path_cel {
+    ($v:literal) => {
+        concat!(
+            "(has(self.volumes[",
+            $v,
+            "].path) && self.volumes[",
+            $v,
+            "].path != '' ? self.volumes[",
+            $v,
+            "].path : ((has(self.volumes[",
+            $v,
+            "].emptyDir) && self.volumes[",
+            $v,
+            "].emptyDir) ? '/dev/shm' : ''))"
+        )
+    };
+}
+
+/// CEL: the mount paths of a container's volumes (`''` for one without path that is no
+/// emptyDir, which the operator's validation refuses).
+macro_rules! mount_paths_cel {
+    () => {
+        concat!("self.volumes.map(a, ", mount_path_cel!("a"), ")")
+    };
+}
+
+/// CEL rule of a container: no two of its volumes mount at one path (the API server would
+/// refuse the pod only when the Job creates it). An emptyDir without path mounts at
+/// `/dev/shm`. The operator's validation checks the same, and the operator's own mounts.
+/// Written over the list of paths: comparing map entries pairwise, or their keys, passes
+/// the API server's cost estimate for a CRD many times over.
+const UNIQUE_MOUNT_PATHS: &str = concat!(
+    "!has(self.volumes) || ",
+    mount_paths_cel!(),
+    ".filter(p, p != '').all(p, ",
+    mount_paths_cel!(),
+    ".filter(q, q == p).size() == 1)"
+);
+
+/// The message of [`UNIQUE_MOUNT_PATHS`], naming the path.
+const UNIQUE_MOUNT_PATHS_MESSAGE: &str = concat!(
+    "'two volumes mount at ' + ",
+    mount_paths_cel!(),
+    ".filter(p, p != '' && ",
+    mount_paths_cel!(),
+    ".filter(q, q == p).size() > 1)[0] + ' (an emptyDir without path mounts at /dev/shm): a container mounts each path once'"
+);
 
 fn default_app_image() -> String {
     DEFAULT_APP_IMAGE.to_string()
@@ -389,7 +454,8 @@ pub struct LifeCycle {
 }
 
 /// Shell snippets the entrypoints run, in this order: `init`, `pre`, `brokerPre` (lead) or
-/// `workerPre` (followers), the broker, `post`.
+/// `workerPre` (followers), the broker, `post`. A container that does not run Flux runs
+/// `init`, `servicePre`, its command, `post`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Commands {
@@ -405,10 +471,10 @@ pub struct Commands {
     /// On the followers only, before Flux starts.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub worker_pre: String,
-    /// In service containers, before their command.
+    /// In a container that does not run Flux, before its command.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub service_pre: String,
-    /// After Flux exits.
+    /// After Flux exits (or the command, in a container that does not run Flux).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub post: String,
     /// Words put before the lead's `flux start` (e.g. a profiler).
@@ -428,6 +494,7 @@ pub struct ContainerVolume {
     /// Where the volume is mounted. Required, except that an emptyDir without one is mounted
     /// at `/dev/shm` (as the Go operator does).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 4096))]
     #[garde(custom(absolute_path_or_empty))]
     pub path: String,
     /// An existing PersistentVolumeClaim.

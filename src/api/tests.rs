@@ -281,3 +281,81 @@ fn archive_path_must_be_an_absolute_path_flux_can_pass_to_a_shell() {
         );
     }
 }
+
+#[test]
+fn a_container_mounts_each_path_once() {
+    let mut mc = minicluster(HELLO);
+    let c = &mut mc.spec.containers[0];
+    let shm = ContainerVolume {
+        empty_dir: true,
+        ..Default::default()
+    };
+    // Two emptyDirs without path both mount at /dev/shm.
+    c.volumes.insert("scratch".into(), shm.clone());
+    c.volumes.insert("shm".into(), shm.clone());
+    c.volumes.insert(
+        "data".into(),
+        ContainerVolume {
+            claim_name: "data".into(),
+            path: "/dev/shm/".into(),
+            ..Default::default()
+        },
+    );
+    let errors = validate(&mc);
+    let shm_errors: Vec<_> = errors
+        .iter()
+        .filter(|e| e.message.contains("also where volume"))
+        .collect();
+    assert_eq!(shm_errors.len(), 2, "{errors:?}");
+    assert_eq!(
+        shm_errors[0].field,
+        "spec.containers[0].volumes.scratch.path"
+    );
+    assert!(shm_errors[0].message.contains("volume data"), "{errors:?}");
+    assert_eq!(shm_errors[1].field, "spec.containers[0].volumes.shm.path");
+
+    // A path where the operator mounts the flux view into the Flux container.
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].volumes.insert(
+        "mine".into(),
+        ContainerVolume {
+            host_path: "/data".into(),
+            path: "/mnt/flux".into(),
+            ..Default::default()
+        },
+    );
+    let errors = validate(&mc);
+    assert_eq!(
+        fields(&mc),
+        ["spec.containers[0].volumes.mine.path"],
+        "{errors:?}"
+    );
+    assert!(errors[0].message.contains("operator mounts its own volume"));
+    // Different paths are fine, and so is one emptyDir at /dev/shm.
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].volumes.insert("shm".into(), shm);
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+}
+
+#[test]
+fn hooks_only_the_flux_container_runs_are_reported_on_other_containers() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].run_flux = true;
+    let mut side = MiniClusterContainer {
+        name: "server".into(),
+        command: "serve".into(),
+        ..Default::default()
+    };
+    side.commands.pre = "wget server".into();
+    side.commands.post = "echo done".into();
+    mc.spec.containers.push(side);
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+    let unsupported = crate::api::validation::unsupported(&mc);
+    let fields: Vec<&str> = unsupported.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(fields, ["spec.containers[1].commands.pre"]);
+    assert!(
+        unsupported[0]
+            .message
+            .contains("only the Flux container runs it")
+    );
+}

@@ -4,7 +4,7 @@
 //! `InvalidSpec` condition plus a Warning Event. Fields that are accepted for compatibility
 //! but not acted on are listed by [`unsupported`] and reported as `Unsupported`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use garde::Validate;
@@ -147,6 +147,12 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
             ));
         }
         check_container(&field, c, &mut names, &reserved, &mut errors);
+        let operator = if is_runner {
+            crate::flux::flux_container_mounts(mc)
+        } else {
+            crate::flux::sidecar_mounts(mc, crate::flux::Sidecar::Container(i))
+        };
+        check_mount_paths(&field, c, &operator, &mut errors);
         if c.launcher && c.batch {
             errors.push(err(
                 format!("{field}.launcher"),
@@ -188,11 +194,13 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
             if !value.is_empty() {
                 errors.push(err(
                     format!("{field}.commands.{hook}"),
-                    "service containers take only commands.servicePre and commands.init",
+                    "service containers take only commands.init, servicePre and post",
                 ));
             }
         }
         check_container(&field, s, &mut names, &reserved, &mut errors);
+        let operator = crate::flux::sidecar_mounts(mc, crate::flux::Sidecar::Service(i));
+        check_mount_paths(&field, s, &operator, &mut errors);
     }
 
     if !spec.flux.broker_config.is_empty()
@@ -371,6 +379,55 @@ fn check_container(
     }
 }
 
+/// A container mounts each path once: the API server refuses a pod whose container has two
+/// volume mounts at one path, and only when the Job creates the pod, long after the
+/// MiniCluster was accepted. So two of the container's `volumes` at one path (an emptyDir
+/// without `path` mounts at `/dev/shm`), or one at a path where the operator mounts its own
+/// volume into this container (`operator`), are refused here, naming the volume's field.
+fn check_mount_paths(
+    field: &str,
+    c: &MiniClusterContainer,
+    operator: &[k8s_openapi::api::core::v1::VolumeMount],
+    errors: &mut Vec<FieldError>,
+) {
+    fn clean(path: &str) -> &str {
+        match path.trim_end_matches('/') {
+            "" => path,
+            trimmed => trimmed,
+        }
+    }
+    // Path -> the user volume mounted there (`None`: one of the operator's).
+    let mut seen: BTreeMap<String, Option<&str>> = operator
+        .iter()
+        .map(|m| (clean(&m.mount_path).to_string(), None))
+        .collect();
+    for (vname, v) in &c.volumes {
+        let path = crate::render::mount_path(v);
+        if path.is_empty() {
+            continue; // refused above: a volume needs a path
+        }
+        let key = clean(&path).to_string();
+        match seen.get(&key) {
+            None => {
+                seen.insert(key, Some(vname));
+            }
+            Some(None) => errors.push(err(
+                format!("{field}.volumes.{vname}.path"),
+                format!(
+                    "{path:?} is where the operator mounts its own volume in this container (the broker config, certificate, socket or flux view); pick another path"
+                ),
+            )),
+            Some(Some(other)) => errors.push(err(
+                format!("{field}.volumes.{vname}.path"),
+                format!(
+                    "{path:?} is also where volume {other} is mounted (an emptyDir without path mounts at {}); a container cannot mount two volumes at one path",
+                    crate::render::DEFAULT_EMPTY_DIR_PATH
+                ),
+            )),
+        }
+    }
+}
+
 /// Length of the longest pod name JobSet will create for a MiniCluster called `name` that can
 /// grow to `max_size` brokers: `<name>-workers-0-<max_size-2>` plus the Job controller's suffix.
 pub fn longest_pod_name(name: &str, max_size: i32) -> usize {
@@ -396,6 +453,25 @@ pub fn unsupported(mc: &MiniCluster) -> Vec<FieldError> {
             "spec.flux.mungeSecret",
             "munge keys are only used for bursting, which is not supported",
         ));
+    }
+    for sidecar in crate::flux::sidecars(mc) {
+        let (crate::flux::Sidecar::Container(_), Some(c)) = (sidecar, sidecar.spec(mc)) else {
+            continue;
+        };
+        for (name, text) in [
+            ("pre", &c.commands.pre),
+            ("brokerPre", &c.commands.broker_pre),
+            ("workerPre", &c.commands.worker_pre),
+            ("prefix", &c.commands.prefix),
+            ("script", &c.commands.script),
+        ] {
+            if !text.trim().is_empty() {
+                out.push(err(
+                    format!("{}.commands.{name}", sidecar.field()),
+                    "ignored: only the Flux container runs it; a container that does not run Flux runs commands.init, servicePre, its command and post (as in the Go operator)",
+                ));
+            }
+        }
     }
     if !flux.arch.is_empty() {
         out.push(err(

@@ -8,6 +8,7 @@
 use std::time::Instant;
 
 use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -144,6 +145,23 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
             Api::<JobSet>::namespaced(client, ns)
                 .patch(
                     mc.name(),
+                    &PatchParams::apply(UPDATE_MANAGER).force(),
+                    &Patch::Apply(update),
+                )
+                .await?;
+            Ok(())
+        }
+        Step::CreateServicesJob(job) => {
+            let api = Api::<Job>::namespaced(client, ns);
+            refuse_foreign(&api, &job.name_any(), mc).await?;
+            api.patch(&job.name_any(), &force, &Patch::Apply(job.as_ref()))
+                .await?;
+            Ok(())
+        }
+        Step::UpdateServicesJob(update) => {
+            Api::<Job>::namespaced(client, ns)
+                .patch(
+                    &render::services_job_name(mc),
                     &PatchParams::apply(UPDATE_MANAGER).force(),
                     &Patch::Apply(update),
                 )

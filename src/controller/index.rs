@@ -9,7 +9,8 @@
 //! reach the controller's own trigger backoff, which would delay every watch at once.
 //!
 //! What is watched, and why:
-//! - JobSets, Secrets, ConfigMaps and Services carrying the operator's name label: whether
+//! - JobSets, Jobs (the services pod), Secrets, ConfigMaps and Services carrying the
+//!   operator's name label: whether
 //!   each owned object exists and is as the operator applied it. Secrets, ConfigMaps and
 //!   Services as metadata only (`Api<PartialObjectMeta<_>>`: the certificate never enters
 //!   this process's memory through a watch; the annotation
@@ -21,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -40,6 +42,8 @@ use crate::jobset::JobSet;
 #[derive(Clone)]
 pub struct Index {
     pub(super) jobsets: Store<JobSet>,
+    /// The services pods' Jobs (`spec.services`).
+    pub(super) jobs: Store<Job>,
     pub(super) pods: Store<Pod>,
     pub(super) secrets: Store<PartialObjectMeta<Secret>>,
     pub(super) config_maps: Store<PartialObjectMeta<ConfigMap>>,
@@ -166,6 +170,7 @@ impl Index {
     /// Whether every store has its first complete list.
     pub async fn wait_until_ready(&self) {
         let _ = self.jobsets.wait_until_ready().await;
+        let _ = self.jobs.wait_until_ready().await;
         let _ = self.pods.wait_until_ready().await;
         let _ = self.secrets.wait_until_ready().await;
         let _ = self.config_maps.wait_until_ready().await;
@@ -235,8 +240,12 @@ impl Index {
             .iter()
             .filter_map(|s| owned(&s.metadata, &|| controlled_by(s.as_ref(), mc)))
             .collect();
+        let services_job = self
+            .jobs
+            .get(&ObjectRef::new(&crate::render::services_job_name(mc)).within(&ns));
         Observed {
             jobset,
+            services_job,
             pods,
             admission,
             secret,

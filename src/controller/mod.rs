@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::events::{Recorder, Reporter};
@@ -168,6 +169,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tracing::info!(kueue = kueue_installed, "Kueue Workload API served");
     let (mc_store, mc_stream) =
         index::watch_objects(scoped::<MiniCluster>(&client, ns), false, "miniclusters");
+    let (jobs, job_stream) = index::watch_objects(scoped::<Job>(&client, ns), true, "jobs");
     let (jobsets, jobset_stream) =
         index::watch_objects(scoped::<JobSet>(&client, ns), true, "jobsets");
     let (pods, pod_stream) =
@@ -198,6 +200,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         // Bursts of pod changes (a cluster coming up) make one reconcile, not one each.
         .with_config(controller::Config::default().debounce(DEBOUNCE))
         .owns_stream(jobset_stream)
+        .owns_stream(job_stream)
         .watches_stream(secret_stream, move |s| by_label(&s.metadata))
         .watches_stream(config_map_stream, move |c| by_label(&c.metadata))
         .watches_stream(service_stream, move |s| by_label(&s.metadata))
@@ -245,6 +248,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     );
     let index = index::Index {
         jobsets,
+        jobs,
         pods,
         secrets,
         config_maps,

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::ResourceExt;
 
@@ -37,6 +38,8 @@ use crate::render::{self, Environment};
 pub struct Observed {
     /// The JobSet of the MiniCluster's name, owned or not.
     pub jobset: Option<Arc<JobSet>>,
+    /// The services pod's Job (`spec.services`), if one carries the operator's label.
+    pub services_job: Option<Arc<Job>>,
     /// The broker pods (by the name label).
     pub pods: Vec<Arc<Pod>>,
     /// Kueue's verdict on the JobSet's Workload, if Kueue made one.
@@ -83,6 +86,10 @@ pub enum Step {
     CreateJobSet(Box<JobSet>),
     /// The later change of a running JobSet: the followers' size, `suspend` outside Kueue.
     UpdateJobSet(serde_json::Value),
+    /// Create the services pod's Job (server-side apply; never over someone else's).
+    CreateServicesJob(Box<Job>),
+    /// The services pod's Job follows `spec.suspend`.
+    UpdateServicesJob(serde_json::Value),
     DeleteConfigMap(String),
     DeleteService(String),
     /// `spec.cleanup`: delete the finished MiniCluster.
@@ -92,7 +99,7 @@ pub enum Step {
 /// Everything one reconcile does.
 #[derive(Clone, Debug)]
 pub struct Plan {
-    /// In order: Secret, ConfigMap, Services, JobSet, then deletions.
+    /// In order: Secret, ConfigMap, Services, JobSet, the services Job, then deletions.
     pub steps: Vec<Step>,
     /// The whole new status.
     pub status: MiniClusterStatus,
@@ -252,6 +259,22 @@ pub fn plan(
             Some(js)
         }
     };
+
+    // The services pod (`spec.services`): made once, like the JobSet (its pod template
+    // cannot change), never for a cluster that is over; later only `suspend` follows.
+    if let Some(job) = &desired.services_job {
+        match observed.services_job.as_deref() {
+            None if !over => steps.push(Step::CreateServicesJob(Box::new(job.clone()))),
+            Some(existing)
+                if !over
+                    && controlled_by(existing, mc)
+                    && existing.spec.as_ref().and_then(|s| s.suspend) != Some(mc.spec.suspend) =>
+            {
+                steps.push(Step::UpdateServicesJob(render::services_job_update(mc)));
+            }
+            _ => {}
+        }
+    }
 
     // 7. ConfigMaps nobody uses any more (an older operator's, or made before the JobSet).
     if jobset.is_some() || created.is_some() {

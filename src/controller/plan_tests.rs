@@ -209,6 +209,8 @@ fn steps(plan: &Plan) -> Vec<String> {
             Step::ApplyService(s) => format!("apply Service {}", s.name_any()),
             Step::CreateJobSet(_) => "create JobSet".to_string(),
             Step::UpdateJobSet(u) => format!("update JobSet {}", u["spec"]),
+            Step::CreateServicesJob(_) => "create services Job".to_string(),
+            Step::UpdateServicesJob(u) => format!("update services Job {}", u["spec"]),
             Step::DeleteConfigMap(n) => format!("delete ConfigMap {n}"),
             Step::DeleteService(n) => format!("delete Service {n}"),
             Step::DeleteMiniCluster => "delete MiniCluster".to_string(),
@@ -496,4 +498,42 @@ fn the_plan_never_panics_on_extreme_sizes() {
         mc.0.spec.max_size = max;
         let _ = Seen::nothing(&mc).plan();
     }
+}
+
+#[test]
+fn the_services_pod_job_is_made_once_and_then_only_follows_suspend() {
+    let mut mc = Mc::new(2);
+    mc.0.spec.services =
+        serde_json::from_value(serde_json::json!([{"name": "web", "image": "nginx"}])).unwrap();
+    let plan = Seen::nothing(&mc).plan();
+    assert_eq!(
+        steps(&plan),
+        vec![
+            "create Secret",
+            "create ConfigMap",
+            "create JobSet",
+            "create services Job"
+        ]
+    );
+    let job = plan
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::CreateServicesJob(j) => Some(j.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let mut seen = Seen::everything(&mc.running(), 2);
+    let mut owned = *job;
+    owned.metadata.owner_references = Some(vec![owner()]);
+    seen.observed.services_job = Some(Arc::new(owned));
+    assert!(steps(&seen.plan()).is_empty(), "{:?}", steps(&seen.plan()));
+    seen.mc.spec.suspend = true;
+    assert_eq!(
+        steps(&seen.plan()),
+        vec![
+            "update JobSet {\"replicatedJobs\":[{\"name\":\"workers\",\"template\":{\"spec\":{\"completions\":1,\"parallelism\":1}}}],\"suspend\":true}".to_string(),
+            "update services Job {\"suspend\":true}".to_string()
+        ]
+    );
 }

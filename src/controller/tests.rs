@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use http::{Method, Request, Response, StatusCode};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::api::PartialObjectMeta;
 use kube::client::Body;
@@ -132,6 +133,7 @@ struct Stores {
 
 fn index() -> (Index, Stores) {
     let (jobsets, jw) = reflector::store();
+    let (jobs, _) = reflector::store::<Job>();
     let (pods, pw) = reflector::store();
     let (secrets, sw) = reflector::store();
     let (config_maps, cw) = reflector::store();
@@ -139,6 +141,7 @@ fn index() -> (Index, Stores) {
     (
         Index {
             jobsets,
+            jobs,
             pods,
             secrets,
             config_maps,

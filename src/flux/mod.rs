@@ -6,23 +6,23 @@
 //!
 //! | path | what | from |
 //! |---|---|---|
-//! | [`CONFIG_MOUNT`] `/etc/flux-operator/config` | `broker.toml`, `lead.sh`, `worker.sh`, `view-init.sh`, `service.<name>.sh`, hook files, `script.sh`, `batch.sh` | the ConfigMap ([`config_map_data`]), read-only |
+//! | [`CONFIG_MOUNT`] `/etc/flux-operator/config` | `broker.toml`, `lead.sh`, `worker.sh`, `view-init.sh`, `container.<name>.sh`, `service.<name>.sh`, hook files, `script.sh`, `batch.sh` | the ConfigMap ([`config_map_data`]), read-only |
 //! | [`CURVE_MOUNT`] `/etc/flux-operator/curve` | `curve.cert` | the CURVE Secret, read-only ([`pod::curve_secret_mode`]), Flux container only |
 //! | [`KEY_MOUNT`] `/run/flux-operator-key` | `curve.cert` (private copy, 0400: [`CURVE_PRIVATE_PATH`]) | memory-backed emptyDir ([`pod::KEY_VOLUME`]), Flux container only |
-//! | [`RUN_MOUNT`] `/run/flux-operator` | `broker/` only | emptyDir ([`pod::RUN_VOLUME`]), owned by root (mode 0777, or group fsGroup with setgid), shared with sidecars (read-only there) |
+//! | [`RUN_MOUNT`] `/run/flux-operator` | `broker/` only | emptyDir ([`pod::RUN_VOLUME`]), owned by root (mode 0777, or group fsGroup with setgid), shared with the containers that do not run Flux (read-only there) |
 //! | [`BROKER_DIR`] `/run/flux-operator/broker` | `local` (the broker socket, [`SOCKET_PATH`]); `R.json` ([`RESOURCE_PATH`], only when ranks may be absent or an archive is restored: [`config::resource_hosts`]) | made by the entrypoint, owned by the broker's user, mode 0755 (Flux refuses a socket directory the instance owner does not own; sidecars of any user can reach the socket) |
 //! | `flux.container.mountPath` (`/mnt/flux`) | `view/` (Flux), `software/` | emptyDir filled by the view init container, read-only in the app |
 //! | [`SOFTWARE_MOUNT`] `/opt/software` | the view's install tree | subPath `software` of the view volume |
 //!
 //! Flux reads every `*.toml` in its config directory and merges them; the ConfigMap's are
 //! `broker.toml` and, with `flux.scheduler.simple`, `scheduler.toml`
-//! ([`config::scheduler_toml`]), so the directory doubles as the script directory. ConfigMap keys of service
-//! containers are dotted (`service.<name>.sh`, `service.<name>.init.sh`,
-//! `service.<name>.pre.sh`, see [`scripts::files`]): service names are DNS labels, which have
-//! no dots, so no two services' files can share a key.
+//! ([`config::scheduler_toml`]), so the directory doubles as the script directory. ConfigMap keys of the
+//! containers that do not run Flux are dotted (`container.<name>.sh`, `service.<name>.sh`,
+//! `<prefix>.<name>.init.sh`, `.pre.sh`, `.post.sh`, see [`scripts::files`]): container names
+//! are DNS labels, which have no dots, so no two containers' files can share a key.
 //!
-//! Sidecars never see the CURVE secret key: neither the Secret nor the private copy's volume
-//! is mounted in service containers or the view init container.
+//! Containers that do not run Flux never see the CURVE secret key: neither the Secret nor the
+//! private copy's volume is mounted in them or in the view init container.
 //!
 //! The Flux container runs `/bin/bash <CONFIG_MOUNT>/lead.sh` (pod `<mc>-lead-0-0`, rank 0) or
 //! `worker.sh` (`<mc>-workers-0-<i>`, rank i+1). Its environment ([`flux_container_env`]):
@@ -67,7 +67,10 @@
 //! lines). With `logging.timed` the program runs under bash's `time` (label `submit`, `batch`
 //! or `launcher`) and `flux start` too (`FLUXTIME ... wall time`), with no `/usr/bin/time`.
 //! `logging.strict`: errexit, nounset, pipefail (a failing hook stops the entrypoint).
-//! `logging.quiet`: no entrypoint messages, hooks' stdout discarded. `logging.debug`: xtrace
+//! `logging.quiet` (as in the Go operator's templates): no entrypoint messages, broker log
+//! level 0, `commands.init`'s stdout and all output of `pre`, `brokerPre`, `workerPre` and
+//! `servicePre` discarded, `commands.post` untouched, and in batch mode `flux batch`'s job id
+//! not printed. `logging.debug`: xtrace
 //! and `-vvv` on the submit command. `flux.scheduler.simple`: `scheduler.toml` selects
 //! sched-simple as the `sched` and `feasibility` alternative for flux-modprobe (rc1 since 0.79),
 //! which loads no Fluxion module then and is no error without Fluxion; for older rc scripts
@@ -83,15 +86,24 @@
 //! shell code by intent: each is its own file in the ConfigMap, sourced by the entrypoint, so
 //! a broken hook cannot break the entrypoint's structure.
 //!
-//! # Sidecars
+//! # Containers that do not run Flux
 //!
-//! A service container with a `command` runs `/bin/sh <CONFIG>/service.<name>.sh` (POSIX sh):
-//! `commands.init`, the view's `bin` on `PATH`, `FLUX_URI=local://<BROKER_DIR>/local`, a wait
-//! (unless `flux.noWaitSocket`; none with `flux.disableSocket`) first for the broker socket,
-//! then, polling once a second, until `flux uptime` prints state `run` (the local broker has
-//! joined, finished rc1, and rank 0 answers; skipped when the sidecar has no `flux`),
-//! `commands.servicePre`, then `exec /bin/sh -c '<command>'`. With `noWrapEntrypoint` (or no
-//! command) the image's entrypoint stays and [`service_container_args`] gives the args.
+//! As in the Go operator, a container of `spec.containers` other than the Flux container
+//! runs beside the broker in every broker pod ([`Sidecar::Container`]), and `spec.services`
+//! run once, in the services pod `<mc>-services` ([`Sidecar::Service`]), which has neither a
+//! broker nor the view. A wrapped one ([`is_wrapped`]) runs `/bin/sh
+//! <CONFIG>/container.<name>.sh` (or `service.<name>.sh`), POSIX sh that runs itself under
+//! bash where the image has it (the Go operator runs these commands with bash):
+//! `commands.init`; in the broker pods `JOB_COMPLETION_INDEX` made the broker's rank (the Go
+//! operator's pod index: 0 on the lead), the view's `bin` on `PATH` and its Python packages
+//! on `PYTHONPATH`, `FLUX_URI` and the Go operator's `fluxsocket` set to
+//! `local://<BROKER_DIR>/local`, and a wait (unless `flux.noWaitSocket`; none with
+//! `flux.disableSocket`) first for the broker socket, then, polling once a second, until
+//! `flux uptime` prints state `run` (the local broker has joined, finished rc1, and rank 0
+//! answers; skipped when the container has no `flux`); `commands.servicePre`; the command
+//! (`sh -c '<command>'`, bash where present); `commands.post`, after which it exits with the
+//! command's status (without `post` the command is exec'd). With `noWrapEntrypoint`, or with
+//! nothing to run, the image's entrypoint stays and [`sidecar_args`] gives the args.
 //!
 //! # Readiness
 //!
@@ -117,10 +129,11 @@ use std::collections::BTreeMap;
 use crate::api::MiniCluster;
 
 pub use pod::{
-    flux_container_command, flux_container_env, flux_container_mounts, follower_readiness_probe,
-    lead_readiness_probe, minimal_service, pod_volumes, service_container_args,
-    service_container_command, service_container_mounts, sidecar_services, view_init_container,
+    PortTarget, SidecarService, flux_container_command, flux_container_env, flux_container_mounts,
+    follower_readiness_probe, lead_readiness_probe, minimal_service, pod_volumes, sidecar_args,
+    sidecar_command, sidecar_env, sidecar_mounts, sidecar_services, view_init_container,
 };
+pub use scripts::{Sidecar, is_wrapped, sidecars};
 
 /// Where the ConfigMap (broker config and scripts) is mounted in containers.
 pub const CONFIG_MOUNT: &str = "/etc/flux-operator/config";
@@ -128,8 +141,8 @@ pub const CONFIG_MOUNT: &str = "/etc/flux-operator/config";
 pub const CURVE_MOUNT: &str = "/etc/flux-operator/curve";
 /// The key of the certificate in the CURVE Secret (and its file name).
 pub const CURVE_SECRET_KEY: &str = "curve.cert";
-/// The run directory (emptyDir) of every pod. Shared with the service containers (read-only
-/// there), so it must never hold a secret. Only [`BROKER_DIR`] lives in it.
+/// The run directory (emptyDir) of every broker pod. Shared with the containers that do not
+/// run Flux (read-only there), so it must never hold a secret. Only [`BROKER_DIR`] lives in it.
 pub const RUN_MOUNT: &str = "/run/flux-operator";
 /// The broker's directory in [`RUN_MOUNT`]: the entrypoint creates it (mode 0755, owned by
 /// the user the broker runs as) because Flux refuses a `local-uri` directory that the

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::command::quote;
-use super::scripts::{files, flux_container};
+use super::scripts::{Sidecar, files, flux_container, is_wrapped, sidecars};
 use super::{
     BROKER_PORT, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, KEY_MOUNT, RUN_MOUNT, Role,
     SOCKET_PATH, SOFTWARE_MOUNT,
@@ -155,10 +155,20 @@ pub fn flux_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
     mounts
 }
 
-/// Mounts of service containers: the ConfigMap (their wrappers), the run directory
-/// (read-only: the broker socket) and the flux view. Neither the CURVE Secret nor the key
-/// directory: a sidecar cannot read the secret key.
-pub fn service_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
+/// Mounts of a container that does not run Flux. In the broker pods: the ConfigMap (its
+/// wrapper), the run directory (read-only: the broker socket) and the flux view, as the Go
+/// operator mounts its view into every container (also with `noWrapEntrypoint`, for
+/// `kubectl exec`). In the services pod, which has neither broker nor view: the ConfigMap when
+/// the container is wrapped. Never the CURVE Secret or the key directory: a sidecar cannot
+/// read the secret key.
+pub fn sidecar_mounts(mc: &MiniCluster, sidecar: Sidecar) -> Vec<VolumeMount> {
+    if !sidecar.in_broker_pods() {
+        return if super::scripts::is_wrapped(mc, sidecar) {
+            vec![mount(CONFIG_VOLUME, CONFIG_MOUNT, true)]
+        } else {
+            Vec::new()
+        };
+    }
     let mut mounts = vec![
         mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
         mount(RUN_VOLUME, RUN_MOUNT, true),
@@ -181,11 +191,6 @@ pub fn flux_container_command(_mc: &MiniCluster, role: Role) -> Vec<String> {
 /// container's `environment` (values as given; Kubernetes expands `$(VAR)`) and `secrets`
 /// (`valueFrom.secretKeyRef`). `flux.environment` is exported by the entrypoint instead.
 pub fn flux_container_env(mc: &MiniCluster, role: Role) -> Vec<EnvVar> {
-    let var = |name: &str, value: &str| EnvVar {
-        name: name.into(),
-        value: Some(value.into()),
-        value_from: None,
-    };
     let view = &mc.spec.flux.container;
     let mut env = vec![
         var("FLUX_OPERATOR_CONFIG_DIR", CONFIG_MOUNT),
@@ -196,13 +201,7 @@ pub fn flux_container_env(mc: &MiniCluster, role: Role) -> Vec<EnvVar> {
             "FLUX_OPERATOR_VIEW",
             if view.disable { "" } else { &view.mount_path },
         ),
-        var(
-            "FLUX_OPERATOR_ROLE",
-            match role {
-                Role::Lead => "lead",
-                Role::Worker => "worker",
-            },
-        ),
+        var("FLUX_OPERATOR_ROLE", role_value(role)),
     ];
     if let Ok((_, c)) = flux_container(mc) {
         env.extend(c.env_vars());
@@ -210,28 +209,70 @@ pub fn flux_container_env(mc: &MiniCluster, role: Role) -> Vec<EnvVar> {
     env
 }
 
-/// Container command of service container `index`: its wrapper script, or `None` to keep the
-/// image's entrypoint (`noWrapEntrypoint`, or no command: nothing to wrap). With `None`, use
-/// [`service_container_args`] as the container's `args`.
-pub fn service_container_command(mc: &MiniCluster, index: usize) -> Option<Vec<String>> {
-    let s = mc.spec.services.get(index)?;
-    super::scripts::service_is_wrapped(mc, index).then(|| {
+/// Container command of a container that does not run Flux: its wrapper script, or `None` to
+/// keep the image's entrypoint (`noWrapEntrypoint`, or nothing to wrap: [`is_wrapped`]).
+/// With `None`, use [`sidecar_args`] as the container's `args`.
+pub fn sidecar_command(mc: &MiniCluster, sidecar: Sidecar) -> Option<Vec<String>> {
+    let c = sidecar.spec(mc)?;
+    is_wrapped(mc, sidecar).then(|| {
         vec![
             "/bin/sh".into(),
-            format!("{CONFIG_MOUNT}/{}", files::service(&s.name)),
+            format!(
+                "{CONFIG_MOUNT}/{}",
+                files::sidecar(sidecar.file_prefix(), &c.name)
+            ),
         ]
     })
 }
 
-/// Container args of an unwrapped service container: its `command` split into words (no
-/// shell involved, the image's entrypoint receives them), `None` when there is no command or
-/// the container is wrapped.
-pub fn service_container_args(mc: &MiniCluster, index: usize) -> Option<Vec<String>> {
-    let s = mc.spec.services.get(index)?;
-    if super::scripts::service_is_wrapped(mc, index) || s.command.trim().is_empty() {
+/// Container args of an unwrapped container that does not run Flux: its `command` split
+/// into words (no shell involved, the image's entrypoint receives them), `None` when there
+/// is no command or the container is wrapped.
+pub fn sidecar_args(mc: &MiniCluster, sidecar: Sidecar) -> Option<Vec<String>> {
+    let c = sidecar.spec(mc)?;
+    if is_wrapped(mc, sidecar) || c.command.trim().is_empty() {
         return None;
     }
-    Some(shlex::split(&s.command).unwrap_or_else(|| vec![s.command.clone()]))
+    Some(shlex::split(&c.command).unwrap_or_else(|| vec![c.command.clone()]))
+}
+
+/// Environment of a container that does not run Flux: in the broker pods, where its wrapper
+/// finds things and the pod's role (the same variables as the Flux container's, without
+/// the certificate's); then its `environment` and `secrets`.
+pub fn sidecar_env(mc: &MiniCluster, sidecar: Sidecar, role: Role) -> Vec<EnvVar> {
+    let Some(c) = sidecar.spec(mc) else {
+        return Vec::new();
+    };
+    let mut env = Vec::new();
+    if sidecar.in_broker_pods() {
+        let view = &mc.spec.flux.container;
+        env = vec![
+            var("FLUX_OPERATOR_CONFIG_DIR", CONFIG_MOUNT),
+            var("FLUX_OPERATOR_RUN_DIR", RUN_MOUNT),
+            var(
+                "FLUX_OPERATOR_VIEW",
+                if view.disable { "" } else { &view.mount_path },
+            ),
+            var("FLUX_OPERATOR_ROLE", role_value(role)),
+        ];
+    }
+    env.extend(c.env_vars());
+    env
+}
+
+fn var(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        value_from: None,
+    }
+}
+
+fn role_value(role: Role) -> &'static str {
+    match role {
+        Role::Lead => "lead",
+        Role::Worker => "worker",
+    }
 }
 
 /// The default security context of the view init container: non-root (`nobody`), no
@@ -384,13 +425,26 @@ pub fn follower_readiness_probe(mc: &MiniCluster) -> Option<Probe> {
     })
 }
 
-/// A Service for a sidecar's ports (the render module chooses the pod selector).
+/// Where a Service for a container's ports sends traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortTarget {
+    /// Every broker pod (a container of `spec.containers` runs in each).
+    BrokerPods,
+    /// The services pod (`spec.services`).
+    ServicesPod,
+}
+
+/// A Service for the ports of a container that does not run Flux (the render module
+/// chooses the pod selector).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SidecarService {
-    /// Service name, `<minicluster>-<container>`.
+    /// Service name: the container's name for `spec.containers` (as the Go operator names
+    /// it), `<minicluster>-<container>` for `spec.services`.
     pub name: String,
-    /// The service container's name.
+    /// The container's name.
     pub container: String,
+    /// The pods it selects.
+    pub target: PortTarget,
     /// One TCP port per entry of the container's `ports`.
     pub ports: Vec<ServicePort>,
 }
@@ -405,26 +459,39 @@ fn port(name: String, p: i32) -> ServicePort {
     }
 }
 
-/// Services for the service containers that list `ports`.
+/// Services for the containers that do not run Flux and list `ports`. Their names must be
+/// DNS labels, differ from each other and from the pods' subdomain (the headless Service).
 pub fn sidecar_services(mc: &MiniCluster) -> Result<Vec<SidecarService>, Error> {
-    let mut out = Vec::new();
-    for (i, s) in mc.spec.services.iter().enumerate() {
-        if s.ports.is_empty() {
+    let mut out: Vec<SidecarService> = Vec::new();
+    for sidecar in sidecars(mc) {
+        let Some(c) = sidecar.spec(mc).filter(|c| !c.ports.is_empty()) else {
             continue;
-        }
-        let name = format!("{}-{}", mc.name(), s.name);
-        if !is_dns_label(&name) {
+        };
+        let (name, target) = match sidecar {
+            Sidecar::Container(_) => (c.name.clone(), PortTarget::BrokerPods),
+            Sidecar::Service(_) => (format!("{}-{}", mc.name(), c.name), PortTarget::ServicesPod),
+        };
+        let field = format!("{}.name", sidecar.field());
+        let clash = if !is_dns_label(&name) {
+            Some("which is not a DNS label of at most 63 characters".to_string())
+        } else if name == mc.subdomain() {
+            Some("the name of the pods' subdomain (the headless Service)".to_string())
+        } else {
+            out.iter()
+                .find(|s| s.name == name)
+                .map(|s| format!("the name of the Service for container {}", s.container))
+        };
+        if let Some(why) = clash {
             return Err(Error::Field {
-                field: format!("spec.services[{i}].name"),
-                message: format!(
-                    "the Service for its ports would be named {name:?}, which is not a DNS label of at most 63 characters"
-                ),
+                field,
+                message: format!("the Service for its ports would be named {name:?}, {why}"),
             });
         }
         out.push(SidecarService {
             name,
-            container: s.name.clone(),
-            ports: s
+            container: c.name.clone(),
+            target,
+            ports: c
                 .ports
                 .iter()
                 .map(|p| port(format!("port-{p}"), *p))

@@ -20,10 +20,11 @@ use crate::api::{MiniCluster, MiniClusterContainer, is_dns_label};
 
 /// File names in the ConfigMap (keys of its `data`).
 ///
-/// Files of service containers are `service.<name>.sh` and `service.<name>[.<hook>].sh`:
-/// service names are DNS labels, so they contain no dot, and the dots make every key
-/// unambiguous (a service `a-init` cannot take the key of service `a`'s init hook). No fixed
-/// name starts with `service.`.
+/// Files of the containers that do not run Flux are `container.<name>.sh` (in
+/// `spec.containers`) or `service.<name>.sh` (in `spec.services`), and
+/// `<prefix>.<name>.<hook>.sh`: container names are DNS labels, so they contain no dot, and
+/// the dots make every key unambiguous (a service `a-init` cannot take the key of service
+/// `a`'s init hook). No fixed name starts with `container.` or `service.`.
 pub mod files {
     /// The broker config.
     pub const BROKER_TOML: &str = "broker.toml";
@@ -50,17 +51,27 @@ pub mod files {
     /// `commands.post`.
     pub const HOOK_POST: &str = "hook-post.sh";
 
+    /// Entrypoint of a container that does not run Flux: `<prefix>.<name>.sh`, the prefix
+    /// `container` (in `spec.containers`) or `service` (in `spec.services`).
+    pub fn sidecar(prefix: &str, name: &str) -> String {
+        format!("{prefix}.{name}.sh")
+    }
+    /// A hook of that container: `<prefix>.<name>.<hook>.sh` (`init`, `pre` for
+    /// `servicePre`, `post`).
+    pub fn sidecar_hook(prefix: &str, name: &str, hook: &str) -> String {
+        format!("{prefix}.{name}.{hook}.sh")
+    }
     /// Entrypoint of service container `name`: `service.<name>.sh`.
     pub fn service(name: &str) -> String {
-        format!("service.{name}.sh")
+        sidecar("service", name)
     }
     /// `commands.init` of service container `name`: `service.<name>.init.sh`.
     pub fn service_init(name: &str) -> String {
-        format!("service.{name}.init.sh")
+        sidecar_hook("service", name, "init")
     }
     /// `commands.servicePre` of service container `name`: `service.<name>.pre.sh`.
     pub fn service_pre(name: &str) -> String {
-        format!("service.{name}.pre.sh")
+        sidecar_hook("service", name, "pre")
     }
 }
 
@@ -240,14 +251,16 @@ fn program_lines(
             } else {
                 c.logs.as_str()
             };
-            let mut words: Vec<String> = [
-                "bash",
-                "-c",
-                r#"flux batch "$@" && flux job wait --all"#,
-                "flux-batch",
-            ]
-            .map(String::from)
-            .to_vec();
+            // logging.quiet: the batch job's id is not printed (its jobs' output goes to
+            // files anyway); errors stay on stderr.
+            let batch = if mc.spec.logging.quiet {
+                r#"flux batch "$@" >/dev/null && flux job wait --all"#
+            } else {
+                r#"flux batch "$@" && flux job wait --all"#
+            };
+            let mut words: Vec<String> = ["bash", "-c", batch, "flux-batch"]
+                .map(String::from)
+                .to_vec();
             words.extend(batch_flags(mc.spec.size, mc.spec.tasks));
             words.extend(option_flags);
             words.push("--flags=waitable".into());
@@ -323,19 +336,45 @@ pub fn batch_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
     }
 }
 
-#[derive(Serialize, Default)]
-struct Hooks {
-    init: Option<&'static str>,
-    pre: Option<&'static str>,
-    broker_pre: Option<&'static str>,
-    worker_pre: Option<&'static str>,
-    post: Option<&'static str>,
+/// One user hook as a generated script runs it: its ConfigMap file, the field it comes
+/// from, and what `logging.quiet` discards of its output ([`mute`]).
+#[derive(Serialize, Clone, Debug)]
+struct Hook {
+    file: String,
+    what: String,
+    mute: &'static str,
+}
+
+/// What `logging.quiet` discards of a hook's output (a redirection for the line that runs
+/// it), as the Go operator's templates do: `commands.init` its stdout; `pre`, `brokerPre`,
+/// `workerPre` and `servicePre` stdout and stderr; `post` nothing, since its output is the
+/// application's (results, a server's log).
+fn mute(hook: &str, quiet: bool) -> &'static str {
+    match hook {
+        _ if !quiet => "",
+        "init" => " >/dev/null",
+        "post" => "",
+        _ => " >/dev/null 2>&1",
+    }
+}
+
+/// The hook `name` (`commands.<name>`) of the container at `field`, in ConfigMap file
+/// `file`, when its text is not blank.
+fn hook(field: &str, name: &str, text: &str, file: String, quiet: bool) -> Option<Hook> {
+    (!text.trim().is_empty()).then(|| Hook {
+        file,
+        what: format!("{field}.commands.{name}"),
+        mute: mute(name, quiet),
+    })
 }
 
 #[derive(Serialize, Default)]
-struct ServiceHooks {
-    init: Option<String>,
-    service_pre: Option<String>,
+struct Hooks {
+    init: Option<Hook>,
+    pre: Option<Hook>,
+    broker_pre: Option<Hook>,
+    worker_pre: Option<Hook>,
+    post: Option<Hook>,
 }
 
 #[derive(Serialize)]
@@ -383,11 +422,20 @@ struct ResourceFile {
     ranks: i32,
 }
 
+#[derive(Serialize, Default)]
+struct SidecarHooks {
+    init: Option<Hook>,
+    service_pre: Option<Hook>,
+    post: Option<Hook>,
+}
+
 #[derive(Serialize)]
-struct ServiceScript {
+struct SidecarScript {
     mc: String,
     name: String,
     field: String,
+    /// Where it runs: every broker pod or the services pod.
+    place: &'static str,
     strict: bool,
     debug: bool,
     quiet: bool,
@@ -396,10 +444,15 @@ struct ServiceScript {
     broker_subdir: &'static str,
     socket_name: &'static str,
     view: Option<String>,
+    python_path: Option<String>,
+    /// The pod has a broker whose socket is at a known path.
     socket: bool,
     wait_socket: bool,
-    hooks: ServiceHooks,
-    command: String,
+    /// Make `JOB_COMPLETION_INDEX` the broker's rank (broker pods).
+    rank: bool,
+    hooks: SidecarHooks,
+    /// The command, quoted for `sh -c`; `None` without one.
+    command: Option<String>,
 }
 
 fn environment() -> Environment<'static> {
@@ -534,13 +587,15 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
     } else {
         c.logs.as_str()
     };
-    let has = |text: &str| !text.trim().is_empty();
+    let quiet = logging.quiet;
+    let cmds = &c.commands;
+    let hook = |name: &str, text: &str, file: &str| hook(&field, name, text, file.into(), quiet);
     let hooks = Hooks {
-        init: has(&c.commands.init).then_some(files::HOOK_INIT),
-        pre: has(&c.commands.pre).then_some(files::HOOK_PRE),
-        broker_pre: (lead && has(&c.commands.broker_pre)).then_some(files::HOOK_BROKER_PRE),
-        worker_pre: (!lead && has(&c.commands.worker_pre)).then_some(files::HOOK_WORKER_PRE),
-        post: has(&c.commands.post).then_some(files::HOOK_POST),
+        init: hook("init", &cmds.init, files::HOOK_INIT),
+        pre: hook("pre", &cmds.pre, files::HOOK_PRE),
+        broker_pre: hook("brokerPre", &cmds.broker_pre, files::HOOK_BROKER_PRE).filter(|_| lead),
+        worker_pre: hook("workerPre", &cmds.worker_pre, files::HOOK_WORKER_PRE).filter(|_| !lead),
+        post: hook("post", &cmds.post, files::HOOK_POST),
     };
     let ctx = BrokerScript {
         mc: mc.name().to_string(),
@@ -602,44 +657,138 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
     render(if lead { "lead.sh.j2" } else { "worker.sh.j2" }, &ctx)
 }
 
-/// Whether service container `index` runs through the operator's wrapper: it has a command
-/// and does not ask to keep its image's entrypoint (`noWrapEntrypoint`).
-pub fn service_is_wrapped(mc: &MiniCluster, index: usize) -> bool {
-    mc.spec
-        .services
-        .get(index)
-        .is_some_and(|s| !s.no_wrap_entrypoint && !s.command.trim().is_empty())
+/// A container that does not run Flux, and where it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sidecar {
+    /// `spec.containers[i]` other than the Flux container: beside the broker in every broker
+    /// pod, as in the Go operator.
+    Container(usize),
+    /// `spec.services[i]`: once, in the services pod (`<mc>-services`), as in the Go operator.
+    Service(usize),
 }
 
-/// Entrypoint of service container `index` (POSIX sh), `None` when it is not wrapped.
-pub fn service_script(mc: &MiniCluster, index: usize) -> Result<Option<String>, Error> {
-    if !service_is_wrapped(mc, index) {
+impl Sidecar {
+    /// Its spec, `None` for an index out of range (or the Flux container).
+    pub fn spec(self, mc: &MiniCluster) -> Option<&MiniClusterContainer> {
+        match self {
+            Sidecar::Container(i) => mc
+                .spec
+                .containers
+                .get(i)
+                .filter(|_| flux_container(mc).is_ok_and(|(f, _)| f != i)),
+            Sidecar::Service(i) => mc.spec.services.get(i),
+        }
+    }
+
+    /// Its field, `spec.containers[i]` or `spec.services[i]`.
+    pub fn field(self) -> String {
+        match self {
+            Sidecar::Container(i) => format!("spec.containers[{i}]"),
+            Sidecar::Service(i) => format!("spec.services[{i}]"),
+        }
+    }
+
+    /// Whether it runs in the broker pods (else in the services pod).
+    pub fn in_broker_pods(self) -> bool {
+        matches!(self, Sidecar::Container(_))
+    }
+
+    /// The prefix of its ConfigMap files ([`files::sidecar`]).
+    pub fn file_prefix(self) -> &'static str {
+        match self {
+            Sidecar::Container(_) => "container",
+            Sidecar::Service(_) => "service",
+        }
+    }
+}
+
+/// Every container of `mc` that does not run Flux: those of `spec.containers` beside the
+/// Flux container, then `spec.services`.
+pub fn sidecars(mc: &MiniCluster) -> Vec<Sidecar> {
+    let flux = flux_container(mc).map(|(i, _)| i).ok();
+    (0..mc.spec.containers.len())
+        .filter(|i| Some(*i) != flux)
+        .map(Sidecar::Container)
+        .chain((0..mc.spec.services.len()).map(Sidecar::Service))
+        .collect()
+}
+
+/// Whether a container that does not run Flux runs through the operator's wrapper: never
+/// with `noWrapEntrypoint` (the image's entrypoint stays), and only with something to run.
+/// In the broker pods that is its `command` or one of `commands.init`, `servicePre`, `post`
+/// (the Go operator wraps such a container even with nothing to run, so an image whose
+/// entrypoint is its server never starts it: here that entrypoint stays); in the services
+/// pod its `command`.
+pub fn is_wrapped(mc: &MiniCluster, sidecar: Sidecar) -> bool {
+    let Some(c) = sidecar.spec(mc) else {
+        return false;
+    };
+    let has = |t: &str| !t.trim().is_empty();
+    let runs = match sidecar {
+        Sidecar::Container(_) => {
+            has(&c.command)
+                || has(&c.commands.init)
+                || has(&c.commands.service_pre)
+                || has(&c.commands.post)
+        }
+        Sidecar::Service(_) => has(&c.command),
+    };
+    !c.no_wrap_entrypoint && runs
+}
+
+/// Entrypoint of a container that does not run Flux (POSIX sh, run by bash where the image
+/// has it), `None` when it is not wrapped ([`is_wrapped`]).
+pub fn sidecar_script(mc: &MiniCluster, sidecar: Sidecar) -> Result<Option<String>, Error> {
+    if !is_wrapped(mc, sidecar) {
         return Ok(None);
     }
-    let s = &mc.spec.services[index];
-    let field = format!("spec.services[{index}]");
-    check_no_nul(&s.command).map_err(|m| field_err(format!("{field}.command"), m))?;
-    let has = |text: &str| !text.trim().is_empty();
+    let Some(c) = sidecar.spec(mc) else {
+        return Ok(None);
+    };
+    let field = sidecar.field();
+    check_no_nul(&c.command).map_err(|m| field_err(format!("{field}.command"), m))?;
     let flux = &mc.spec.flux;
-    let ctx = ServiceScript {
+    let quiet = mc.spec.logging.quiet;
+    let prefix = sidecar.file_prefix();
+    let hook = |name: &str, text: &str, file: &str| {
+        hook(
+            &field,
+            name,
+            text,
+            files::sidecar_hook(prefix, &c.name, file),
+            quiet,
+        )
+    };
+    let in_broker_pods = sidecar.in_broker_pods();
+    let ctx = SidecarScript {
         mc: mc.name().to_string(),
-        name: s.name.clone(),
-        field,
+        name: c.name.clone(),
+        field: field.clone(),
+        place: if in_broker_pods {
+            "every broker pod"
+        } else {
+            "the services pod"
+        },
         strict: mc.spec.logging.strict,
         debug: mc.spec.logging.debug,
-        quiet: mc.spec.logging.quiet,
+        quiet,
         config_mount: CONFIG_MOUNT,
         run_mount: RUN_MOUNT,
         broker_subdir: broker_subdir(),
         socket_name: socket_name(),
-        view: view_mount(mc),
-        socket: !flux.disable_socket,
+        // The services pod has neither a broker nor the view (as in the Go operator).
+        view: view_mount(mc).filter(|_| in_broker_pods),
+        python_path: (!flux.container.python_path.is_empty())
+            .then(|| quote(&flux.container.python_path).into_owned()),
+        socket: in_broker_pods && !flux.disable_socket,
         wait_socket: !flux.no_wait_socket,
-        hooks: ServiceHooks {
-            init: has(&s.commands.init).then(|| files::service_init(&s.name)),
-            service_pre: has(&s.commands.service_pre).then(|| files::service_pre(&s.name)),
+        rank: in_broker_pods,
+        hooks: SidecarHooks {
+            init: hook("init", &c.commands.init, "init"),
+            service_pre: hook("servicePre", &c.commands.service_pre, "pre"),
+            post: hook("post", &c.commands.post, "post"),
         },
-        command: quote(&s.command).into_owned(),
+        command: (!c.command.trim().is_empty()).then(|| quote(&c.command).into_owned()),
     };
     render("service.sh.j2", &ctx).map(Some)
 }
@@ -702,23 +851,26 @@ pub fn script_files(mc: &MiniCluster) -> Result<BTreeMap<String, String>, Error>
     if let Some(batch) = batch_script(mc)? {
         out.insert(files::BATCH.to_string(), batch);
     }
-    for (i, s) in mc.spec.services.iter().enumerate() {
-        let Some(script) = service_script(mc, i)? else {
+    for sidecar in sidecars(mc) {
+        let Some(script) = sidecar_script(mc, sidecar)? else {
             continue;
         };
-        let sfield = format!("spec.services[{i}]");
+        let Some(c) = sidecar.spec(mc) else {
+            continue;
+        };
+        let sfield = sidecar.field();
         // Validation makes names unique DNS labels; never overwrite a file if it did not.
-        if !is_dns_label(&s.name) {
+        if !is_dns_label(&c.name) {
             return Err(field_err(
                 format!("{sfield}.name"),
-                format!("{:?} is not a DNS label", s.name),
+                format!("{:?} is not a DNS label", c.name),
             ));
         }
         let mut add = |key: String, text: String| match out.entry(key) {
             std::collections::btree_map::Entry::Occupied(e) => Err(field_err(
                 format!("{sfield}.name"),
                 format!(
-                    "its file {} is already taken (duplicate service name?)",
+                    "its file {} is already taken (duplicate container name?)",
                     e.key()
                 ),
             )),
@@ -727,21 +879,19 @@ pub fn script_files(mc: &MiniCluster) -> Result<BTreeMap<String, String>, Error>
                 Ok(())
             }
         };
-        add(files::service(&s.name), script)?;
-        if !s.commands.init.trim().is_empty() {
-            add(
-                files::service_init(&s.name),
-                hook_file(&format!("{sfield}.commands.init"), &s.commands.init),
-            )?;
-        }
-        if !s.commands.service_pre.trim().is_empty() {
-            add(
-                files::service_pre(&s.name),
-                hook_file(
-                    &format!("{sfield}.commands.servicePre"),
-                    &s.commands.service_pre,
-                ),
-            )?;
+        let prefix = sidecar.file_prefix();
+        add(files::sidecar(prefix, &c.name), script)?;
+        for (hook, name, text) in [
+            ("init", "init", &c.commands.init),
+            ("pre", "servicePre", &c.commands.service_pre),
+            ("post", "post", &c.commands.post),
+        ] {
+            if !text.trim().is_empty() {
+                add(
+                    files::sidecar_hook(prefix, &c.name, hook),
+                    hook_file(&format!("{sfield}.commands.{name}"), text),
+                )?;
+            }
         }
     }
     Ok(out)

@@ -10,15 +10,18 @@
 //!   immutable and named by its content, so the scripts a pod starts with never change
 //!   under it: the JobSet references the one it was created with;
 //! - JobSet `mc`: the lead and followers replicated jobs ([`jobset`]);
-//! - a Service per service container with ports ([`services`]).
+//! - with `spec.services`, Job `mc-services`: the services pod ([`services_job`]);
+//! - a Service per container that does not run Flux and has ports ([`services`]).
 
 pub mod jobset;
 mod pod;
 mod services;
+mod services_pod;
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
@@ -28,8 +31,12 @@ use crate::api::{MiniCluster, NAME_LABEL};
 use crate::flux;
 
 pub use self::jobset::jobset;
-pub use self::pod::{DEFAULT_CONTAINER_NAME, pod_template};
+pub use self::pod::{DEFAULT_CONTAINER_NAME, DEFAULT_EMPTY_DIR_PATH, mount_path, pod_template};
 pub use self::services::services;
+pub use self::services_pod::{
+    JOB_NAME_LABEL, JOBSET_NAME_LABEL, services_job, services_job_name, services_job_update,
+    services_pod_selector,
+};
 
 /// Everything the operator creates for a MiniCluster except the certificate Secret.
 #[derive(Clone, Debug)]
@@ -37,6 +44,8 @@ pub struct Desired {
     pub config_map: ConfigMap,
     pub jobset: crate::jobset::JobSet,
     pub services: Vec<Service>,
+    /// The services pod's Job, with `spec.services`.
+    pub services_job: Option<Job>,
 }
 
 /// Inputs that come from the operator's environment rather than the MiniCluster (the
@@ -64,9 +73,10 @@ pub fn desired(mc: &MiniCluster, env: &Environment) -> Result<Desired, Error> {
     let config_map = config_map(mc, env)?;
     let jobset = jobset(mc, &config_map.metadata.name.clone().unwrap_or_default());
     Ok(Desired {
+        services: services(mc)?.into_iter().map(stamped).collect(),
+        services_job: services_job(mc, &config_map.metadata.name.clone().unwrap_or_default()),
         config_map,
         jobset,
-        services: services(mc)?.into_iter().map(stamped).collect(),
     })
 }
 

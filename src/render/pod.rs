@@ -1,5 +1,5 @@
-//! The broker pod template: the user's containers and services, the flux view init
-//! container, and the pod-level settings of `spec.pod`.
+//! The broker pod template: the user's containers, the flux view init container, and the
+//! pod-level settings of `spec.pod`; and the pieces the services pod shares with it.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +16,7 @@ use super::{common_labels, curve_secret_name};
 use crate::api::{
     ContainerVolume, ImagePullPolicy, MiniCluster, MiniClusterContainer, NAME_LABEL, ROLE_LABEL,
 };
-use crate::flux::{self, Role};
+use crate::flux::{self, Role, Sidecar};
 
 /// Name given to the single Flux container when the user left it unnamed.
 pub const DEFAULT_CONTAINER_NAME: &str = "flux";
@@ -31,39 +31,30 @@ pub fn pod_template(mc: &MiniCluster, role: Role, config_map: &str) -> PodTempla
     let annotations = (!spec.pod.annotations.is_empty()).then(|| spec.pod.annotations.clone());
 
     let single = spec.containers.len() == 1;
-    let mut containers: Vec<Container> = spec
+    let containers: Vec<Container> = spec
         .containers
         .iter()
-        .map(|c| {
+        .enumerate()
+        .map(|(i, c)| {
             if c.run_flux || single {
                 flux_container(mc, c, role)
             } else {
-                app_container(c)
+                sidecar_container(mc, c, Sidecar::Container(i), role)
             }
         })
         .collect();
-    containers.extend(
-        spec.services
-            .iter()
-            .enumerate()
-            .map(|(i, s)| service_container(mc, s, i)),
-    );
 
     let mut volumes = flux::pod_volumes(mc, config_map, &curve_secret_name(mc));
-    volumes.extend(user_volumes(mc));
+    volumes.extend(user_volumes(&spec.containers));
 
-    let mut pull_secrets: Vec<String> = spec
-        .containers
-        .iter()
-        .chain(&spec.services)
-        .map(|c| c.image_pull_secret.clone())
-        .chain(std::iter::once(
-            spec.flux.container.image_pull_secret.clone(),
-        ))
-        .filter(|s| !s.is_empty())
-        .collect();
-    pull_secrets.sort();
-    pull_secrets.dedup();
+    let pull_secrets = pull_secrets(
+        spec.containers
+            .iter()
+            .map(|c| c.image_pull_secret.as_str())
+            .chain(std::iter::once(
+                spec.flux.container.image_pull_secret.as_str(),
+            )),
+    );
 
     let pod = &spec.pod;
     PodTemplateSpec {
@@ -101,15 +92,28 @@ pub fn pod_template(mc: &MiniCluster, role: Role, config_map: &str) -> PodTempla
             security_context: pod.security_context.clone(),
             resource_claims: (!spec.resource_claims.is_empty())
                 .then(|| spec.resource_claims.clone()),
-            image_pull_secrets: (!pull_secrets.is_empty()).then(|| {
-                pull_secrets
-                    .into_iter()
-                    .map(|name| LocalObjectReference { name })
-                    .collect()
-            }),
+            image_pull_secrets: pull_secrets,
             ..PodSpec::default()
         }),
     }
+}
+
+/// The pod's image pull Secrets: the non-empty names, each once.
+pub(super) fn pull_secrets<'a>(
+    names: impl Iterator<Item = &'a str>,
+) -> Option<Vec<LocalObjectReference>> {
+    let mut names: Vec<String> = names
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    (!names.is_empty()).then(|| {
+        names
+            .into_iter()
+            .map(|name| LocalObjectReference { name })
+            .collect()
+    })
 }
 
 /// `lead` or `workers`, as in the role label.
@@ -120,12 +124,12 @@ pub fn role_name(role: Role) -> &'static str {
     }
 }
 
-fn non_empty(s: &str) -> Option<String> {
+pub(super) fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
 /// Fields every kind of container shares.
-fn base_container(c: &MiniClusterContainer, default_name: &str) -> Container {
+pub(super) fn base_container(c: &MiniClusterContainer, default_name: &str) -> Container {
     let pull_policy = match (c.image_pull_policy, c.pull_always) {
         (Some(ImagePullPolicy::Always), _) | (None, true) => Some("Always"),
         (Some(ImagePullPolicy::IfNotPresent), _) => Some("IfNotPresent"),
@@ -190,28 +194,24 @@ fn flux_container(mc: &MiniCluster, c: &MiniClusterContainer, role: Role) -> Con
     container
 }
 
-/// A container in `containers` that does not run Flux: its command runs under `/bin/sh -c`.
-fn app_container(c: &MiniClusterContainer) -> Container {
-    let mut container = base_container(c, DEFAULT_CONTAINER_NAME);
-    if !c.command.is_empty() {
-        container.command = Some(vec!["/bin/sh".into(), "-c".into(), c.command.clone()]);
+/// A container that does not run Flux (beside the broker, or in the services pod): wrapped
+/// by its entrypoint (`commands.*`, Flux on `PATH`, the broker's socket), or with
+/// `noWrapEntrypoint` the image's entrypoint with `command` as arguments.
+pub(super) fn sidecar_container(
+    mc: &MiniCluster,
+    c: &MiniClusterContainer,
+    sidecar: Sidecar,
+    role: Role,
+) -> Container {
+    let mut container = base_container(c, "service");
+    container.command = flux::sidecar_command(mc, sidecar);
+    if container.command.is_none() {
+        container.args = flux::sidecar_args(mc, sidecar);
     }
-    container
-}
-
-/// A service (sidecar) container: wrapped by the service entrypoint unless
-/// `noWrapEntrypoint`, in which case the image's entrypoint gets `command` as arguments.
-fn service_container(mc: &MiniCluster, s: &MiniClusterContainer, index: usize) -> Container {
-    let mut container = base_container(s, "service");
-    match flux::service_container_command(mc, index) {
-        Some(command) => {
-            container.command = Some(command);
-            let mut mounts = flux::service_container_mounts(mc);
-            mounts.extend(user_mounts(s));
-            container.volume_mounts = Some(mounts);
-        }
-        None => container.args = flux::service_container_args(mc, index),
-    }
+    let mut mounts = flux::sidecar_mounts(mc, sidecar);
+    mounts.extend(user_mounts(c));
+    container.volume_mounts = Some(mounts).filter(|m| !m.is_empty());
+    container.env = Some(flux::sidecar_env(mc, sidecar, role)).filter(|e| !e.is_empty());
     container
 }
 
@@ -248,10 +248,10 @@ fn empty_dir_medium(medium: &str) -> Option<String> {
     }
 }
 
-/// The pod volumes of every container's `volumes`, unique by name.
-fn user_volumes(mc: &MiniCluster) -> Vec<Volume> {
+/// The pod volumes of these containers' `volumes`, unique by name.
+pub(super) fn user_volumes(containers: &[MiniClusterContainer]) -> Vec<Volume> {
     let mut by_name: BTreeMap<&str, &ContainerVolume> = BTreeMap::new();
-    for c in mc.spec.containers.iter().chain(&mc.spec.services) {
+    for c in containers {
         for (name, v) in &c.volumes {
             by_name.entry(name).or_insert(v);
         }
@@ -317,26 +317,7 @@ fn volume(name: &str, v: &ContainerVolume) -> Volume {
 /// Required node affinity from `pod.nodeAffinity`, and (unless `network.disableAffinity`)
 /// a preference for one broker per node.
 fn affinity(mc: &MiniCluster) -> Option<Affinity> {
-    let node_affinity = (!mc.spec.pod.node_affinity.is_empty()).then(|| NodeAffinity {
-        required_during_scheduling_ignored_during_execution: Some(NodeSelector {
-            node_selector_terms: vec![NodeSelectorTerm {
-                match_expressions: Some(
-                    mc.spec
-                        .pod
-                        .node_affinity
-                        .iter()
-                        .map(|(key, values)| NodeSelectorRequirement {
-                            key: key.clone(),
-                            operator: "In".to_string(),
-                            values: Some(values.clone()),
-                        })
-                        .collect(),
-                ),
-                match_fields: None,
-            }],
-        }),
-        ..NodeAffinity::default()
-    });
+    let node_affinity = node_affinity(mc);
     let pod_anti_affinity = (!mc.spec.network.disable_affinity).then(|| PodAntiAffinity {
         preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
             weight: 100,
@@ -358,5 +339,29 @@ fn affinity(mc: &MiniCluster) -> Option<Affinity> {
         node_affinity,
         pod_anti_affinity,
         ..Affinity::default()
+    })
+}
+
+/// Required node affinity from `pod.nodeAffinity`: node label -> allowed values.
+pub(super) fn node_affinity(mc: &MiniCluster) -> Option<NodeAffinity> {
+    (!mc.spec.pod.node_affinity.is_empty()).then(|| NodeAffinity {
+        required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+            node_selector_terms: vec![NodeSelectorTerm {
+                match_expressions: Some(
+                    mc.spec
+                        .pod
+                        .node_affinity
+                        .iter()
+                        .map(|(key, values)| NodeSelectorRequirement {
+                            key: key.clone(),
+                            operator: "In".to_string(),
+                            values: Some(values.clone()),
+                        })
+                        .collect(),
+                ),
+                match_fields: None,
+            }],
+        }),
+        ..NodeAffinity::default()
     })
 }

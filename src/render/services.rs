@@ -1,6 +1,7 @@
-//! Services: one per service container that declares ports (selecting the lead broker's
-//! pod, where sidecars reach the Flux instance), and with `flux.minimalService` a headless
-//! Service that gives only the lead broker a DNS name.
+//! Services: one per container that does not run Flux and declares ports (named after the
+//! container and selecting every broker pod for `spec.containers`, as the Go operator does;
+//! `<mc>-<name>` selecting the services pod for `spec.services`), and with
+//! `flux.minimalService` a headless Service that gives only the lead broker a DNS name.
 //!
 //! The minimal Service is named like the subdomain and applied before the JobSet, so the
 //! JobSet controller finds it and does not create its own all-pods headless Service.
@@ -27,7 +28,12 @@ pub fn services(mc: &MiniCluster) -> Result<Vec<Service>, Error> {
         .map(|s| Service {
             metadata: owned_meta(mc, s.name),
             spec: Some(ServiceSpec {
-                selector: Some(lead_selector(mc)),
+                selector: Some(match s.target {
+                    flux::PortTarget::BrokerPods => {
+                        BTreeMap::from([(NAME_LABEL.to_string(), mc.name().to_string())])
+                    }
+                    flux::PortTarget::ServicesPod => super::services_pod_selector(mc),
+                }),
                 ports: Some(s.ports),
                 ..ServiceSpec::default()
             }),

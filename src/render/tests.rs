@@ -1,5 +1,5 @@
 use super::*;
-use crate::api::{KUEUE_QUEUE_LABEL, MiniCluster, ROLE_LABEL, StartupOrder};
+use crate::api::{KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, ROLE_LABEL, StartupOrder};
 use crate::flux::Role;
 
 fn env() -> Environment {
@@ -234,17 +234,136 @@ fn pods_carry_role_labels_view_and_user_settings() {
 }
 
 #[test]
-fn ported_services_get_a_service_on_the_lead() {
+fn ports_of_a_container_beside_the_broker_get_a_service_named_after_it() {
+    // As the Go operator: the Service is named after the container and selects every broker
+    // pod (the container runs in each).
     let mut mc = hello(2);
-    let mut sidecar = mc.spec.containers[0].clone();
-    sidecar.name = "web".into();
-    sidecar.ports = vec![8080];
-    mc.spec.services.push(sidecar);
+    mc.spec.containers[0].run_flux = true;
+    mc.spec.containers.push(crate::api::MiniClusterContainer {
+        name: "nginx".into(),
+        image: "nginx".into(),
+        no_wrap_entrypoint: true,
+        ports: vec![80],
+        ..Default::default()
+    });
     let svcs = services(&mc).unwrap();
     assert_eq!(svcs.len(), 1);
+    assert_eq!(svcs[0].metadata.name.as_deref(), Some("nginx"));
+    let spec = svcs[0].spec.as_ref().unwrap();
+    assert_eq!(
+        spec.selector.as_ref().unwrap(),
+        &BTreeMap::from([(NAME_LABEL.to_string(), "hello".to_string())])
+    );
+    assert_eq!(spec.ports.as_ref().unwrap()[0].port, 80);
+    assert_eq!(spec.cluster_ip, None, "a ClusterIP Service, not headless");
+    // In every broker pod, with Flux within reach: the socket and the view are mounted.
+    for role in [Role::Lead, Role::Worker] {
+        let pod = pod_template(&mc, role, "m-flux-0").spec.unwrap();
+        let nginx = pod.containers.iter().find(|c| c.name == "nginx").unwrap();
+        assert_eq!(nginx.command, None, "noWrapEntrypoint keeps the image's");
+        let mounts: Vec<&str> = nginx
+            .volume_mounts
+            .iter()
+            .flatten()
+            .map(|m| m.mount_path.as_str())
+            .collect();
+        assert!(mounts.contains(&crate::flux::RUN_MOUNT), "{mounts:?}");
+        assert!(mounts.contains(&"/mnt/flux"), "{mounts:?}");
+    }
+}
+
+#[test]
+fn services_run_once_in_their_own_pod_in_the_subdomain() {
+    let mut mc = hello(2);
+    mc.spec.network.headless_name = "net".into();
+    mc.spec.pod.labels.insert("team".into(), "a".into());
+    mc.spec
+        .pod
+        .node_selector
+        .insert("pool".into(), "hpc".into());
+    mc.spec.services.push(crate::api::MiniClusterContainer {
+        name: "web".into(),
+        image: "nginx".into(),
+        ports: vec![8080],
+        ..Default::default()
+    });
+    let mut api = crate::api::MiniClusterContainer {
+        name: "api".into(),
+        image: "api".into(),
+        command: "serve --port 5000".into(),
+        ..Default::default()
+    };
+    api.volumes.insert(
+        "data".into(),
+        crate::api::ContainerVolume {
+            claim_name: "data".into(),
+            path: "/data".into(),
+            ..Default::default()
+        },
+    );
+    mc.spec.services.push(api);
+    // Not in the broker pods.
+    for role in [Role::Lead, Role::Worker] {
+        let pod = pod_template(&mc, role, "m-flux-0").spec.unwrap();
+        assert_eq!(pod.containers.len(), 1, "only the Flux container");
+        assert!(pod.volumes.unwrap().iter().all(|v| v.name != "data"));
+    }
+    let job = services_job(&mc, "m-flux-0").expect("a services Job");
+    assert_eq!(job.metadata.name.as_deref(), Some("hello-services"));
+    let spec = job.spec.unwrap();
+    assert_eq!((spec.parallelism, spec.completions), (Some(1), Some(1)));
+    assert_eq!(spec.suspend, Some(false));
+    let template = spec.template;
+    let labels = template.metadata.unwrap().labels.unwrap();
+    assert_eq!(
+        labels[JOBSET_NAME_LABEL], "hello",
+        "in the subdomain's Service"
+    );
+    assert_eq!(labels["team"], "a");
+    assert!(
+        !labels.contains_key(NAME_LABEL) && !labels.contains_key(ROLE_LABEL),
+        "never counted as a broker: {labels:?}"
+    );
+    let pod = template.spec.unwrap();
+    assert_eq!(pod.hostname.as_deref(), Some("hello-services"));
+    assert_eq!(pod.subdomain.as_deref(), Some("net"));
+    assert_eq!(pod.restart_policy.as_deref(), Some("OnFailure"));
+    assert_eq!(pod.node_selector.unwrap()["pool"], "hpc");
+    assert!(pod.init_containers.is_none(), "no flux view");
+    let names: Vec<&str> = pod.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["web", "api"]);
+    assert_eq!(
+        pod.containers[0].command, None,
+        "no command: the image's own"
+    );
+    assert_eq!(
+        pod.containers[1].command.as_deref().unwrap(),
+        ["/bin/sh", "/etc/flux-operator/config/service.api.sh"]
+    );
+    let volumes: Vec<&str> = pod
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(volumes, [crate::flux::pod::CONFIG_VOLUME, "data"]);
+    // Its ports' Service selects the services pod.
+    let svcs = services(&mc).unwrap();
     assert_eq!(svcs[0].metadata.name.as_deref(), Some("hello-web"));
-    let selector = svcs[0].spec.as_ref().unwrap().selector.as_ref().unwrap();
-    assert_eq!(selector.get(ROLE_LABEL).map(String::as_str), Some("lead"));
+    assert_eq!(
+        svcs[0].spec.as_ref().unwrap().selector.as_ref().unwrap(),
+        &services_pod_selector(&mc)
+    );
+    assert_eq!(services_pod_selector(&mc)[JOB_NAME_LABEL], "hello-services");
+    // The desired state carries it; suspend follows spec.suspend.
+    assert!(desired(&mc, &env()).unwrap().services_job.is_some());
+    mc.spec.suspend = true;
+    assert_eq!(
+        services_job(&mc, "m-flux-0").unwrap().spec.unwrap().suspend,
+        Some(true)
+    );
+    assert_eq!(services_job_update(&mc)["spec"]["suspend"], true);
+    assert!(services_job(&hello(2), "m-flux-0").is_none());
 }
 
 #[test]

@@ -410,7 +410,7 @@ async fn operator_runs_as_installed_with_only_the_manifests_rbac() -> Result<()>
         assert_eq!(code, 200, "{path}: {body}");
     }
 
-    // The sidecar's Service, owned by its MiniCluster.
+    // The service's Service and the services pod's Job, owned by their MiniCluster.
     let svc = ns
         .api::<Service>()
         .get(&format!("{with_service}-web"))
@@ -420,6 +420,16 @@ async fn operator_runs_as_installed_with_only_the_manifests_rbac() -> Result<()>
             .iter()
             .any(|o| o.name == with_service && o.controller == Some(true)),
         "{svc:?}"
+    );
+    let job = ns
+        .api::<k8s_openapi::api::batch::v1::Job>()
+        .get(&format!("{with_service}-services"))
+        .await?;
+    assert!(
+        job.owner_references()
+            .iter()
+            .any(|o| o.name == with_service && o.controller == Some(true)),
+        "{job:?}"
     );
 
     // Resize: the operator changes the followers Job of the running JobSet.

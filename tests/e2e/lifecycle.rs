@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::events::v1::Event as EventV1;
@@ -12,7 +13,9 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use flux_operator::api::{BurstedCluster, KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, Phase};
+use flux_operator::api::{
+    BurstedCluster, KUEUE_QUEUE_LABEL, MiniCluster, MiniClusterContainer, NAME_LABEL, Phase,
+};
 use flux_operator::jobset::JobSet;
 
 use crate::common::{TestNamespace, kueue_resource, pod_phase, wait_for};
@@ -147,6 +150,11 @@ async fn suspend_holds_a_cluster_without_kueue() -> Result<()> {
     } = setup("suspend").await?;
     let mut mc = hello(&ns.name, 2)?;
     mc.spec.suspend = true;
+    mc.spec.services.push(MiniClusterContainer {
+        name: "web".into(),
+        image: "nginx".into(),
+        ..Default::default()
+    });
     let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
 
     let held = wait_phase(&mcs, &name, Phase::Suspended).await?;
@@ -156,12 +164,18 @@ async fn suspend_holds_a_cluster_without_kueue() -> Result<()> {
     );
     let js = ns.api::<JobSet>().get(&name).await?;
     assert_eq!(js.spec.suspend, Some(true));
+    // The services pod is held too.
+    let jobs: Api<Job> = ns.api();
+    let services_job = format!("{name}-services");
+    let held_job = jobs.get(&services_job).await?;
+    assert_eq!(held_job.spec.and_then(|s| s.suspend), Some(true));
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         running_pods(&ns, &name).await?,
         0,
         "a suspended cluster has no pods"
     );
+    assert_eq!(services_pods(&ns, &services_job).await?, 0);
 
     mcs.patch(
         &name,
@@ -175,8 +189,24 @@ async fn suspend_holds_a_cluster_without_kueue() -> Result<()> {
         mc_condition(&running, "Suspended").map(|c| c.0).as_deref(),
         Some("False")
     );
+    wait_for("the services pod running", TIMEOUT, || async {
+        Ok((services_pods(&ns, &services_job).await? == 1).then_some(()))
+    })
+    .await?;
     ns.cleanup().await;
     Ok(())
+}
+
+/// Running pods of the services Job.
+async fn services_pods(ns: &TestNamespace, job: &str) -> Result<usize> {
+    let pods: Api<Pod> = ns.api();
+    Ok(pods
+        .list(&ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job}")))
+        .await?
+        .items
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && pod_phase(p) == "Running")
+        .count())
 }
 
 #[tokio::test]
@@ -188,10 +218,19 @@ async fn a_finished_cluster_never_runs_again_after_its_ttl() -> Result<()> {
     } = setup("ttl").await?;
     let mut mc = hello(&ns.name, 2)?;
     mc.spec.ttl_seconds_after_finished = Some(1);
+    mc.spec.services.push(MiniClusterContainer {
+        name: "web".into(),
+        image: "nginx".into(),
+        ..Default::default()
+    });
     let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
     wait_phase(&mcs, &name, Phase::Running).await?;
     crate::operator::finish_lead(&ns, &name).await?;
     wait_phase(&mcs, &name, Phase::Succeeded).await?;
+    // The services Job, deleted after the cluster finished, is not made again either.
+    let jobs: Api<Job> = ns.api();
+    let services_job = format!("{name}-services");
+    jobs.delete(&services_job, &Default::default()).await?;
 
     let jobsets: Api<JobSet> = ns.api();
     wait_for("JobSet deleted after its TTL", TIMEOUT, || async {
@@ -203,6 +242,12 @@ async fn a_finished_cluster_never_runs_again_after_its_ttl() -> Result<()> {
     assert!(
         jobsets.get_opt(&name).await?.is_none(),
         "the finished cluster was started again"
+    );
+    assert!(
+        jobs.get_opt(&services_job)
+            .await?
+            .is_none_or(|j| j.metadata.deletion_timestamp.is_some()),
+        "the finished cluster's services were started again"
     );
     let mc = mcs.get(&name).await?;
     assert_eq!(

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use flux_operator::api::{LEAD_JOB, MiniCluster, WORKERS_JOB, validation};
 use flux_operator::flux;
 use flux_operator::render::{self, Environment};
-use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, Probe, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvVar, PodSpec, Probe, Secret};
 
 use crate::kubelet::{Images, Network, Pod, PodMeta, tail};
 
@@ -90,10 +90,13 @@ pub struct MiniClusterRun {
     pub secret: Secret,
     lead_spec: PodSpec,
     worker_spec: Option<PodSpec>,
+    services_spec: Option<PodSpec>,
     net: Arc<Network>,
     images: Images,
     pub lead: Option<Arc<Pod>>,
     pub workers: BTreeMap<i32, Arc<Pod>>,
+    /// The services pod (`spec.services`), once started.
+    pub services: Option<Arc<Pod>>,
     /// Kept so the directory outlives the pods (logs are read from it).
     _dir: tempfile::TempDir,
 }
@@ -146,6 +149,11 @@ impl MiniClusterRun {
         };
         let lead_spec = template(LEAD_JOB).expect("lead job");
         let worker_spec = template(WORKERS_JOB);
+        let services_spec = desired
+            .services_job
+            .as_ref()
+            .and_then(|j| j.spec.as_ref())
+            .and_then(|j| j.template.spec.clone());
         let dir = tempfile::Builder::new()
             .prefix("flux-pods-")
             .tempdir()
@@ -160,10 +168,12 @@ impl MiniClusterRun {
             secret,
             lead_spec,
             worker_spec,
+            services_spec,
             net,
             images,
             lead: None,
             workers: BTreeMap::new(),
+            services: None,
             _dir: dir,
         };
         let size = run.mc.spec.size;
@@ -196,11 +206,27 @@ impl MiniClusterRun {
         }
     }
 
-    fn start_pod(&self, hostname: String, spec: &PodSpec) -> Arc<Pod> {
+    /// Start a pod of a Job as the Job controller does: an Indexed Job's pods get their
+    /// index in `JOB_COMPLETION_INDEX`.
+    fn start_pod(&self, hostname: String, spec: &PodSpec, index: Option<i32>) -> Arc<Pod> {
+        let mut spec = spec.clone();
+        if let Some(index) = index {
+            for c in spec
+                .containers
+                .iter_mut()
+                .chain(spec.init_containers.iter_mut().flatten())
+            {
+                c.env.get_or_insert_default().push(EnvVar {
+                    name: "JOB_COMPLETION_INDEX".into(),
+                    value: Some(index.to_string()),
+                    value_from: None,
+                });
+            }
+        }
         let pod = Pod::start(
             &self.net,
             self.meta(hostname),
-            spec,
+            &spec,
             std::slice::from_ref(&self.config_map),
             std::slice::from_ref(&self.secret),
             &self.images,
@@ -215,7 +241,17 @@ impl MiniClusterRun {
     /// Start the lead broker's pod.
     pub fn start_lead(&mut self) {
         let spec = self.lead_spec.clone();
-        self.lead = Some(self.start_pod(flux::config::lead_hostname(&self.mc), &spec));
+        self.lead = Some(self.start_pod(flux::config::lead_hostname(&self.mc), &spec, Some(0)));
+    }
+
+    /// Start the services pod (`spec.services`), as the services Job would: its hostname
+    /// `<mc>-services` in the MiniCluster's subdomain.
+    pub fn start_services(&mut self) {
+        let spec = self.services_spec.clone().expect("a services Job");
+        let host = render::services_job_name(&self.mc);
+        assert_eq!(spec.hostname.as_deref(), Some(host.as_str()));
+        assert_eq!(spec.subdomain.as_deref(), Some(self.mc.subdomain()));
+        self.services = Some(self.start_pod(host, &spec, None));
     }
 
     /// Start follower pods by index (rank = index + 1), as the followers' Job would.
@@ -230,7 +266,7 @@ impl MiniClusterRun {
                     let spec = &spec;
                     let host = format!("{prefix}{i}");
                     let this = &*self;
-                    s.spawn(move || (i, this.start_pod(host, spec)))
+                    s.spawn(move || (i, this.start_pod(host, spec, Some(i))))
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
@@ -245,6 +281,14 @@ impl MiniClusterRun {
                 p.delete(grace);
             }
         }
+    }
+
+    /// Whether the lead's pod template has a container of this name.
+    pub fn lead_spec_has(&self, container: &str) -> bool {
+        self.lead_spec
+            .containers
+            .iter()
+            .any(|c| c.name == container)
     }
 
     /// The lead pod.
@@ -381,6 +425,9 @@ impl MiniClusterRun {
 impl Drop for MiniClusterRun {
     fn drop(&mut self) {
         let grace = Duration::from_secs(2);
+        if let Some(s) = &self.services {
+            s.delete(grace);
+        }
         for p in self.workers.values() {
             p.delete(grace);
         }

@@ -66,9 +66,13 @@ fn user_supplied_curve_certificate_is_the_one_the_brokers_use() {
 }
 
 #[test]
-fn sidecar_service_on_a_follower_runs_flux_only_once_its_broker_has_joined() {
-    // Followers first, the lead 6 s later: a sidecar that only waited for the socket
-    // talked to a follower broker that had not joined yet ("Upstream Flux broker is offline").
+fn container_beside_the_broker_runs_its_post_hook_with_flux_once_its_broker_has_joined() {
+    // A container of spec.containers that does not run Flux, written as the Go operator's
+    // REST API examples write it: a bash commands.post that tests the pod's
+    // JOB_COMPLETION_INDEX (the broker rank, 0 on the lead) and talks to the broker through
+    // `$fluxsocket` with the view's flux. Followers start first, the lead 6 s later: a
+    // container that only waited for the socket talked to a follower broker that had not
+    // joined yet ("Upstream Flux broker is offline").
     let yaml = "apiVersion: flux-framework.org/v1alpha2
 kind: MiniCluster
 metadata:
@@ -78,10 +82,14 @@ spec:
   interactive: true
   containers:
     - image: rockylinux:9
-  services:
-    - name: watcher
-      image: rockylinux:9
-      command: flux resource list -no {nnodes} && echo watcher-ok && sleep infinity
+      runFlux: true
+    - image: rockylinux:9
+      name: watcher
+      commands:
+        post: |
+          if [[ ${JOB_COMPLETION_INDEX} -eq 0 ]]; then where=lead; else where=rank-${JOB_COMPLETION_INDEX}; fi
+          flux proxy $fluxsocket flux resource list -no {nnodes} && echo watcher-ok-$where
+          sleep infinity
 ";
     let how = Start {
         followers_early: Duration::from_secs(6),
@@ -89,14 +97,17 @@ spec:
     };
     let run = MiniClusterRun::start(minicluster(yaml), how);
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
-    // Each pod's sidecar (follower and lead) runs flux once its own broker is up.
+    // Each pod's container (follower and lead) runs flux once its own broker is up.
     let worker = run.workers.get(&0).unwrap();
-    for (pod, which) in [(worker, "follower"), (run.lead(), "lead")] {
+    for (pod, which, says) in [
+        (worker, "follower", "watcher-ok-rank-1"),
+        (run.lead(), "lead", "watcher-ok-lead"),
+    ] {
         let deadline = std::time::Instant::now() + Duration::from_secs(90);
-        while !pod.logs("watcher").contains("watcher-ok") {
+        while !pod.logs("watcher").contains(says) {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the {which}'s sidecar never ran flux successfully:\n{}\n{}",
+                "the {which}'s container never ran flux successfully:\n{}\n{}",
                 pod.logs("watcher"),
                 run.debug()
             );
@@ -108,6 +119,43 @@ spec:
             pod.logs("watcher")
         );
     }
+    run.shutdown();
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}
+
+#[test]
+fn services_run_once_in_their_own_pod_which_every_broker_reaches_by_name() {
+    // spec.services run in the pod `<mc>-services` in the MiniCluster's subdomain, as in the
+    // Go operator, whose examples reach it as `<mc>-services.<subdomain>.<ns>.svc.<domain>`.
+    // It has no broker: the service starts without waiting for one.
+    let yaml = "apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata:
+  name: svc
+spec:
+  size: 2
+  interactive: true
+  containers:
+    - image: rockylinux:9
+  services:
+    - name: web
+      image: nginx
+      ports: [8080]
+      command: mkdir -p /tmp/www && echo services-ok > /tmp/www/index.html && cd /tmp/www && exec python3 -m http.server 8080
+";
+    let mut run = MiniClusterRun::start(minicluster(yaml), Start::default());
+    run.start_services();
+    assert!(!run.lead_spec_has("web"), "no service in the broker pods");
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    let url = "http://svc-services.svc.default.svc.cluster.local:8080/";
+    let fetch = format!(
+        "run -N2 --label-io python3 -c 'import urllib.request; print(urllib.request.urlopen(\"{url}\").read().decode().strip())'"
+    );
+    let out = run.wait_flux(&fetch, RUN, |o| o.matches("services-ok").count() == 2);
+    assert!(
+        out.contains("0: services-ok") && out.contains("1: services-ok"),
+        "{out}"
+    );
     run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }

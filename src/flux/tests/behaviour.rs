@@ -652,22 +652,49 @@ fn without_r(calls: Vec<Vec<String>>) -> Vec<Vec<String>> {
 }
 
 #[test]
-fn quiet_prints_nothing_of_its_own() {
+fn quiet_prints_nothing_of_its_own_and_keeps_the_output_of_post() {
     let mut mc = mc_command("mc", 2, "hostname");
     mc.spec.logging.quiet = true;
-    mc.spec.containers[0].commands.pre = "echo from-hook-stdout".into();
+    let c = &mut mc.spec.containers[0].commands;
+    c.init = "echo init-out; echo init-err >&2".into();
+    c.pre = "echo pre-out; echo pre-err >&2".into();
+    c.broker_pre = "echo broker-pre-out; echo broker-pre-err >&2".into();
+    c.worker_pre = "echo worker-pre-out; echo worker-pre-err >&2".into();
+    c.post = "echo post-out; echo post-err >&2".into();
+    // As the Go operator's templates: init's stdout, all of pre, brokerPre and workerPre
+    // discarded; post's output is the application's and stays.
     let pod = Pod::new(&mc);
     let out = pod.run("lead.sh", &[]);
     assert_ok(&out);
-    assert_eq!(stderr(&out), "");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    assert_eq!(stderr(&out), "init-err\npost-err\n");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "post-out\n");
     assert!(pod.flux_calls()[0].contains(&s("-Slog-stderr-level=0")));
-    // Not quiet: the entrypoint explains itself on stderr.
+    let pod = Pod::new(&mc);
+    let out = pod.run("worker.sh", &[]);
+    assert_ok(&out);
+    assert_eq!(stderr(&out), "init-err\npost-err\n");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "post-out\n");
+    // Not quiet: every hook's output, and the entrypoint explains itself on stderr.
     mc.spec.logging.quiet = false;
     let pod = Pod::new(&mc);
     let out = pod.run("lead.sh", &[]);
     assert!(stderr(&out).contains("flux-operator: starting the lead broker"));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "from-hook-stdout\n");
+    assert!(stderr(&out).contains("pre-err"));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "init-out\npre-out\nbroker-pre-out\npost-out\n"
+    );
+}
+
+#[test]
+fn quiet_batch_does_not_print_the_batch_job_id() {
+    let mut mc = mc_command("mc", 2, "hostname");
+    mc.spec.containers[0].batch = true;
+    let loud = crate::flux::scripts::broker_script(&mc, true).unwrap();
+    mc.spec.logging.quiet = true;
+    let quiet = crate::flux::scripts::broker_script(&mc, true).unwrap();
+    assert!(loud.contains(r#"'flux batch "$@" && flux job wait --all'"#));
+    assert!(quiet.contains(r#"'flux batch "$@" >/dev/null && flux job wait --all'"#));
 }
 
 #[test]
@@ -936,30 +963,42 @@ fn python_path_from_the_spec() {
     assert_eq!(pod.env_seen()["PYTHONPATH"], "/pre:/opt/py path/site");
 }
 
-fn with_service(command: &str) -> MiniCluster {
+/// A MiniCluster whose second container `api` does not run Flux: it runs `command` beside
+/// the broker, with `commands.init` and `servicePre` hooks calling the stand-in flux.
+fn with_sidecar(command: &str) -> MiniCluster {
     let mut mc = mc_command("mc", 2, "hostname");
-    let mut svc = MiniClusterContainer {
+    mc.spec.containers[0].run_flux = true;
+    let mut side = MiniClusterContainer {
         name: "api".into(),
         command: command.into(),
         ..Default::default()
     };
-    svc.commands.init = "flux hook svc-init".into();
-    svc.commands.service_pre = "flux hook svc-pre".into();
-    mc.spec.services.push(svc);
+    side.commands.init = "flux hook svc-init".into();
+    side.commands.service_pre = "flux hook svc-pre".into();
+    mc.spec.containers.push(side);
     mc
 }
 
 #[test]
-fn sidecar_waits_for_the_socket_then_runs_its_command() {
-    let command = r#"flux hook service "$FLUX_URI" 'it'"'"'s $HOME' "$HOME""#;
-    let mc = with_service(command);
+fn sidecar_waits_for_the_socket_then_runs_its_command_and_post() {
+    // `$fluxsocket` is the Go operator's name for the broker's URI.
+    let command = r#"flux hook service "$FLUX_URI" "$fluxsocket" 'it'"'"'s $HOME' "$HOME""#;
+    let mut mc = with_sidecar(command);
+    // The Go operator's REST API examples start their server on the lead only, by the pod's
+    // Job index: here JOB_COMPLETION_INDEX is the broker rank too (follower index + 1).
+    mc.spec.containers[1].commands.post = r#"flux hook post "$JOB_COMPLETION_INDEX""#.into();
     let pod = Pod::new(&mc);
     std::fs::create_dir_all(pod.run.join("broker")).unwrap();
     let socket = pod.run.join("broker/local");
     let uptime = pod.root.join("uptime");
     let uptime_env = uptime.display().to_string();
+    let env = [
+        ("FAKE_FLUX_UPTIME", uptime_env.as_str()),
+        ("FLUX_OPERATOR_ROLE", "worker"),
+        ("JOB_COMPLETION_INDEX", "2"),
+    ];
     let mut child = pod
-        .command("sh", "service.api.sh", &[("FAKE_FLUX_UPTIME", &uptime_env)])
+        .command("sh", "container.api.sh", &env)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -1006,18 +1045,62 @@ fn sidecar_waits_for_the_socket_then_runs_its_command() {
         vec![
             strs(&["hook", "svc-init"]),
             strs(&["hook", "svc-pre"]),
-            strs(&["hook", "service", &uri, "it's $HOME", "/home/fake-home"]),
+            strs(&[
+                "hook",
+                "service",
+                &uri,
+                &uri,
+                "it's $HOME",
+                "/home/fake-home"
+            ]),
+            strs(&["hook", "post", "3"]),
         ]
     );
 }
 
 #[test]
+fn sidecar_exits_with_the_commands_status_after_post_and_runs_bash_where_there_is_one() {
+    // The Go examples' hooks are bash (`[[ ]]`, `source`): the wrapper runs them with bash.
+    let mut mc = with_sidecar(r#"[[ -n "$BASH_VERSION" ]] && flux hook in-bash; exit 3"#);
+    mc.spec.flux.no_wait_socket = true;
+    mc.spec.containers[1].commands.post = "flux hook post".into();
+    let pod = Pod::new(&mc);
+    let out = pod.run("container.api.sh", &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let calls = pod.flux_calls();
+    assert_eq!(
+        calls[calls.len() - 2..],
+        [strs(&["hook", "in-bash"]), strs(&["hook", "post"])]
+    );
+
+    // An image without bash: POSIX sh runs it all.
+    let only = pod.root.join("only-sh");
+    std::fs::create_dir_all(&only).unwrap();
+    for tool in ["sleep", "cat"] {
+        std::os::unix::fs::symlink(format!("/bin/{tool}"), only.join(tool)).unwrap();
+    }
+    let mut mc = with_sidecar(r#"flux hook "${BASH_VERSION:-no-bash}""#);
+    mc.spec.flux.no_wait_socket = true;
+    let pod = Pod::new(&mc);
+    let path = format!("{}:{}", pod.bin.display(), only.display());
+    let status = pod
+        .command("/bin/sh", "container.api.sh", &[("PATH", &path)])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(
+        pod.flux_calls().last().unwrap(),
+        &strs(&["hook", "no-bash"])
+    );
+}
+
+#[test]
 fn sidecar_without_waiting() {
-    let mut mc = with_service("flux hook service");
+    let mut mc = with_sidecar("flux hook service");
     mc.spec.flux.no_wait_socket = true;
     let pod = Pod::new(&mc);
     assert!(
-        pod.command("sh", "service.api.sh", &[])
+        pod.command("sh", "container.api.sh", &[])
             .status()
             .unwrap()
             .success()
@@ -1026,16 +1109,43 @@ fn sidecar_without_waiting() {
         pod.flux_calls().last().unwrap(),
         &strs(&["hook", "service"])
     );
-    let mut mc = with_service("flux hook service");
+    let mut mc = with_sidecar("flux hook service");
     mc.spec.flux.disable_socket = true;
     let pod = Pod::new(&mc);
     assert!(
-        pod.command("sh", "service.api.sh", &[])
+        pod.command("sh", "container.api.sh", &[])
             .status()
             .unwrap()
             .success()
     );
     assert_eq!(pod.flux_calls().len(), 3);
+}
+
+#[test]
+fn a_service_runs_at_once_in_its_own_pod() {
+    // spec.services run in the services pod: no broker to wait for, no view, no FLUX_URI.
+    let mut mc = mc_command("mc", 2, "hostname");
+    let mut svc = MiniClusterContainer {
+        name: "web".into(),
+        command: r#"flux hook service "${FLUX_URI:-none}" "${fluxsocket:-none}""#.into(),
+        ..Default::default()
+    };
+    svc.commands.init = "flux hook init".into();
+    svc.commands.service_pre = "flux hook pre".into();
+    svc.commands.post = "flux hook post".into();
+    mc.spec.services.push(svc);
+    let pod = Pod::new(&mc);
+    let out = pod.run("service.web.sh", &[]);
+    assert_ok(&out);
+    assert_eq!(
+        pod.flux_calls(),
+        vec![
+            strs(&["hook", "init"]),
+            strs(&["hook", "pre"]),
+            strs(&["hook", "service", "none", "none"]),
+            strs(&["hook", "post"]),
+        ]
+    );
 }
 
 #[test]
@@ -1059,4 +1169,25 @@ fn every_example_renders_and_runs() {
             "{name}: a follower has no program: {calls:?}"
         );
     }
+}
+
+#[test]
+fn a_followers_job_completion_index_is_its_rank_as_in_the_go_operator() {
+    let mc = mc_command("mc", 3, "hostname");
+    let pod = Pod::new(&mc);
+    let show = [
+        ("FAKE_FLUX_SHOW_ENV", "JOB_COMPLETION_INDEX"),
+        ("JOB_COMPLETION_INDEX", "1"),
+    ];
+    assert_ok(&pod.run("worker.sh", &show));
+    assert_eq!(pod.env_seen()["JOB_COMPLETION_INDEX"], "2");
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run(
+        "lead.sh",
+        &[
+            ("FAKE_FLUX_SHOW_ENV", "JOB_COMPLETION_INDEX"),
+            ("JOB_COMPLETION_INDEX", "0"),
+        ],
+    ));
+    assert_eq!(pod.env_seen()["JOB_COMPLETION_INDEX"], "0");
 }

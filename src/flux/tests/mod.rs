@@ -100,6 +100,17 @@ pub(crate) fn matrix() -> Vec<(String, MiniCluster)> {
     svc.commands.init = "echo svc-init".into();
     svc.commands.service_pre = "echo svc-pre".into();
     all.spec.services.push(svc);
+    // A container beside the Flux container, with every hook it runs.
+    all.spec.containers[0].run_flux = true;
+    let mut side = crate::api::MiniClusterContainer {
+        name: "metrics".into(),
+        command: "flux-metrics --port 8080".into(),
+        ..Default::default()
+    };
+    side.commands.init = "echo side-init".into();
+    side.commands.service_pre = "echo side-pre".into();
+    side.commands.post = "echo side-post".into();
+    all.spec.containers.push(side);
     out.push(("everything".into(), all.clone()));
 
     let mut other = all.clone();
@@ -113,11 +124,21 @@ pub(crate) fn matrix() -> Vec<(String, MiniCluster)> {
 
     let mut nowait = mc_command("mc", 2, "sleep 1");
     nowait.spec.flux.no_wait_socket = true;
-    nowait.spec.services.push(crate::api::MiniClusterContainer {
-        name: "side".into(),
-        command: "while true; do flux jobs -a; sleep 5; done".into(),
+    nowait.spec.containers[0].run_flux = true;
+    nowait
+        .spec
+        .containers
+        .push(crate::api::MiniClusterContainer {
+            name: "side".into(),
+            command: "while true; do flux jobs -a; sleep 5; done".into(),
+            ..Default::default()
+        });
+    let mut post_only = crate::api::MiniClusterContainer {
+        name: "post-only".into(),
         ..Default::default()
-    });
+    };
+    post_only.commands.post = "flux-restful --port 5000".into();
+    nowait.spec.containers.push(post_only);
     out.push(("no-wait-socket".into(), nowait));
     out
 }

@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::MiniClusterContainer;
 use crate::flux::pod::{self, CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RUN_VOLUME, VIEW_VOLUME};
-use crate::flux::{self, CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, Role};
+use crate::flux::{self, CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, Role, Sidecar};
 
 use super::mc_command;
 
@@ -65,8 +65,25 @@ fn volumes_and_mounts_with_the_view() {
             t(VIEW_VOLUME, "/opt/software", true, Some("software")),
         ]
     );
+    // A container beside the broker: its wrapper, the socket, the view; in the services
+    // pod only its wrapper (and nothing when it is not wrapped).
+    let mut mc = mc;
+    mc.spec.containers[0].run_flux = true;
+    mc.spec.containers.push(MiniClusterContainer {
+        name: "side".into(),
+        ..Default::default()
+    });
+    mc.spec.services.push(MiniClusterContainer {
+        name: "web".into(),
+        command: "nginx".into(),
+        ..Default::default()
+    });
+    mc.spec.services.push(MiniClusterContainer {
+        name: "bare".into(),
+        ..Default::default()
+    });
     assert_eq!(
-        mounts_of(&flux::service_container_mounts(&mc)),
+        mounts_of(&flux::sidecar_mounts(&mc, Sidecar::Container(1))),
         [
             t(CONFIG_VOLUME, CONFIG_MOUNT, true, None),
             t(RUN_VOLUME, RUN_MOUNT, true, None),
@@ -74,6 +91,11 @@ fn volumes_and_mounts_with_the_view() {
             t(VIEW_VOLUME, "/opt/software", true, Some("software")),
         ]
     );
+    assert_eq!(
+        mounts_of(&flux::sidecar_mounts(&mc, Sidecar::Service(0))),
+        [t(CONFIG_VOLUME, CONFIG_MOUNT, true, None)]
+    );
+    assert!(flux::sidecar_mounts(&mc, Sidecar::Service(1)).is_empty());
 }
 
 #[test]
@@ -216,7 +238,7 @@ fn commands_and_env() {
 }
 
 #[test]
-fn service_commands() {
+fn sidecar_commands() {
     let mut mc = mc_command("mc", 2, "hostname");
     mc.spec.services.push(MiniClusterContainer {
         name: "web".into(),
@@ -233,22 +255,80 @@ fn service_commands() {
         name: "bare".into(),
         ..Default::default()
     });
+    let service = Sidecar::Service;
     assert_eq!(
-        flux::service_container_command(&mc, 0).unwrap(),
+        flux::sidecar_command(&mc, service(0)).unwrap(),
         ["/bin/sh", "/etc/flux-operator/config/service.web.sh"]
     );
-    assert_eq!(flux::service_container_args(&mc, 0), None);
-    assert_eq!(flux::service_container_command(&mc, 1), None);
+    assert_eq!(flux::sidecar_args(&mc, service(0)), None);
+    assert_eq!(flux::sidecar_command(&mc, service(1)), None);
     assert_eq!(
-        flux::service_container_args(&mc, 1).unwrap(),
+        flux::sidecar_args(&mc, service(1)).unwrap(),
         ["--port", "80", "--name", "a b"]
     );
-    assert_eq!(flux::service_container_command(&mc, 2), None);
-    assert_eq!(flux::service_container_args(&mc, 2), None);
-    assert_eq!(flux::service_container_command(&mc, 3), None);
+    assert_eq!(flux::sidecar_command(&mc, service(2)), None);
+    assert_eq!(flux::sidecar_args(&mc, service(2)), None);
+    assert_eq!(flux::sidecar_command(&mc, service(3)), None);
     let data = flux::config_map_data(&mc, &super::ctx()).unwrap();
     assert!(data.contains_key("service.web.sh"));
     assert!(!data.contains_key("service.own.sh"));
+
+    // Beside the Flux container: wrapped with a command or a hook (commands.post alone, as
+    // the Go operator's REST API examples write it), else the image's entrypoint.
+    mc.spec.containers[0].run_flux = true;
+    let mut post = MiniClusterContainer {
+        name: "api".into(),
+        ..Default::default()
+    };
+    post.commands.post = "start-the-api".into();
+    mc.spec.containers.push(post);
+    mc.spec.containers.push(MiniClusterContainer {
+        name: "registry".into(),
+        ..Default::default()
+    });
+    mc.spec.containers.push(MiniClusterContainer {
+        name: "nginx".into(),
+        command: "-g 'daemon off;'".into(),
+        no_wrap_entrypoint: true,
+        ..Default::default()
+    });
+    let container = Sidecar::Container;
+    assert_eq!(
+        flux::sidecar_command(&mc, container(1)).unwrap(),
+        ["/bin/sh", "/etc/flux-operator/config/container.api.sh"]
+    );
+    assert_eq!(flux::sidecar_command(&mc, container(2)), None);
+    assert_eq!(flux::sidecar_args(&mc, container(2)), None);
+    assert_eq!(flux::sidecar_command(&mc, container(3)), None);
+    assert_eq!(
+        flux::sidecar_args(&mc, container(3)).unwrap(),
+        ["-g", "daemon off;"]
+    );
+    // The Flux container is no sidecar.
+    assert_eq!(flux::sidecar_command(&mc, container(0)), None);
+    let data = flux::config_map_data(&mc, &super::ctx()).unwrap();
+    assert!(data["container.api.post.sh"].contains("start-the-api"));
+    assert!(data["container.api.sh"].contains("container.api.post.sh"));
+    assert!(!data.contains_key("container.registry.sh"));
+    // Its environment: where the wrapper finds things, the role, then its own.
+    mc.spec.containers[1]
+        .environment
+        .insert("MINE".into(), "1".into());
+    let env: Vec<(String, Option<String>)> = flux::sidecar_env(&mc, container(1), Role::Worker)
+        .into_iter()
+        .map(|e| (e.name, e.value))
+        .collect();
+    assert_eq!(
+        env,
+        [
+            ("FLUX_OPERATOR_CONFIG_DIR".into(), Some(CONFIG_MOUNT.into())),
+            ("FLUX_OPERATOR_RUN_DIR".into(), Some(RUN_MOUNT.into())),
+            ("FLUX_OPERATOR_VIEW".into(), Some("/mnt/flux".into())),
+            ("FLUX_OPERATOR_ROLE".into(), Some("worker".into())),
+            ("MINE".into(), Some("1".into())),
+        ]
+    );
+    assert!(flux::sidecar_env(&mc, service(0), Role::Lead).is_empty());
 }
 
 #[test]
@@ -372,10 +452,33 @@ fn sidecar_and_minimal_services() {
     let services = flux::sidecar_services(&mc).unwrap();
     assert_eq!(services.len(), 1);
     assert_eq!(services[0].name, "mc-api");
+    assert_eq!(services[0].target, flux::PortTarget::ServicesPod);
     assert_eq!(
         services[0].ports.iter().map(|p| p.port).collect::<Vec<_>>(),
         [5000, 8080]
     );
+    // A container beside the Flux container: a Service named after it, as the Go operator
+    // names it, for every broker pod.
+    mc.spec.containers[0].run_flux = true;
+    mc.spec.containers.push(MiniClusterContainer {
+        name: "nginx".into(),
+        ports: vec![80],
+        ..Default::default()
+    });
+    let services = flux::sidecar_services(&mc).unwrap();
+    assert_eq!(services[0].name, "nginx");
+    assert_eq!(services[0].target, flux::PortTarget::BrokerPods);
+    assert_eq!(services[0].ports[0].port, 80);
+    // Names that would clash: with the subdomain's headless Service, with another Service.
+    mc.spec.containers[1].name = "mc".into();
+    assert_eq!(
+        flux::sidecar_services(&mc).unwrap_err().field(),
+        Some("spec.containers[1].name")
+    );
+    mc.spec.containers[1].name = "mc-api".into();
+    let err = flux::sidecar_services(&mc).unwrap_err();
+    assert_eq!(err.field(), Some("spec.services[0].name"), "{err}");
+    mc.spec.containers.pop();
     mc.spec.services[0].name = "x".repeat(62);
     assert_eq!(
         flux::sidecar_services(&mc).unwrap_err().field(),
@@ -487,7 +590,14 @@ fn only_the_flux_container_mounts_the_private_key() {
             "the entrypoint writes the copy"
         );
 
-        let service_mounts = flux::service_container_mounts(&mc);
+        let mut with_sidecar = mc.clone();
+        with_sidecar.spec.containers[0].run_flux = true;
+        with_sidecar.spec.containers.push(MiniClusterContainer {
+            name: "side".into(),
+            command: "true".into(),
+            ..Default::default()
+        });
+        let service_mounts = flux::sidecar_mounts(&with_sidecar, Sidecar::Container(1));
         assert!(
             service_mounts.iter().any(|m| m.name == RUN_VOLUME),
             "sidecars still share the broker socket"
@@ -527,7 +637,7 @@ fn service_files_never_collide() {
     let mut keys = std::collections::BTreeSet::new();
     for (i, s) in mc.spec.services.iter().enumerate() {
         let name = &s.name;
-        let entry = flux::service_container_command(&mc, i).unwrap()[1]
+        let entry = flux::sidecar_command(&mc, Sidecar::Service(i)).unwrap()[1]
             .strip_prefix(&format!("{CONFIG_MOUNT}/"))
             .unwrap()
             .to_string();
@@ -537,7 +647,7 @@ fn service_files_never_collide() {
             "{entry}"
         );
         assert!(
-            script.contains(&format!("service container {name} ")),
+            script.contains(&format!("container {name} of MiniCluster")),
             "{entry}"
         );
         let init = flux::scripts::files::service_init(name);

@@ -27,18 +27,22 @@ fn generated_scripts_pass_shellcheck() {
         let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
         let sub = dir.path().join(&label);
         std::fs::create_dir_all(&sub).unwrap();
-        let services: Vec<String> = mc
-            .spec
-            .services
-            .iter()
-            .map(|s| crate::flux::scripts::files::service(&s.name))
+        let sidecars: Vec<String> = crate::flux::sidecars(&mc)
+            .into_iter()
+            .filter_map(|s| {
+                let c = s.spec(&mc)?;
+                Some(crate::flux::scripts::files::sidecar(
+                    s.file_prefix(),
+                    &c.name,
+                ))
+            })
             .collect();
         let mut files = Vec::new();
         for (name, text) in &data {
             let generated = name == "lead.sh"
                 || name == "worker.sh"
                 || name == "view-init.sh"
-                || services.contains(name)
+                || sidecars.contains(name)
                 || (name == "batch.sh" && mode(&mc).unwrap() == Mode::Batch);
             if generated {
                 let path = sub.join(name);
