@@ -364,8 +364,8 @@ impl MiniClusterContainer {
     }
 }
 
-/// Most volumes one container may list: bounds the cost of [`UNIQUE_MOUNT_PATHS`], which the
-/// API server estimates before it accepts the CRD.
+/// Most volumes one container may list: bounds the cost of the CEL rule of unique mount
+/// paths, which the API server estimates before it accepts the CRD.
 pub const MAX_VOLUMES: u32 = 64;
 
 /// CEL: where volume `v` of a container is mounted, `''` when it names no path and is no

@@ -148,9 +148,9 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
         }
         check_container(&field, c, &mut names, &reserved, &mut errors);
         let operator = if is_runner {
-            crate::flux::flux_container_mounts(mc)
+            crate::render::flux_pod::flux_container_mounts(mc)
         } else {
-            crate::flux::sidecar_mounts(mc, crate::flux::Sidecar::Container(i))
+            crate::render::flux_pod::sidecar_mounts(mc, crate::flux::Sidecar::Container(i))
         };
         check_mount_paths(&field, c, &operator, &mut errors);
         if c.launcher && c.batch {
@@ -199,7 +199,8 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
             }
         }
         check_container(&field, s, &mut names, &reserved, &mut errors);
-        let operator = crate::flux::sidecar_mounts(mc, crate::flux::Sidecar::Service(i));
+        let operator =
+            crate::render::flux_pod::sidecar_mounts(mc, crate::flux::Sidecar::Service(i));
         check_mount_paths(&field, s, &operator, &mut errors);
     }
 
@@ -339,7 +340,7 @@ fn check_container(
         if !super::is_dns_label(vname) {
             errors.push(err(vfield.clone(), "volume names must be DNS labels"));
         }
-        if crate::flux::pod::RESERVED_VOLUMES.contains(&vname.as_str()) {
+        if crate::render::flux_pod::RESERVED_VOLUMES.contains(&vname.as_str()) {
             errors.push(err(
                 vfield.clone(),
                 "this volume name is used by the operator's own volumes",

@@ -476,7 +476,7 @@ pub fn config_map_of(js: &JobSet) -> Option<String> {
         .iter()
         .filter_map(|r| r.template.spec.as_ref()?.template.spec.as_ref())
         .flat_map(|p| p.volumes.iter().flatten())
-        .find(|v| v.name == crate::flux::pod::CONFIG_VOLUME)
+        .find(|v| v.name == crate::render::flux_pod::CONFIG_VOLUME)
         .and_then(|v| v.config_map.as_ref())
         .map(|c| c.name.clone())
 }

@@ -8,8 +8,8 @@
 //! |---|---|---|
 //! | [`CONFIG_MOUNT`] `/etc/flux-operator/config` | `broker.toml`, `lead.sh`, `worker.sh`, `view-init.sh`, `container.<name>.sh`, `service.<name>.sh`, hook files, `script.sh`, `batch.sh` | the ConfigMap ([`config_map_data`]), read-only |
 //! | [`CURVE_MOUNT`] `/etc/flux-operator/curve` | `curve.cert` | the CURVE Secret, read-only ([`pod::curve_secret_mode`]), Flux container only |
-//! | [`KEY_MOUNT`] `/run/flux-operator-key` | `curve.cert` (private copy, 0400: [`CURVE_PRIVATE_PATH`]) | memory-backed emptyDir ([`pod::KEY_VOLUME`]), Flux container only |
-//! | [`RUN_MOUNT`] `/run/flux-operator` | `broker/` only | emptyDir ([`pod::RUN_VOLUME`]), owned by root (mode 0777, or group fsGroup with setgid), shared with the containers that do not run Flux (read-only there) |
+//! | [`KEY_MOUNT`] `/run/flux-operator-key` | `curve.cert` (private copy, 0400: [`CURVE_PRIVATE_PATH`]) | memory-backed emptyDir ([`KEY_VOLUME`](crate::render::flux_pod::KEY_VOLUME)), Flux container only |
+//! | [`RUN_MOUNT`] `/run/flux-operator` | `broker/` only | emptyDir ([`RUN_VOLUME`](crate::render::flux_pod::RUN_VOLUME)), owned by root (mode 0777, or group fsGroup with setgid), shared with the containers that do not run Flux (read-only there) |
 //! | [`BROKER_DIR`] `/run/flux-operator/broker` | `local` (the broker socket, [`SOCKET_PATH`]); `R.json` ([`RESOURCE_PATH`], only when ranks may be absent or an archive is restored: [`config::resource_hosts`]) | made by the entrypoint, owned by the broker's user, mode 0755 (Flux refuses a socket directory the instance owner does not own; sidecars of any user can reach the socket) |
 //! | `flux.container.mountPath` (`/mnt/flux`) | `view/` (Flux), `software/` | emptyDir filled by the view init container, read-only in the app |
 //! | [`SOFTWARE_MOUNT`] `/opt/software` | the view's install tree | subPath `software` of the view volume |
@@ -25,7 +25,7 @@
 //! private copy's volume is mounted in them or in the view init container.
 //!
 //! The Flux container runs `/bin/bash <CONFIG_MOUNT>/lead.sh` (pod `<mc>-lead-0-0`, rank 0) or
-//! `worker.sh` (`<mc>-workers-0-<i>`, rank i+1). Its environment ([`flux_container_env`]):
+//! `worker.sh` (`<mc>-workers-0-<i>`, rank i+1). Its environment ([`flux_container_variables`]):
 //! `FLUX_OPERATOR_CONFIG_DIR`, `FLUX_OPERATOR_CURVE_DIR`, `FLUX_OPERATOR_KEY_DIR`,
 //! `FLUX_OPERATOR_RUN_DIR`, `FLUX_OPERATOR_VIEW` (empty without a view), `FLUX_OPERATOR_ROLE`, then the container's
 //! `environment` and `secrets`. The scripts default to the same paths, and tests point the
@@ -107,9 +107,10 @@
 //!
 //! # Readiness
 //!
-//! [`lead_readiness_probe`] (every lead): its TBON port accepts connections, or with
-//! `maxSize` 1 its local socket exists (`/bin/sh -c 'test -S <SOCKET_PATH>'`).
-//! [`follower_readiness_probe`] (every follower): its broker has joined the instance:
+//! The lead's probe (every lead; the probes are built by
+//! [`render::flux_pod`](crate::render::flux_pod)): its TBON port accepts connections, or with
+//! `maxSize` 1 its local socket exists ([`socket_exists_command`]). A follower's (every
+//! follower): its broker has joined the instance ([`broker_joined_command`]):
 //! `/bin/sh -c 'FLUX_URI=local://<SOCKET_PATH> exec <view>/view/bin/flux ping --count=1 broker'`
 //! (`flux` from `PATH` without a view), answered by the local broker only once it is online;
 //! a follower waiting for the lead is not ready. With `flux.disableSocket` the broker has no
@@ -122,16 +123,15 @@ pub mod pod;
 pub mod scripts;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::BTreeMap;
 
 use crate::api::MiniCluster;
 
 pub use pod::{
-    PortTarget, SidecarService, flux_container_command, flux_container_env, flux_container_mounts,
-    follower_readiness_probe, lead_readiness_probe, minimal_service, pod_volumes, sidecar_args,
-    sidecar_command, sidecar_env, sidecar_mounts, sidecar_services, view_init_container,
+    broker_joined_command, curve_secret_mode, flux_container_command, flux_container_variables,
+    sidecar_args, sidecar_command, sidecar_variables, socket_exists_command, view_init_command,
 };
 pub use scripts::{Sidecar, is_wrapped, sidecars};
 
@@ -149,7 +149,7 @@ pub const RUN_MOUNT: &str = "/run/flux-operator";
 /// instance owner does not own, and emptyDirs are owned by root. Holds the socket
 /// ([`SOCKET_PATH`]); 0755 so sidecars running as another user still reach the socket.
 pub const BROKER_DIR: &str = "/run/flux-operator/broker";
-/// The Flux container's private key directory (memory-backed emptyDir [`pod::KEY_VOLUME`],
+/// The Flux container's private key directory (memory-backed emptyDir [`KEY_VOLUME`](crate::render::flux_pod::KEY_VOLUME),
 /// mounted in no other container): the entrypoint's copy of the certificate.
 pub const KEY_MOUNT: &str = "/run/flux-operator-key";
 /// The private certificate copy Flux reads (`[bootstrap] curve_cert`), in [`KEY_MOUNT`].

@@ -13,6 +13,7 @@
 //! - with `spec.services`, Job `mc-services`: the services pod ([`services_job`]);
 //! - a Service per container that does not run Flux and has ports ([`services`]).
 
+pub mod flux_pod;
 pub mod jobset;
 mod pod;
 mod services;
@@ -32,7 +33,9 @@ use crate::flux;
 
 pub use self::jobset::jobset;
 pub use self::pod::{DEFAULT_CONTAINER_NAME, DEFAULT_EMPTY_DIR_PATH, mount_path, pod_template};
-pub use self::services::services;
+pub use self::services::{
+    LeadService, PortTarget, SidecarService, minimal_service, services, sidecar_services,
+};
 pub use self::services_pod::{
     JOB_NAME_LABEL, JOBSET_NAME_LABEL, services_job, services_job_name, services_job_update,
     services_pod_selector,
@@ -57,6 +60,14 @@ pub type Environment = flux::Context;
 pub enum Error {
     #[error(transparent)]
     Flux(#[from] flux::Error),
+    /// A spec field makes an object impossible (e.g. a Service name that clashes).
+    #[error("{field}: {message}")]
+    Field {
+        /// JSON path of the field, e.g. `spec.containers[1].name`.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl Error {
@@ -64,6 +75,7 @@ impl Error {
     pub fn field(&self) -> Option<&str> {
         match self {
             Error::Flux(e) => e.field(),
+            Error::Field { field, .. } => Some(field),
         }
     }
 }

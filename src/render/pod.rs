@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-use super::{common_labels, curve_secret_name};
+use super::{common_labels, curve_secret_name, flux_pod};
 use crate::api::{
     ContainerVolume, ImagePullPolicy, MiniCluster, MiniClusterContainer, NAME_LABEL, ROLE_LABEL,
 };
@@ -44,7 +44,7 @@ pub fn pod_template(mc: &MiniCluster, role: Role, config_map: &str) -> PodTempla
         })
         .collect();
 
-    let mut volumes = flux::pod_volumes(mc, config_map, &curve_secret_name(mc));
+    let mut volumes = flux_pod::pod_volumes(mc, config_map, &curve_secret_name(mc));
     volumes.extend(user_volumes(&spec.containers));
 
     let pull_secrets = pull_secrets(
@@ -65,7 +65,7 @@ pub fn pod_template(mc: &MiniCluster, role: Role, config_map: &str) -> PodTempla
         }),
         spec: Some(PodSpec {
             containers,
-            init_containers: flux::view_init_container(mc).map(|c| vec![c]),
+            init_containers: flux_pod::view_init_container(mc).map(|c| vec![c]),
             volumes: Some(volumes),
             restart_policy: Some(
                 match pod.restart_policy {
@@ -180,16 +180,16 @@ pub(super) fn base_container(c: &MiniClusterContainer, default_name: &str) -> Co
 fn flux_container(mc: &MiniCluster, c: &MiniClusterContainer, role: Role) -> Container {
     let mut container = base_container(c, DEFAULT_CONTAINER_NAME);
     container.command = Some(flux::flux_container_command(mc, role));
-    container.env = Some(flux::flux_container_env(mc, role)).filter(|e| !e.is_empty());
-    let mut mounts = flux::flux_container_mounts(mc);
+    container.env = Some(flux_pod::flux_container_env(mc, role)).filter(|e| !e.is_empty());
+    let mut mounts = flux_pod::flux_container_mounts(mc);
     mounts.extend(user_mounts(c));
     container.volume_mounts = Some(mounts);
     // Ready means the broker is up, not just that the container started: the lead answers
     // on its TBON port (JobSet's dependsOn for LeadFirst waits on this too).
     // A follower is ready once its broker's socket exists.
     container.readiness_probe = match role {
-        Role::Lead => Some(flux::lead_readiness_probe(mc)),
-        Role::Worker => flux::follower_readiness_probe(mc),
+        Role::Lead => Some(flux_pod::lead_readiness_probe(mc)),
+        Role::Worker => flux_pod::follower_readiness_probe(mc),
     };
     container
 }
@@ -208,10 +208,10 @@ pub(super) fn sidecar_container(
     if container.command.is_none() {
         container.args = flux::sidecar_args(mc, sidecar);
     }
-    let mut mounts = flux::sidecar_mounts(mc, sidecar);
+    let mut mounts = flux_pod::sidecar_mounts(mc, sidecar);
     mounts.extend(user_mounts(c));
     container.volume_mounts = Some(mounts).filter(|m| !m.is_empty());
-    container.env = Some(flux::sidecar_env(mc, sidecar, role)).filter(|e| !e.is_empty());
+    container.env = Some(flux_pod::sidecar_env(mc, sidecar, role)).filter(|e| !e.is_empty());
     container
 }
 

@@ -8,11 +8,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{Error, owned_meta};
-use crate::api::{LEAD_JOB, MiniCluster, NAME_LABEL, ROLE_LABEL};
-use crate::flux;
+use crate::api::{LEAD_JOB, MiniCluster, NAME_LABEL, ROLE_LABEL, is_dns_label};
+use crate::flux::{self, BROKER_PORT, Sidecar, sidecars};
 
 fn lead_selector(mc: &MiniCluster) -> BTreeMap<String, String> {
     BTreeMap::from([
@@ -23,16 +24,16 @@ fn lead_selector(mc: &MiniCluster) -> BTreeMap<String, String> {
 
 /// The Services of a MiniCluster (none by default).
 pub fn services(mc: &MiniCluster) -> Result<Vec<Service>, Error> {
-    let mut out: Vec<Service> = flux::sidecar_services(mc)?
+    let mut out: Vec<Service> = sidecar_services(mc)?
         .into_iter()
         .map(|s| Service {
             metadata: owned_meta(mc, s.name),
             spec: Some(ServiceSpec {
                 selector: Some(match s.target {
-                    flux::PortTarget::BrokerPods => {
+                    PortTarget::BrokerPods => {
                         BTreeMap::from([(NAME_LABEL.to_string(), mc.name().to_string())])
                     }
-                    flux::PortTarget::ServicesPod => super::services_pod_selector(mc),
+                    PortTarget::ServicesPod => super::services_pod_selector(mc),
                 }),
                 ports: Some(s.ports),
                 ..ServiceSpec::default()
@@ -40,7 +41,7 @@ pub fn services(mc: &MiniCluster) -> Result<Vec<Service>, Error> {
             ..Service::default()
         })
         .collect();
-    if let Some(lead) = flux::minimal_service(mc)? {
+    if let Some(lead) = minimal_service(mc)? {
         out.push(Service {
             metadata: owned_meta(mc, lead.name),
             spec: Some(ServiceSpec {
@@ -54,4 +55,104 @@ pub fn services(mc: &MiniCluster) -> Result<Vec<Service>, Error> {
         });
     }
     Ok(out)
+}
+
+/// Where a Service for a container's ports sends traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortTarget {
+    /// Every broker pod (a container of `spec.containers` runs in each).
+    BrokerPods,
+    /// The services pod (`spec.services`).
+    ServicesPod,
+}
+
+/// A Service for the ports of a container that does not run Flux.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SidecarService {
+    /// Service name: the container's name for `spec.containers` (as the Go operator names
+    /// it), `<minicluster>-<container>` for `spec.services`.
+    pub name: String,
+    /// The container's name.
+    pub container: String,
+    /// The pods it selects.
+    pub target: PortTarget,
+    /// One TCP port per entry of the container's `ports`.
+    pub ports: Vec<ServicePort>,
+}
+
+fn port(name: String, p: i32) -> ServicePort {
+    ServicePort {
+        name: Some(name),
+        port: p,
+        target_port: Some(IntOrString::Int(p)),
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    }
+}
+
+/// Services for the containers that do not run Flux and list `ports`. Their names must be
+/// DNS labels, differ from each other and from the pods' subdomain (the headless Service).
+pub fn sidecar_services(mc: &MiniCluster) -> Result<Vec<SidecarService>, Error> {
+    let mut out: Vec<SidecarService> = Vec::new();
+    for sidecar in sidecars(mc) {
+        let Some(c) = sidecar.spec(mc).filter(|c| !c.ports.is_empty()) else {
+            continue;
+        };
+        let (name, target) = match sidecar {
+            Sidecar::Container(_) => (c.name.clone(), PortTarget::BrokerPods),
+            Sidecar::Service(_) => (format!("{}-{}", mc.name(), c.name), PortTarget::ServicesPod),
+        };
+        let field = format!("{}.name", sidecar.field());
+        let clash = if !is_dns_label(&name) {
+            Some("which is not a DNS label of at most 63 characters".to_string())
+        } else if name == mc.subdomain() {
+            Some("the name of the pods' subdomain (the headless Service)".to_string())
+        } else {
+            out.iter()
+                .find(|s| s.name == name)
+                .map(|s| format!("the name of the Service for container {}", s.container))
+        };
+        if let Some(why) = clash {
+            return Err(Error::Field {
+                field,
+                message: format!("the Service for its ports would be named {name:?}, {why}"),
+            });
+        }
+        out.push(SidecarService {
+            name,
+            container: c.name.clone(),
+            target,
+            ports: c
+                .ports
+                .iter()
+                .map(|p| port(format!("port-{p}"), *p))
+                .collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// The lead-only Service of `flux.minimalService`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LeadService {
+    /// The subdomain (headless Service name) the broker config's addresses use.
+    pub name: String,
+    /// The broker port.
+    pub port: ServicePort,
+}
+
+/// With `flux.minimalService`, only the lead broker needs a DNS name: in the flat TBON every
+/// follower connects to rank 0 and nothing connects to a follower. So a headless Service named
+/// like the subdomain (`publishNotReadyAddresses: true`) that selects only the lead pod is
+/// enough. A tree topology (`flux.topology`) makes followers parents, so it is an error
+/// ([`flux::pod::check_minimal_service`]).
+pub fn minimal_service(mc: &MiniCluster) -> Result<Option<LeadService>, Error> {
+    if !mc.spec.flux.minimal_service {
+        return Ok(None);
+    }
+    flux::pod::check_minimal_service(mc)?;
+    Ok(Some(LeadService {
+        name: mc.subdomain().to_string(),
+        port: port("broker".into(), BROKER_PORT),
+    }))
 }

@@ -72,7 +72,7 @@ pub fn services_job(mc: &MiniCluster, config_map: &str) -> Option<Job> {
     let mut volumes: Vec<Volume> = Vec::new();
     if (0..spec.services.len()).any(|i| flux::is_wrapped(mc, Sidecar::Service(i))) {
         volumes.push(Volume {
-            name: flux::pod::CONFIG_VOLUME.to_string(),
+            name: super::flux_pod::CONFIG_VOLUME.to_string(),
             config_map: Some(ConfigMapVolumeSource {
                 name: config_map.to_string(),
                 ..Default::default()

@@ -5,7 +5,6 @@ mod behaviour;
 mod command;
 mod config;
 mod curve;
-mod pod;
 mod shellcheck;
 
 use crate::api::MiniCluster;

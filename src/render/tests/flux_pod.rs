@@ -1,12 +1,15 @@
-//! Pod pieces: volumes, mounts, the view init container, environment, probe, Services.
+//! Pod pieces: volumes, mounts, the view init container, environment, probe, Services
+//! (the objects are render's, what goes in them the flux module's).
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::MiniClusterContainer;
-use crate::flux::pod::{self, CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RUN_VOLUME, VIEW_VOLUME};
+use crate::flux::tests::mc_command;
 use crate::flux::{self, CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, Role, Sidecar};
-
-use super::mc_command;
+use crate::render::flux_pod::{
+    self, CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RUN_VOLUME, VIEW_VOLUME,
+};
+use crate::render::{self};
 
 fn mounts_of(
     m: &[k8s_openapi::api::core::v1::VolumeMount],
@@ -35,7 +38,7 @@ fn t(
 #[test]
 fn volumes_and_mounts_with_the_view() {
     let mc = mc_command("mc", 2, "hostname");
-    let volumes = flux::pod_volumes(&mc, "mc-flux", "mc-curve");
+    let volumes = flux_pod::pod_volumes(&mc, "mc-flux", "mc-curve");
     let names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
     assert_eq!(
         names,
@@ -47,7 +50,7 @@ fn volumes_and_mounts_with_the_view() {
             VIEW_VOLUME
         ]
     );
-    assert_eq!(names, pod::RESERVED_VOLUMES);
+    assert_eq!(names, flux_pod::RESERVED_VOLUMES);
     assert_eq!(volumes[0].config_map.as_ref().unwrap().name, "mc-flux");
     let secret = volumes[1].secret.as_ref().unwrap();
     assert_eq!(secret.secret_name.as_deref(), Some("mc-curve"));
@@ -55,7 +58,7 @@ fn volumes_and_mounts_with_the_view() {
     assert!(volumes[2..].iter().all(|v| v.empty_dir.is_some()));
 
     assert_eq!(
-        mounts_of(&flux::flux_container_mounts(&mc)),
+        mounts_of(&flux_pod::flux_container_mounts(&mc)),
         [
             t(CONFIG_VOLUME, CONFIG_MOUNT, true, None),
             t(CURVE_VOLUME, CURVE_MOUNT, true, None),
@@ -83,7 +86,7 @@ fn volumes_and_mounts_with_the_view() {
         ..Default::default()
     });
     assert_eq!(
-        mounts_of(&flux::sidecar_mounts(&mc, Sidecar::Container(1))),
+        mounts_of(&flux_pod::sidecar_mounts(&mc, Sidecar::Container(1))),
         [
             t(CONFIG_VOLUME, CONFIG_MOUNT, true, None),
             t(RUN_VOLUME, RUN_MOUNT, true, None),
@@ -92,30 +95,30 @@ fn volumes_and_mounts_with_the_view() {
         ]
     );
     assert_eq!(
-        mounts_of(&flux::sidecar_mounts(&mc, Sidecar::Service(0))),
+        mounts_of(&flux_pod::sidecar_mounts(&mc, Sidecar::Service(0))),
         [t(CONFIG_VOLUME, CONFIG_MOUNT, true, None)]
     );
-    assert!(flux::sidecar_mounts(&mc, Sidecar::Service(1)).is_empty());
+    assert!(flux_pod::sidecar_mounts(&mc, Sidecar::Service(1)).is_empty());
 }
 
 #[test]
 fn no_view_when_disabled() {
     let mut mc = mc_command("mc", 2, "hostname");
     mc.spec.flux.container.disable = true;
-    assert!(flux::view_init_container(&mc).is_none());
+    assert!(flux_pod::view_init_container(&mc).is_none());
     assert!(
-        !flux::pod_volumes(&mc, "a", "b")
+        !flux_pod::pod_volumes(&mc, "a", "b")
             .iter()
             .any(|v| v.name == VIEW_VOLUME)
     );
     assert!(
-        !flux::flux_container_mounts(&mc)
+        !flux_pod::flux_container_mounts(&mc)
             .iter()
             .any(|m| m.name == VIEW_VOLUME)
     );
-    let data = flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let data = flux::config_map_data(&mc, &crate::flux::tests::ctx()).unwrap();
     assert!(!data.contains_key("view-init.sh"));
-    let env = flux::flux_container_env(&mc, Role::Lead);
+    let env = flux_pod::flux_container_env(&mc, Role::Lead);
     assert_eq!(
         env.iter()
             .find(|e| e.name == "FLUX_OPERATOR_VIEW")
@@ -129,16 +132,16 @@ fn no_view_when_disabled() {
 #[test]
 fn curve_secret_mode_fits_the_user() {
     let mut mc = mc_command("mc", 2, "hostname");
-    assert_eq!(pod::curve_secret_mode(&mc), 0o400);
+    assert_eq!(flux::curve_secret_mode(&mc), 0o400);
     mc.spec.pod.security_context = Some(Default::default());
     mc.spec.pod.security_context.as_mut().unwrap().run_as_user = Some(1000);
     assert_eq!(
-        pod::curve_secret_mode(&mc),
+        flux::curve_secret_mode(&mc),
         0o444,
         "a non-root user cannot read a root-owned 0400 file"
     );
     mc.spec.pod.security_context.as_mut().unwrap().fs_group = Some(1000);
-    assert_eq!(pod::curve_secret_mode(&mc), 0o440);
+    assert_eq!(flux::curve_secret_mode(&mc), 0o440);
     mc.spec.pod.security_context.as_mut().unwrap().fs_group = None;
     mc.spec.containers[0].security_context = Some(Default::default());
     mc.spec.containers[0]
@@ -147,7 +150,7 @@ fn curve_secret_mode_fits_the_user() {
         .unwrap()
         .run_as_user = Some(0);
     assert_eq!(
-        pod::curve_secret_mode(&mc),
+        flux::curve_secret_mode(&mc),
         0o400,
         "the container's user wins"
     );
@@ -157,7 +160,7 @@ fn curve_secret_mode_fits_the_user() {
 fn view_init_container_runs_as_non_root() {
     let mut mc = mc_command("mc", 2, "hostname");
     mc.spec.flux.container.pull_always = true;
-    let c = flux::view_init_container(&mc).unwrap();
+    let c = flux_pod::view_init_container(&mc).unwrap();
     assert_eq!(c.name, "flux-view");
     assert_eq!(c.image.as_deref(), Some(crate::api::DEFAULT_VIEW_IMAGE));
     assert_eq!(c.image_pull_policy.as_deref(), Some("Always"));
@@ -167,7 +170,7 @@ fn view_init_container_runs_as_non_root() {
     );
     let sc = c.security_context.unwrap();
     assert_eq!(sc.run_as_non_root, Some(true));
-    assert_eq!(sc.run_as_user, Some(pod::VIEW_INIT_USER));
+    assert_eq!(sc.run_as_user, Some(flux_pod::VIEW_INIT_USER));
     assert_eq!(sc.allow_privilege_escalation, Some(false));
     assert_eq!(
         mounts_of(&c.volume_mounts.unwrap()),
@@ -183,7 +186,7 @@ fn view_init_container_runs_as_non_root() {
     };
     mc.spec.flux.container.security_context = Some(own.clone());
     assert_eq!(
-        flux::view_init_container(&mc).unwrap().security_context,
+        flux_pod::view_init_container(&mc).unwrap().security_context,
         Some(own)
     );
 }
@@ -209,7 +212,7 @@ fn commands_and_env() {
         flux::flux_container_command(&mc, Role::Worker),
         ["/bin/bash", "/etc/flux-operator/config/worker.sh"]
     );
-    let env = flux::flux_container_env(&mc, Role::Worker);
+    let env = flux_pod::flux_container_env(&mc, Role::Worker);
     let get = |n: &str| env.iter().find(|e| e.name == n).unwrap().clone();
     assert_eq!(
         get("FLUX_OPERATOR_CONFIG_DIR").value.as_deref(),
@@ -269,7 +272,7 @@ fn sidecar_commands() {
     assert_eq!(flux::sidecar_command(&mc, service(2)), None);
     assert_eq!(flux::sidecar_args(&mc, service(2)), None);
     assert_eq!(flux::sidecar_command(&mc, service(3)), None);
-    let data = flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let data = flux::config_map_data(&mc, &crate::flux::tests::ctx()).unwrap();
     assert!(data.contains_key("service.web.sh"));
     assert!(!data.contains_key("service.own.sh"));
 
@@ -306,7 +309,7 @@ fn sidecar_commands() {
     );
     // The Flux container is no sidecar.
     assert_eq!(flux::sidecar_command(&mc, container(0)), None);
-    let data = flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let data = flux::config_map_data(&mc, &crate::flux::tests::ctx()).unwrap();
     assert!(data["container.api.post.sh"].contains("start-the-api"));
     assert!(data["container.api.sh"].contains("container.api.post.sh"));
     assert!(!data.contains_key("container.registry.sh"));
@@ -314,7 +317,7 @@ fn sidecar_commands() {
     mc.spec.containers[1]
         .environment
         .insert("MINE".into(), "1".into());
-    let env: Vec<(String, Option<String>)> = flux::sidecar_env(&mc, container(1), Role::Worker)
+    let env: Vec<(String, Option<String>)> = flux_pod::sidecar_env(&mc, container(1), Role::Worker)
         .into_iter()
         .map(|e| (e.name, e.value))
         .collect();
@@ -328,20 +331,20 @@ fn sidecar_commands() {
             ("MINE".into(), Some("1".into())),
         ]
     );
-    assert!(flux::sidecar_env(&mc, service(0), Role::Lead).is_empty());
+    assert!(flux_pod::sidecar_env(&mc, service(0), Role::Lead).is_empty());
 }
 
 #[test]
 fn lead_readiness_probe() {
     let mc = mc_command("mc", 2, "hostname");
-    let probe = flux::lead_readiness_probe(&mc);
+    let probe = flux_pod::lead_readiness_probe(&mc);
     assert_eq!(
         probe.tcp_socket.unwrap().port,
         IntOrString::Int(flux::BROKER_PORT)
     );
     // One broker binds no TBON port: the probe looks for its socket.
     let one = mc_command("mc", 1, "hostname");
-    let probe = flux::lead_readiness_probe(&one);
+    let probe = flux_pod::lead_readiness_probe(&one);
     assert!(probe.tcp_socket.is_none());
     assert_eq!(
         probe.exec.unwrap().command.unwrap(),
@@ -351,7 +354,7 @@ fn lead_readiness_probe() {
     let mut quiet = one.clone();
     quiet.spec.flux.disable_socket = true;
     assert_eq!(
-        flux::lead_readiness_probe(&quiet)
+        flux_pod::lead_readiness_probe(&quiet)
             .exec
             .unwrap()
             .command
@@ -366,7 +369,7 @@ fn follower_readiness_probe() {
         let mut mc = mc_command("mc", size, "hostname");
         mc.spec.max_size = max;
         mc.spec.flux.topology = "kary:2".into();
-        let probe = flux::follower_readiness_probe(&mc).expect("a probe");
+        let probe = flux_pod::follower_readiness_probe(&mc).expect("a probe");
         // Joined: the local broker answers a ping only once it is online (its parent
         // reached); the view's flux, which is not on the container's PATH.
         assert_eq!(
@@ -393,7 +396,7 @@ fn follower_readiness_probe() {
     // Another view mount (quoted), or no view: the image's flux from PATH.
     let mut mc = mc_command("mc", 3, "hostname");
     mc.spec.flux.container.mount_path = "/opt/my flux/".into();
-    let command = flux::follower_readiness_probe(&mc)
+    let command = flux_pod::follower_readiness_probe(&mc)
         .unwrap()
         .exec
         .unwrap()
@@ -404,7 +407,7 @@ fn follower_readiness_probe() {
         "{command:?}"
     );
     mc.spec.flux.container.disable = true;
-    let command = flux::follower_readiness_probe(&mc)
+    let command = flux_pod::follower_readiness_probe(&mc)
         .unwrap()
         .exec
         .unwrap()
@@ -417,11 +420,11 @@ fn follower_readiness_probe() {
     // No known socket: no probe rather than one that claims readiness it cannot see.
     let mut mc = mc_command("mc", 3, "hostname");
     mc.spec.flux.disable_socket = true;
-    assert_eq!(flux::follower_readiness_probe(&mc), None);
+    assert_eq!(flux_pod::follower_readiness_probe(&mc), None);
     // noWaitSocket only concerns sidecars: the socket is still there.
     let mut mc = mc_command("mc", 3, "hostname");
     mc.spec.flux.no_wait_socket = true;
-    assert!(flux::follower_readiness_probe(&mc).is_some());
+    assert!(flux_pod::follower_readiness_probe(&mc).is_some());
 }
 
 #[test]
@@ -449,10 +452,10 @@ fn sidecar_and_minimal_services() {
         name: "noports".into(),
         ..Default::default()
     });
-    let services = flux::sidecar_services(&mc).unwrap();
+    let services = render::sidecar_services(&mc).unwrap();
     assert_eq!(services.len(), 1);
     assert_eq!(services[0].name, "mc-api");
-    assert_eq!(services[0].target, flux::PortTarget::ServicesPod);
+    assert_eq!(services[0].target, render::PortTarget::ServicesPod);
     assert_eq!(
         services[0].ports.iter().map(|p| p.port).collect::<Vec<_>>(),
         [5000, 8080]
@@ -465,35 +468,35 @@ fn sidecar_and_minimal_services() {
         ports: vec![80],
         ..Default::default()
     });
-    let services = flux::sidecar_services(&mc).unwrap();
+    let services = render::sidecar_services(&mc).unwrap();
     assert_eq!(services[0].name, "nginx");
-    assert_eq!(services[0].target, flux::PortTarget::BrokerPods);
+    assert_eq!(services[0].target, render::PortTarget::BrokerPods);
     assert_eq!(services[0].ports[0].port, 80);
     // Names that would clash: with the subdomain's headless Service, with another Service.
     mc.spec.containers[1].name = "mc".into();
     assert_eq!(
-        flux::sidecar_services(&mc).unwrap_err().field(),
+        render::sidecar_services(&mc).unwrap_err().field(),
         Some("spec.containers[1].name")
     );
     mc.spec.containers[1].name = "mc-api".into();
-    let err = flux::sidecar_services(&mc).unwrap_err();
+    let err = render::sidecar_services(&mc).unwrap_err();
     assert_eq!(err.field(), Some("spec.services[0].name"), "{err}");
     mc.spec.containers.pop();
     mc.spec.services[0].name = "x".repeat(62);
     assert_eq!(
-        flux::sidecar_services(&mc).unwrap_err().field(),
+        render::sidecar_services(&mc).unwrap_err().field(),
         Some("spec.services[0].name")
     );
 
-    assert_eq!(flux::minimal_service(&mc).unwrap(), None);
+    assert_eq!(render::minimal_service(&mc).unwrap(), None);
     mc.spec.flux.minimal_service = true;
     mc.spec.network.headless_name = "net".into();
-    let lead = flux::minimal_service(&mc).unwrap().unwrap();
+    let lead = render::minimal_service(&mc).unwrap().unwrap();
     assert_eq!(lead.name, "net");
     assert_eq!(lead.port.port, 8050);
     mc.spec.flux.topology = "kary:2".into();
     assert_eq!(
-        flux::minimal_service(&mc).unwrap_err().field(),
+        render::minimal_service(&mc).unwrap_err().field(),
         Some("spec.flux.minimalService")
     );
 }
@@ -503,7 +506,7 @@ fn errors_name_the_field() {
     let mut mc = mc_command("mc", 2, "hostname");
     mc.spec.flux.option_flags = "-o 'unbalanced".into();
     assert_eq!(
-        flux::config_map_data(&mc, &super::ctx())
+        flux::config_map_data(&mc, &crate::flux::tests::ctx())
             .unwrap_err()
             .field(),
         Some("spec.flux.optionFlags")
@@ -511,7 +514,7 @@ fn errors_name_the_field() {
     let mut mc = mc_command("mc", 2, "hostname");
     mc.spec.flux.submit_command = "flux \"run".into();
     assert_eq!(
-        flux::config_map_data(&mc, &super::ctx())
+        flux::config_map_data(&mc, &crate::flux::tests::ctx())
             .unwrap_err()
             .field(),
         Some("spec.flux.submitCommand")
@@ -519,7 +522,7 @@ fn errors_name_the_field() {
     let mut mc = mc_command("mc", 2, "hostname");
     mc.spec.containers[0].commands.prefix = "'x".into();
     assert_eq!(
-        flux::config_map_data(&mc, &super::ctx())
+        flux::config_map_data(&mc, &crate::flux::tests::ctx())
             .unwrap_err()
             .field(),
         Some("spec.containers[0].commands.prefix")
@@ -527,21 +530,21 @@ fn errors_name_the_field() {
     let mut mc = mc_command("mc", 2, "hostname");
     mc.spec.flux.environment.insert("1BAD".into(), "x".into());
     assert_eq!(
-        flux::config_map_data(&mc, &super::ctx())
+        flux::config_map_data(&mc, &crate::flux::tests::ctx())
             .unwrap_err()
             .field(),
         Some("spec.flux.environment.1BAD")
     );
     let mut mc = mc_command("mc", 2, "a\0b");
     assert_eq!(
-        flux::config_map_data(&mc, &super::ctx())
+        flux::config_map_data(&mc, &crate::flux::tests::ctx())
             .unwrap_err()
             .field(),
         Some("spec.containers[0].command")
     );
     mc.spec.containers.push(mc.spec.containers[0].clone());
     assert_eq!(
-        flux::config_map_data(&mc, &super::ctx())
+        flux::config_map_data(&mc, &crate::flux::tests::ctx())
             .unwrap_err()
             .field(),
         Some("spec.containers")
@@ -569,7 +572,7 @@ fn only_the_flux_container_mounts_the_private_key() {
         m.name == KEY_VOLUME || flux::CURVE_PRIVATE_PATH.starts_with(&format!("{}/", m.mount_path))
     };
     for mc in [mc, no_view] {
-        let volumes = flux::pod_volumes(&mc, "a", "b");
+        let volumes = flux_pod::pod_volumes(&mc, "a", "b");
         let key = volumes
             .iter()
             .find(|v| v.name == KEY_VOLUME)
@@ -579,7 +582,7 @@ fn only_the_flux_container_mounts_the_private_key() {
             Some("Memory"),
             "the key copy never touches the node's disk"
         );
-        let flux_mounts = flux::flux_container_mounts(&mc);
+        let flux_mounts = flux_pod::flux_container_mounts(&mc);
         let key_mounts: Vec<_> = flux_mounts.iter().filter(|m| sees_key(m)).collect();
         assert_eq!(key_mounts.len(), 1, "{flux_mounts:?}");
         assert_eq!(key_mounts[0].name, KEY_VOLUME);
@@ -597,7 +600,7 @@ fn only_the_flux_container_mounts_the_private_key() {
             command: "true".into(),
             ..Default::default()
         });
-        let service_mounts = flux::sidecar_mounts(&with_sidecar, Sidecar::Container(1));
+        let service_mounts = flux_pod::sidecar_mounts(&with_sidecar, Sidecar::Container(1));
         assert!(
             service_mounts.iter().any(|m| m.name == RUN_VOLUME),
             "sidecars still share the broker socket"
@@ -609,7 +612,7 @@ fn only_the_flux_container_mounts_the_private_key() {
         for m in &service_mounts {
             assert!(!sees_key(m), "a service container sees the key: {m:?}");
         }
-        for m in flux::view_init_container(&mc)
+        for m in flux_pod::view_init_container(&mc)
             .and_then(|c| c.volume_mounts)
             .unwrap_or_default()
         {
@@ -633,7 +636,7 @@ fn service_files_never_collide() {
         s.commands.service_pre = format!("echo pre-of-{name}");
         mc.spec.services.push(s);
     }
-    let data = flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let data = flux::config_map_data(&mc, &crate::flux::tests::ctx()).unwrap();
     let mut keys = std::collections::BTreeSet::new();
     for (i, s) in mc.spec.services.iter().enumerate() {
         let name = &s.name;
@@ -681,7 +684,7 @@ fn service_files_never_collide() {
     let mut twice = mc.clone();
     twice.spec.services.push(twice.spec.services[0].clone());
     assert_eq!(
-        flux::config_map_data(&twice, &super::ctx())
+        flux::config_map_data(&twice, &crate::flux::tests::ctx())
             .unwrap_err()
             .field(),
         Some("spec.services[5].name")
@@ -689,7 +692,7 @@ fn service_files_never_collide() {
     let mut dotted = mc.clone();
     dotted.spec.services[1].name = "a.init".into();
     assert_eq!(
-        flux::config_map_data(&dotted, &super::ctx())
+        flux::config_map_data(&dotted, &crate::flux::tests::ctx())
             .unwrap_err()
             .field(),
         Some("spec.services[1].name")

@@ -1,4 +1,6 @@
 use super::*;
+
+mod flux_pod;
 use crate::api::{KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, ROLE_LABEL, StartupOrder};
 use crate::flux::Role;
 
@@ -346,7 +348,7 @@ fn services_run_once_in_their_own_pod_in_the_subdomain() {
         .flatten()
         .map(|v| v.name.as_str())
         .collect();
-    assert_eq!(volumes, [crate::flux::pod::CONFIG_VOLUME, "data"]);
+    assert_eq!(volumes, [crate::render::flux_pod::CONFIG_VOLUME, "data"]);
     // Its ports' Service selects the services pod.
     let svcs = services(&mc).unwrap();
     assert_eq!(svcs[0].metadata.name.as_deref(), Some("hello-web"));
