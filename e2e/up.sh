@@ -75,6 +75,23 @@ stages=$E2E_STATE/kwok-stages.yaml
     echo "---"
     cat "$f"
   done
+  # One controller-manager and one scheduler: no leader election. Under a heavy load (a
+  # thousand pods on two busy cores) renewing the lease can miss its 10 s deadline, and the
+  # loser exits; nothing restarts it here, so Jobs and pods would stop making progress.
+  cat <<'EOF'
+---
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+componentsPatches:
+- name: kube-controller-manager
+  extraArgs:
+  - key: leader-elect
+    value: "false"
+- name: kube-scheduler
+  extraArgs:
+  - key: leader-elect
+    value: "false"
+EOF
 } > "$stages"
 
 phase "kwokctl create cluster (etcd, apiserver, controller-manager, scheduler, kwok)"
