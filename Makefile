@@ -7,6 +7,8 @@
 #   make test         unit tests, the real-Flux tier, then the e2e tests against a fresh cluster
 #   make test-flux    the real-Flux tier: real brokers in emulated pods (root; builds Flux)
 #   make flux-build   build flux-core and Fluxion from ../shared/vendor (cached)
+#   make bench        side by side on a cluster of its own: this operator, the bare JobSet
+#                     it renders, the Go operator from ../shared/vendor (figures, ~15 min)
 #   make crds         regenerate crds/ (and the Helm chart's copy) from the Rust types
 #   make vendor-crds  refresh vendor-crds/ from the pinned JobSet and Kueue modules
 
@@ -27,7 +29,8 @@ CARGO_E2E := cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_T
 SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness \
-        test-e2e-running test-outage test-side-by-side lint-scripts demo crds flux-build test-flux
+        test-e2e-running test-outage test-side-by-side lint-scripts demo crds flux-build test-flux \
+        bench bench-flux go-operator-build
 
 setup:
 	e2e/setup-host.sh
@@ -65,6 +68,21 @@ test-flux: flux-build
 # Real-Flux startup figures (printed, not part of `make test`): 2-16 brokers, 5 runs each.
 bench-flux: flux-build
 	cargo bench --features realflux --bench flux_startup
+
+# The side-by-side benchmark (benches/operators.rs; not part of `make test`): its own fresh
+# cluster (BENCH_STATE, BENCH_CLUSTER; 12 nodes, room for 1024 pods), always torn down by
+# run-tests.sh. BENCH_SIZES, BENCH_ROUNDS, BENCH_MANY, BENCH_MANY_ROUNDS, BENCH_IDLE and
+# BENCH_ARMS pass through the environment (see e2e/README.md, "Benchmarks").
+BENCH_STATE ?= $(cache)/cluster-bench
+BENCH_CLUSTER ?= flux-operator-bench
+BENCH_NODES ?= 12
+bench: e2e-build go-operator-build
+	cargo bench --features e2e --bench operators --no-run
+	E2E_STATE=$(BENCH_STATE) E2E_CLUSTER=$(BENCH_CLUSTER) E2E_NODES=$(BENCH_NODES) \
+	  e2e/run-tests.sh cargo bench --features e2e --bench operators
+
+go-operator-build:
+	e2e/build-go-operator.sh > /dev/null
 
 crds:
 	cargo run --quiet -- crd > crds/flux-framework.org_miniclusters.yaml

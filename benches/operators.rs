@@ -1,0 +1,1932 @@
+//! Side-by-side benchmark (issue 12): this operator, the bare JobSet it renders, and the Go
+//! Flux Operator, on the offline test control plane (KWOK: pods run nothing, so this measures
+//! the control-plane path only). Printed figures, not a timed test; run with `make bench`,
+//! which builds what it needs and runs this against a fresh cluster of its own through
+//! `e2e/run-tests.sh` (see e2e/README.md, "Benchmarks").
+//!
+//! Arms (`BENCH_ARMS`, default `operator,jobset,go`), one at a time, interleaved per round
+//! (the order rotates from one scenario and round to the next):
+//!
+//! - `operator`: this repository's `flux-operator run` (the release build `cargo bench`
+//!   makes), with `crds/` installed; the driver applies the MiniCluster;
+//! - `jobset`: what `flux-operator render` prints for the same MiniCluster file (Secret,
+//!   ConfigMap, JobSet, Services), applied by the driver with no operator running;
+//! - `go`: the Go operator's manager built by `e2e/build-go-operator.sh` from
+//!   `../shared/vendor`, with its own CRD from the same archive; the same MiniCluster file.
+//!   Both CRDs are `miniclusters.flux-framework.org` (the same group and version), so the
+//!   driver deletes the installed one and creates the other whenever the arm needs the
+//!   other one (never during a measurement; no operator runs while it swaps);
+//! - two diagnostic arms, off by default: `job` (the rendered workers' Job template as one
+//!   Indexed Job of N pods, beside the rendered Secret and ConfigMap: the JobSet without
+//!   JobSet) and `jobset-nowh` (the bare JobSet with JobSet's two pod webhooks unregistered
+//!   for that run: their object selector is pointed at a label no pod has, then restored).
+//!
+//! Every object is applied with server-side apply (the PATCH `kubectl apply --server-side`
+//! sends) from the driver's own client, one after another, so that no arm pays kubectl's
+//! start-up or discovery and the clock starts at the first request in every arm.
+//!
+//! Scenarios:
+//!
+//! - one MiniCluster of size N for each N in `BENCH_SIZES` (default `8,64,256`): seconds
+//!   from the first apply request until a pod watch (opened before it) has seen N pods Ready;
+//!   also when the first pod appeared and when all N existed;
+//! - many clusters (`BENCH_MANY`, default 50; 0 skips it): that many MiniClusters of size 2
+//!   in one namespace, until all their pods are Ready; then `BENCH_IDLE` seconds (default
+//!   30) of nothing, in which the operator's reconciles are counted from its /metrics.
+//!
+//! Per run it also records, from /proc, the CPU seconds of the operator (and its peak RSS,
+//! VmHWM: it starts fresh for each run), of kube-apiserver, the JobSet controller,
+//! kube-controller-manager, kube-scheduler and kwok; and from the apiserver's /metrics
+//! `apiserver_request_total` (by verb and resource: the apiserver does not label requests by
+//! client, so these are every client's requests, the driver's and the controllers'
+//! included), the admission webhooks' time and the pod creations' latency.
+//!
+//! `BENCH_ROUNDS` (default 3) rounds; `BENCH_MANY_ROUNDS` (default 2) of them include the
+//! many-clusters scenario. Needs `KUBECONFIG`, `E2E_STATE` and `E2E_CLUSTER` as
+//! `e2e/run-tests.sh` exports them.
+
+#![allow(clippy::type_complexity)] // tables of (label, getter, width) read best inline
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use futures::StreamExt;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
+};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const FIELD_MANAGER: &str = "flux-operator-bench";
+const CRD_NAME: &str = "miniclusters.flux-framework.org";
+/// After an operator reports ready, before the clock starts: its start-up lists are done.
+const SETTLE: Duration = Duration::from_secs(2);
+/// The Go operator's CRD inside its source tree (`<go-operator>/src`).
+const GO_CRD: &str = "config/crd/bases/flux-framework.org_miniclusters.yaml";
+/// JobSet's two pod webhooks, as up.sh registers them.
+const JOBSET_MUTATING: &str = "jobset-mutating-webhook-configuration";
+const JOBSET_VALIDATING: &str = "jobset-validating-webhook-configuration";
+const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
+
+// ---------------------------------------------------------------------------------------
+// Arms and scenarios
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Arm {
+    Operator,
+    JobSet,
+    Go,
+    Job,
+    JobSetNoPodWebhooks,
+}
+
+impl FromStr for Arm {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "operator" => Arm::Operator,
+            "jobset" => Arm::JobSet,
+            "go" => Arm::Go,
+            "job" => Arm::Job,
+            "jobset-nowh" => Arm::JobSetNoPodWebhooks,
+            _ => bail!("unknown arm {s:?} (operator, jobset, go, job, jobset-nowh)"),
+        })
+    }
+}
+
+impl Arm {
+    fn key(self) -> &'static str {
+        match self {
+            Arm::Operator => "operator",
+            Arm::JobSet => "jobset",
+            Arm::Go => "go",
+            Arm::Job => "job",
+            Arm::JobSetNoPodWebhooks => "jobset-nowh",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Arm::Operator => "operator",
+            Arm::JobSet => "bare JobSet",
+            Arm::Go => "Go operator",
+            Arm::Job => "one Indexed Job",
+            Arm::JobSetNoPodWebhooks => "JobSet, no pod webhooks",
+        }
+    }
+
+    fn crd(self) -> Option<Crd> {
+        match self {
+            Arm::Operator => Some(Crd::Ours),
+            Arm::Go => Some(Crd::Go),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Crd {
+    Ours,
+    Go,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Scenario {
+    /// One MiniCluster of this size.
+    Single(usize),
+    /// This many MiniClusters of size 2, then the idle window.
+    Many(usize),
+}
+
+impl Scenario {
+    fn tag(self) -> String {
+        match self {
+            Scenario::Single(n) => format!("n{n}"),
+            Scenario::Many(m) => format!("m{m}"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Figures of one run
+
+#[derive(Clone, Debug, Default)]
+struct ApiStats {
+    /// `apiserver_request_total` by "VERB resource[.group][/subresource]".
+    requests: BTreeMap<String, f64>,
+    /// Admission webhook time and calls by webhook name (Kueue's and JobSet's pod webhooks
+    /// share the names `mpod.kb.io` and `vpod.kb.io`).
+    webhook_secs: BTreeMap<String, f64>,
+    webhook_calls: BTreeMap<String, f64>,
+    /// `apiserver_request_duration_seconds` of pod creations.
+    pod_create_secs: f64,
+    pod_creates: f64,
+}
+
+impl ApiStats {
+    fn minus(&self, before: &ApiStats) -> ApiStats {
+        fn sub(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+            a.iter()
+                .map(|(k, v)| (k.clone(), v - b.get(k).copied().unwrap_or(0.0)))
+                .filter(|(_, v)| *v != 0.0)
+                .collect()
+        }
+        ApiStats {
+            requests: sub(&self.requests, &before.requests),
+            webhook_secs: sub(&self.webhook_secs, &before.webhook_secs),
+            webhook_calls: sub(&self.webhook_calls, &before.webhook_calls),
+            pod_create_secs: self.pod_create_secs - before.pod_create_secs,
+            pod_creates: self.pod_creates - before.pod_creates,
+        }
+    }
+
+    fn total_requests(&self) -> f64 {
+        self.requests.values().sum()
+    }
+}
+
+/// CPU seconds by process name.
+type Cpu = BTreeMap<&'static str, f64>;
+
+fn cpu_minus(after: &Cpu, before: &Cpu) -> Cpu {
+    after
+        .iter()
+        .map(|(k, v)| (*k, v - before.get(k).copied().unwrap_or(0.0)))
+        .collect()
+}
+
+/// What JobSet's and Kueue's own /metrics say (controller-runtime's metrics).
+#[derive(Clone, Debug, Default)]
+struct Controllers {
+    jobset_reconciles: f64,
+    /// Webhook time and calls as each webhook server measured them (from reading the
+    /// request to writing the answer), by "JobSet /mutate--v1-pod" etc.
+    webhook_secs: BTreeMap<String, f64>,
+    webhook_calls: BTreeMap<String, f64>,
+}
+
+impl Controllers {
+    fn minus(&self, before: &Controllers) -> Controllers {
+        let sub = |a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>| {
+            a.iter()
+                .map(|(k, v)| (k.clone(), v - b.get(k).copied().unwrap_or(0.0)))
+                .filter(|(_, v)| *v != 0.0)
+                .collect()
+        };
+        Controllers {
+            jobset_reconciles: self.jobset_reconciles - before.jobset_reconciles,
+            webhook_secs: sub(&self.webhook_secs, &before.webhook_secs),
+            webhook_calls: sub(&self.webhook_calls, &before.webhook_calls),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Idle {
+    operator_reconciles: Option<f64>,
+    jobset_reconciles: Option<f64>,
+    api: ApiStats,
+    cpu: Cpu,
+}
+
+#[derive(Clone, Debug)]
+struct Run {
+    scenario: Scenario,
+    arm: Arm,
+    /// Apply -> all pods Ready.
+    secs: f64,
+    /// Apply -> first pod seen.
+    first_pod: f64,
+    /// Apply -> every pod seen.
+    all_created: f64,
+    /// CPU seconds during apply -> all Ready ("operator" is the operator's, when it runs).
+    cpu: Cpu,
+    /// The operator's peak RSS (VmHWM), MiB.
+    peak_rss_mib: Option<f64>,
+    api: ApiStats,
+    controllers: Option<Controllers>,
+    idle: Option<Idle>,
+    load: f64,
+}
+
+impl Run {
+    fn jobset_reconciles(&self) -> Option<f64> {
+        self.controllers.as_ref().map(|c| c.jobset_reconciles)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Small helpers
+
+fn env_or<T: FromStr>(name: &str, default: T) -> Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{name}={v}: {e}")),
+        _ => Ok(default),
+    }
+}
+
+fn env_list<T: FromStr>(name: &str, default: &str) -> Result<Vec<T>>
+where
+    T::Err: std::fmt::Display,
+{
+    let v = std::env::var(name).unwrap_or_else(|_| default.to_string());
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().map_err(|e| anyhow::anyhow!("{name}: {s}: {e}")))
+        .collect()
+}
+
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// utime + stime of a process, in seconds.
+fn cpu_secs(pid: u32, ticks: f64) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces), from field 3 (state) on.
+    let rest = stat.rsplit_once(')').context("malformed stat")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11).context("no utime")?.parse()?;
+    let stime: f64 = fields.get(12).context("no stime")?.parse()?;
+    Ok((utime + stime) / ticks)
+}
+
+/// Peak resident set size (VmHWM) in MiB.
+fn peak_rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+fn read_pid(path: &Path) -> Result<u32> {
+    std::fs::read_to_string(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .trim()
+        .parse()
+        .with_context(|| format!("parsing {}", path.display()))
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// A plain HTTP/1.0 GET on loopback; the body of a 200 answer.
+async fn http_get(port: u16, path: &str) -> Result<String> {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+        .await?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await?;
+    ensure!(
+        text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"),
+        "GET {path}: {}",
+        text.lines().next().unwrap_or("")
+    );
+    Ok(text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default())
+}
+
+/// One sample of the Prometheus text format: name, labels, value.
+fn parse_sample(line: &str) -> Option<(&str, Vec<(String, String)>, f64)> {
+    if line.starts_with('#') || line.is_empty() {
+        return None;
+    }
+    let (head, value) = line.rsplit_once(' ')?;
+    let value: f64 = value.parse().ok()?;
+    let Some((name, labels)) = head.split_once('{') else {
+        return Some((head, Vec::new(), value));
+    };
+    let labels = labels.strip_suffix('}')?;
+    let mut out = Vec::new();
+    let mut chars = labels.chars().peekable();
+    loop {
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        if key.is_empty() {
+            break;
+        }
+        if chars.next() != Some('"') {
+            return None;
+        }
+        let mut val = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => val.push(chars.next()?),
+                '"' => break,
+                c => val.push(c),
+            }
+        }
+        out.push((key.trim_start_matches(',').to_string(), val));
+        if chars.peek() == Some(&',') {
+            chars.next();
+        }
+    }
+    Some((name, out, value))
+}
+
+fn label<'a>(labels: &'a [(String, String)], key: &str) -> &'a str {
+    labels
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("")
+}
+
+/// Sum of the samples of `metric` whose labels hold every pair of `filter`.
+fn sum_samples(text: &str, metric: &str, filter: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for line in text.lines() {
+        if let Some((name, labels, value)) = parse_sample(line)
+            && name == metric
+            && filter.iter().all(|(k, v)| label(&labels, k) == *v)
+        {
+            *found.get_or_insert(0.0) += value;
+        }
+    }
+    found
+}
+
+fn api_stats_from(text: &str) -> ApiStats {
+    let mut s = ApiStats::default();
+    for line in text.lines() {
+        let Some((name, labels, value)) = parse_sample(line) else {
+            continue;
+        };
+        match name {
+            "apiserver_request_total" => {
+                let resource = label(&labels, "resource");
+                let key = if resource.is_empty() {
+                    format!("{} (non-resource)", label(&labels, "verb"))
+                } else {
+                    let group = label(&labels, "group");
+                    let sub = label(&labels, "subresource");
+                    let mut k = format!("{} {resource}", label(&labels, "verb"));
+                    if !group.is_empty() {
+                        k.push('.');
+                        k.push_str(group);
+                    }
+                    if !sub.is_empty() {
+                        k.push('/');
+                        k.push_str(sub);
+                    }
+                    k
+                };
+                *s.requests.entry(key).or_default() += value;
+            }
+            "apiserver_admission_webhook_admission_duration_seconds_sum" => {
+                *s.webhook_secs
+                    .entry(label(&labels, "name").to_string())
+                    .or_default() += value;
+            }
+            "apiserver_admission_webhook_admission_duration_seconds_count" => {
+                *s.webhook_calls
+                    .entry(label(&labels, "name").to_string())
+                    .or_default() += value;
+            }
+            "apiserver_request_duration_seconds_sum"
+                if label(&labels, "verb") == "POST"
+                    && label(&labels, "resource") == "pods"
+                    && label(&labels, "subresource").is_empty() =>
+            {
+                s.pod_create_secs += value;
+            }
+            "apiserver_request_duration_seconds_count"
+                if label(&labels, "verb") == "POST"
+                    && label(&labels, "resource") == "pods"
+                    && label(&labels, "subresource").is_empty() =>
+            {
+                s.pod_creates += value;
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
+/// Objects of a YAML stream.
+fn yaml_documents(text: &str) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for doc in serde_norway::Deserializer::from_str(text) {
+        let v = Value::deserialize(doc)?;
+        if !v.is_null() {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// The MiniCluster every arm runs: the same file for both operators and for `render`.
+fn minicluster_yaml(name: &str, namespace: &str, size: usize) -> String {
+    format!(
+        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: {name}\n  \
+         namespace: {namespace}\nspec:\n  size: {size}\n  containers:\n    - image: rockylinux:9\n      \
+         command: sleep infinity\n"
+    )
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+// ---------------------------------------------------------------------------------------
+// Objects to apply
+
+/// An object ready to be sent: its API, name and body.
+struct Apply {
+    api: Api<DynamicObject>,
+    name: String,
+    obj: DynamicObject,
+}
+
+fn to_apply(client: &Client, v: Value) -> Result<Apply> {
+    let api_version = v["apiVersion"].as_str().context("no apiVersion")?;
+    let kind = v["kind"].as_str().context("no kind")?;
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let plural = format!("{}s", kind.to_lowercase());
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural);
+    let obj: DynamicObject = serde_json::from_value(v)?;
+    let api = match obj.metadata.namespace.as_deref() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    Ok(Apply {
+        api,
+        name: obj.name_any(),
+        obj,
+    })
+}
+
+async fn apply(a: &Apply) -> Result<()> {
+    a.api
+        .patch(
+            &a.name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&a.obj),
+        )
+        .await
+        .with_context(|| {
+            format!(
+                "applying {} {}",
+                a.obj.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("?"),
+                a.name
+            )
+        })?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// An operator process
+
+struct OperatorProc {
+    arm: Arm,
+    child: Child,
+    metrics_port: u16,
+    health_port: u16,
+    log: PathBuf,
+}
+
+impl OperatorProc {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    async fn wait_ready(&mut self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                bail!(
+                    "{} exited ({status}) before it was ready; log: {}",
+                    self.arm.title(),
+                    self.log.display()
+                );
+            }
+            let ready = match self.arm {
+                Arm::Operator => http_get(self.metrics_port, "/readyz").await.is_ok(),
+                // controller-runtime 0.12's /readyz is a ping; its workers start after the
+                // caches synced.
+                _ => {
+                    http_get(self.health_port, "/readyz").await.is_ok()
+                        && std::fs::read_to_string(&self.log)
+                            .is_ok_and(|l| l.contains("Starting workers"))
+                }
+            };
+            if ready {
+                return Ok(());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{} not ready after 90 s; log: {}",
+                self.arm.title(),
+                self.log.display()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Reconciles so far, from the operator's /metrics.
+    async fn reconciles(&self) -> Option<f64> {
+        let text = http_get(self.metrics_port, "/metrics").await.ok()?;
+        match self.arm {
+            // `reconcile_duration` with unit seconds (src/metrics/mod.rs): its `_count`.
+            Arm::Operator => {
+                sum_samples(&text, "flux_operator_reconcile_duration_seconds_count", &[])
+            }
+            _ => sum_samples(
+                &text,
+                "controller_runtime_reconcile_total",
+                &[("controller", "minicluster")],
+            ),
+        }
+    }
+
+    /// SIGTERM, up to 10 s, then SIGKILL.
+    fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status();
+        for _ in 0..100 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!(
+            "  {} ignored SIGTERM for 10 s, killing it",
+            self.arm.title()
+        );
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for OperatorProc {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The bench
+
+struct Bench {
+    client: Client,
+    root: PathBuf,
+    state: PathBuf,
+    kubeconfig: PathBuf,
+    operator_bin: PathBuf,
+    go_dir: Option<PathBuf>,
+    work: tempfile::TempDir,
+    logs: PathBuf,
+    /// (name, pid) of the control plane's processes.
+    procs: Vec<(&'static str, u32)>,
+    ticks: f64,
+    crd: Option<Crd>,
+    /// A token that may read JobSet's and Kueue's /metrics.
+    metrics_token: Option<String>,
+    jobset_metrics_port: Option<u16>,
+    kueue_metrics_port: Option<u16>,
+    idle: Duration,
+    /// Namespaces of earlier runs the namespace controller is still removing.
+    pending: Vec<String>,
+}
+
+impl Bench {
+    async fn new(arms: &[Arm], idle: Duration) -> Result<Self> {
+        let kubeconfig = PathBuf::from(
+            std::env::var("KUBECONFIG").context("KUBECONFIG is not set: run through make bench")?,
+        );
+        let state = PathBuf::from(std::env::var("E2E_STATE").context("E2E_STATE is not set")?);
+        let cluster = std::env::var("E2E_CLUSTER").unwrap_or_else(|_| "flux-operator-e2e".into());
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let kwok_pids = state.join("kwok/clusters").join(&cluster).join("pids");
+        let mut procs = Vec::new();
+        for (name, file) in [
+            ("kube-apiserver", kwok_pids.join("kube-apiserver.pid")),
+            ("jobset", state.join("pids/jobset.pid")),
+            (
+                "kube-controller-manager",
+                kwok_pids.join("kube-controller-manager.pid"),
+            ),
+            ("kube-scheduler", kwok_pids.join("kube-scheduler.pid")),
+            ("kwok", kwok_pids.join("kwok-controller.pid")),
+            ("etcd", kwok_pids.join("etcd.pid")),
+        ] {
+            procs.push((name, read_pid(&file)?));
+        }
+        let go_dir = if arms.contains(&Arm::Go) {
+            // Stamped: prints the tree at once when it is built (make bench builds it first).
+            let out = Command::new(root.join("e2e/build-go-operator.sh"))
+                .stderr(Stdio::inherit())
+                .output()
+                .context("running e2e/build-go-operator.sh")?;
+            ensure!(out.status.success(), "e2e/build-go-operator.sh failed");
+            let dir = PathBuf::from(String::from_utf8(out.stdout)?.trim());
+            ensure!(
+                dir.join("bin/manager").exists(),
+                "no manager in {}",
+                dir.display()
+            );
+            Some(dir)
+        } else {
+            None
+        };
+        let ports = std::fs::read_to_string(state.join("ports.env")).unwrap_or_default();
+        let port = |key: &str| {
+            ports
+                .lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+                .and_then(|p| p.trim().parse().ok())
+        };
+        let (jobset_metrics_port, kueue_metrics_port) =
+            (port("JOBSET_METRICS_PORT"), port("KUEUE_METRICS_PORT"));
+        let logs = state.join("logs/bench");
+        std::fs::create_dir_all(&logs)?;
+        let client = Client::try_default().await?;
+        Ok(Self {
+            client,
+            root,
+            kubeconfig,
+            operator_bin: PathBuf::from(env!("CARGO_BIN_EXE_flux-operator")),
+            go_dir,
+            work: tempfile::tempdir()?,
+            logs,
+            procs,
+            ticks: clock_ticks(),
+            crd: None,
+            metrics_token: None,
+            jobset_metrics_port,
+            kueue_metrics_port,
+            idle,
+            state,
+            pending: Vec::new(),
+        })
+    }
+
+    /// Fail when a process of the control plane is gone (nothing restarts it here).
+    fn check_control_plane(&self) -> Result<()> {
+        for (name, pid) in &self.procs {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')
+                        .map(|(_, r)| r.trim_start().starts_with('Z'))
+                        .map(|z| !z)
+                })
+                .unwrap_or(false);
+            ensure!(
+                state,
+                "{name} (pid {pid}) has exited; its log is under {}",
+                self.state.display()
+            );
+        }
+        Ok(())
+    }
+
+    fn cpu(&self, operator: Option<u32>) -> Result<Cpu> {
+        let mut out = Cpu::new();
+        for (name, pid) in &self.procs {
+            out.insert(*name, cpu_secs(*pid, self.ticks)?);
+        }
+        if let Some(pid) = operator {
+            out.insert("operator", cpu_secs(pid, self.ticks)?);
+        }
+        Ok(out)
+    }
+
+    async fn api_stats(&self) -> Result<ApiStats> {
+        let req = http::Request::get("/metrics").body(Vec::new())?;
+        let text = self.client.request_text(req).await?;
+        Ok(api_stats_from(&text))
+    }
+
+    /// A ServiceAccount token that may read JobSet's /metrics (served with authentication
+    /// and authorization through the apiserver, as controller-runtime does).
+    async fn jobset_metrics_access(&mut self) -> Result<()> {
+        let objs = [
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": "bench-metrics", "namespace": "default"}}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": "bench-metrics"},
+                   "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": "bench-metrics"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                               "name": "bench-metrics"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "bench-metrics",
+                                 "namespace": "default"}]}),
+        ];
+        for o in objs {
+            apply(&to_apply(&self.client, o)?).await?;
+        }
+        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), "default");
+        let tr = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                expiration_seconds: Some(4 * 3600),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let tr = sas
+            .create_token_request("bench-metrics", &PostParams::default(), &tr)
+            .await?;
+        self.metrics_token = tr.status.and_then(|s| s.token);
+        Ok(())
+    }
+
+    /// A controller's /metrics over HTTPS with the token (None when it does not answer).
+    fn secure_metrics(&self, port: Option<u16>) -> Option<String> {
+        let (token, port) = (self.metrics_token.as_ref()?, port?);
+        let out = Command::new("curl")
+            .args(["-fsS", "--max-time", "5", "--cacert"])
+            .arg(self.state.join("certs/ca.crt"))
+            .args(["-H", &format!("Authorization: Bearer {token}")])
+            .arg(format!("https://127.0.0.1:{port}/metrics"))
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// JobSet's reconciles and both controllers' webhook figures so far (None when
+    /// JobSet's metrics cannot be read).
+    fn controllers(&self) -> Option<Controllers> {
+        let jobset = self.secure_metrics(self.jobset_metrics_port)?;
+        let mut c = Controllers {
+            jobset_reconciles: sum_samples(
+                &jobset,
+                "controller_runtime_reconcile_total",
+                &[("controller", "jobset")],
+            )?,
+            ..Default::default()
+        };
+        let kueue = self.secure_metrics(self.kueue_metrics_port);
+        for (who, text) in [("JobSet", Some(jobset)), ("Kueue", kueue)] {
+            for line in text.as_deref().unwrap_or("").lines() {
+                let Some((name, labels, value)) = parse_sample(line) else {
+                    continue;
+                };
+                let key = format!("{who} {}", label(&labels, "webhook"));
+                match name {
+                    "controller_runtime_webhook_latency_seconds_sum" => {
+                        *c.webhook_secs.entry(key).or_default() += value
+                    }
+                    "controller_runtime_webhook_latency_seconds_count" => {
+                        *c.webhook_calls.entry(key).or_default() += value
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Some(c)
+    }
+
+    /// Install this CRD, replacing the other one (both are miniclusters.flux-framework.org).
+    async fn ensure_crd(&mut self, want: Crd) -> Result<()> {
+        if self.crd == Some(want) {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        if crds.get_opt(CRD_NAME).await?.is_some() {
+            crds.delete(CRD_NAME, &DeleteParams::default()).await?;
+            wait_until(
+                "the old MiniCluster CRD gone",
+                Duration::from_secs(120),
+                || async { Ok(crds.get_opt(CRD_NAME).await?.is_none()) },
+            )
+            .await?;
+        }
+        let path = match want {
+            Crd::Ours => self.root.join("crds/flux-framework.org_miniclusters.yaml"),
+            Crd::Go => self
+                .go_dir
+                .as_ref()
+                .context("no Go operator")?
+                .join("src")
+                .join(GO_CRD),
+        };
+        let crd: CustomResourceDefinition = serde_norway::from_str(
+            &std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?,
+        )
+        .with_context(|| format!("parsing {}", path.display()))?;
+        crds.create(&PostParams::default(), &crd).await?;
+        wait_until(
+            "the MiniCluster CRD established",
+            Duration::from_secs(60),
+            || async {
+                let c = crds.get(CRD_NAME).await?;
+                Ok(c.status.and_then(|s| s.conditions).is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                }))
+            },
+        )
+        .await?;
+        // Served: a list answers.
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("flux-framework.org", "v1alpha2", "MiniCluster"),
+            "miniclusters",
+        );
+        let mcs: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
+        wait_until("MiniClusters served", Duration::from_secs(60), || async {
+            Ok(mcs.list(&ListParams::default().limit(1)).await.is_ok())
+        })
+        .await?;
+        self.crd = Some(want);
+        eprintln!(
+            "  installed the {} MiniCluster CRD in {:.1} s",
+            if want == Crd::Ours {
+                "operator's"
+            } else {
+                "Go operator's"
+            },
+            t0.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+
+    fn start_operator(&self, arm: Arm, tag: &str) -> Result<OperatorProc> {
+        let metrics_port = free_port()?;
+        let health_port = free_port()?;
+        let log = self.logs.join(format!("{tag}.log"));
+        let out = std::fs::File::create(&log)?;
+        let mut cmd = match arm {
+            Arm::Operator => {
+                let mut c = Command::new(&self.operator_bin);
+                c.args([
+                    "run",
+                    "--cluster-domain",
+                    "cluster.local",
+                    "--leader-election=false",
+                ])
+                .args(["--log-format", "text", "--metrics-addr"])
+                .arg(format!("127.0.0.1:{metrics_port}"))
+                .env("RUST_LOG", "info");
+                c
+            }
+            Arm::Go => {
+                let mut c = Command::new(
+                    self.go_dir
+                        .as_ref()
+                        .context("no Go operator")?
+                        .join("bin/manager"),
+                );
+                c.arg("--kubeconfig")
+                    .arg(&self.kubeconfig)
+                    .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
+                    .arg(format!(
+                        "--health-probe-bind-address=127.0.0.1:{health_port}"
+                    ))
+                    .arg("-zap-devel=false");
+                c
+            }
+            _ => bail!("{} runs no operator", arm.title()),
+        };
+        let child = cmd
+            .env("KUBECONFIG", &self.kubeconfig)
+            .current_dir(self.work.path())
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {}", arm.title()))?;
+        Ok(OperatorProc {
+            arm,
+            child,
+            metrics_port,
+            health_port,
+            log,
+        })
+    }
+
+    /// What the arm applies for these MiniClusters, as ready-to-send requests.
+    fn objects(&self, arm: Arm, names: &[String], ns: &str, size: usize) -> Result<Vec<Apply>> {
+        let mut out = Vec::new();
+        for name in names {
+            let yaml = minicluster_yaml(name, ns, size);
+            let docs = match arm {
+                Arm::Operator | Arm::Go => yaml_documents(&yaml)?,
+                Arm::JobSet | Arm::JobSetNoPodWebhooks | Arm::Job => {
+                    let file = self.work.path().join(format!("{ns}-{name}.yaml"));
+                    std::fs::write(&file, &yaml)?;
+                    let rendered = Command::new(&self.operator_bin)
+                        .args(["render", "--cluster-domain", "cluster.local", "-f"])
+                        .arg(&file)
+                        .stderr(Stdio::inherit())
+                        .output()?;
+                    ensure!(rendered.status.success(), "flux-operator render failed");
+                    let docs = yaml_documents(&String::from_utf8(rendered.stdout)?)?;
+                    if arm == Arm::Job {
+                        let mut out = Vec::new();
+                        for d in docs {
+                            if d["kind"] == "JobSet" {
+                                out.extend(one_indexed_job(&d, size)?);
+                            } else {
+                                out.push(d);
+                            }
+                        }
+                        out
+                    } else {
+                        docs
+                    }
+                }
+            };
+            for d in docs {
+                out.push(to_apply(&self.client, d)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Point JobSet's pod webhooks at no pod (`on = false`) or back at JobSet's pods.
+    async fn jobset_pod_webhooks(&self, on: bool) -> Result<()> {
+        let selector = LabelSelector {
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: if on {
+                    JOBSET_NAME_LABEL
+                } else {
+                    "bench.flux-framework.org/no-pod-has-this"
+                }
+                .to_string(),
+                operator: "Exists".into(),
+                values: None,
+            }]),
+            match_labels: None,
+        };
+        let m: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
+        let mut cfg = m.get(JOBSET_MUTATING).await?;
+        for w in cfg.webhooks.iter_mut().flatten() {
+            if w.name == "mpod.kb.io" {
+                w.object_selector = Some(selector.clone());
+            }
+        }
+        m.replace(JOBSET_MUTATING, &PostParams::default(), &cfg)
+            .await?;
+        let v: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
+        let mut cfg = v.get(JOBSET_VALIDATING).await?;
+        for w in cfg.webhooks.iter_mut().flatten() {
+            if w.name == "vpod.kb.io" {
+                w.object_selector = Some(selector.clone());
+            }
+        }
+        v.replace(JOBSET_VALIDATING, &PostParams::default(), &cfg)
+            .await?;
+        // The apiserver picks webhook configurations up from its informer.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        Ok(())
+    }
+
+    async fn create_namespace(&self, ns: &str) -> Result<()> {
+        let nss: Api<Namespace> = Api::all(self.client.clone());
+        let obj: Namespace = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"bench.flux-framework.org/run": "true"}}}))?;
+        nss.create(&PostParams::default(), &obj).await?;
+        // Pods need the default ServiceAccount (the ServiceAccount admission plugin).
+        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), ns);
+        wait_until(
+            "the default ServiceAccount",
+            Duration::from_secs(30),
+            || async { Ok(sas.get_opt("default").await?.is_some()) },
+        )
+        .await
+    }
+
+    /// Delete the namespace and force its pods away; return when no pod is left in it (the
+    /// namespace controller finishes the rest in the background).
+    async fn delete_namespace(&self, ns: &str) -> Result<()> {
+        let nss: Api<Namespace> = Api::all(self.client.clone());
+        nss.delete(ns, &DeleteParams::background()).await?;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let force = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::background()
+        };
+        let t0 = Instant::now();
+        let mut last_force = None::<Instant>;
+        loop {
+            if last_force.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+                let _ = pods.delete_collection(&force, &ListParams::default()).await;
+                last_force = Some(Instant::now());
+            }
+            if pods
+                .list(&ListParams::default().limit(1))
+                .await?
+                .items
+                .is_empty()
+            {
+                return Ok(());
+            }
+            ensure!(
+                t0.elapsed() < Duration::from_secs(300),
+                "pods of {ns} still there after 300 s"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Only the arm's operator may write MiniCluster status: a second controller of
+    /// MiniClusters (a forgotten operator, another session's) would make both reconcile
+    /// without end and every figure meaningless.
+    async fn check_status_writers(&self, ns: &str, arm: Arm) -> Result<()> {
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("flux-framework.org", "v1alpha2", "MiniCluster"),
+            "miniclusters",
+        );
+        let mcs: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
+        let expected = match arm {
+            Arm::Operator => "flux-operator",
+            _ => "manager",
+        };
+        let mut writers = BTreeSet::new();
+        for mc in mcs.list(&ListParams::default()).await? {
+            for f in mc.metadata.managed_fields.iter().flatten() {
+                if f.subresource.as_deref() == Some("status") {
+                    writers.insert(f.manager.clone().unwrap_or_default());
+                }
+            }
+        }
+        writers.remove(expected);
+        ensure!(
+            writers.is_empty(),
+            "MiniCluster status in {ns} is also written by {writers:?}, not only by {expected}: \
+             another MiniCluster controller runs against this cluster; stop it and run again"
+        );
+        Ok(())
+    }
+
+    /// Wait until the namespaces of earlier runs are gone, so that the namespace
+    /// controller's work does not fall into the next measurement.
+    async fn wait_pending(&mut self) -> Result<()> {
+        let nss: Api<Namespace> = Api::all(self.client.clone());
+        for ns in std::mem::take(&mut self.pending) {
+            wait_until(
+                &format!("namespace {ns} gone"),
+                Duration::from_secs(300),
+                || async { Ok(nss.get_opt(&ns).await?.is_none()) },
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn run(&mut self, scenario: Scenario, arm: Arm, round: usize) -> Result<Run> {
+        let ns = format!("bench-{}-{}-r{round}", arm.key(), scenario.tag());
+        let (names, size, pods): (Vec<String>, usize, usize) = match scenario {
+            Scenario::Single(n) => (vec!["bench".into()], n, n),
+            Scenario::Many(m) => ((0..m).map(|i| format!("bench-{i}")).collect(), 2, 2 * m),
+        };
+        if let Some(crd) = arm.crd() {
+            self.ensure_crd(crd).await?;
+        }
+        self.create_namespace(&ns).await?;
+        let objects = self.objects(arm, &names, &ns, size)?;
+
+        let mut operator = match arm {
+            Arm::Operator | Arm::Go => {
+                let mut p = self.start_operator(arm, &ns)?;
+                p.wait_ready().await?;
+                tokio::time::sleep(SETTLE).await;
+                Some(p)
+            }
+            _ => None,
+        };
+        if arm == Arm::JobSetNoPodWebhooks {
+            self.jobset_pod_webhooks(false).await?;
+        }
+        // (the operator started meanwhile)
+        let t = Instant::now();
+        self.wait_pending().await?;
+        if t.elapsed() > Duration::from_secs(1) {
+            eprintln!(
+                "  waited {:.1} s more for the last run's namespace to go",
+                t.elapsed().as_secs_f64()
+            );
+        }
+        let result = self
+            .measure(scenario, arm, &ns, &objects, pods, operator.as_mut())
+            .await
+            .and_then(|run| self.check_control_plane().map(|()| run));
+        if arm == Arm::JobSetNoPodWebhooks {
+            self.jobset_pod_webhooks(true).await?;
+        }
+        // The operator keeps running while its objects go, then stops.
+        let deleted = match self.check_control_plane() {
+            Ok(()) => self.delete_namespace(&ns).await,
+            Err(e) => Err(e),
+        };
+        if let Some(p) = operator {
+            p.stop();
+        }
+        self.pending.push(ns);
+        let run = result?;
+        deleted?;
+        Ok(run)
+    }
+
+    async fn measure(
+        &self,
+        scenario: Scenario,
+        arm: Arm,
+        ns: &str,
+        objects: &[Apply],
+        pods: usize,
+        operator: Option<&mut OperatorProc>,
+    ) -> Result<Run> {
+        let op_pid = operator.as_ref().map(|p| p.pid());
+        // The pod watch is open (listed, watching) before the first request.
+        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+        let watch = tokio::spawn(watch_pods(
+            Api::namespaced(self.client.clone(), ns),
+            pods,
+            synced_tx,
+        ));
+        synced_rx
+            .await
+            .context("the pod watch ended before it synced")?;
+        let ctl0 = self.controllers();
+        let api0 = self.api_stats().await?;
+        let cpu0 = self.cpu(op_pid)?;
+        let t0 = Instant::now();
+        for a in objects {
+            apply(a).await?;
+        }
+        let limit = Duration::from_secs(120) + Duration::from_millis(500) * pods as u32;
+        let timeline = tokio::time::timeout(limit, watch)
+            .await
+            .with_context(|| format!("{pods} pods not Ready after {} s", limit.as_secs()))???;
+        let cpu1 = self.cpu(op_pid)?;
+        let api1 = self.api_stats().await?;
+        let ctl1 = self.controllers();
+        if let Some(p) = &operator {
+            self.check_status_writers(ns, p.arm).await?;
+        }
+        let mut idle = None;
+        if matches!(scenario, Scenario::Many(_)) {
+            let op_a = match &operator {
+                Some(p) => p.reconciles().await,
+                None => None,
+            };
+            let api_a = self.api_stats().await?;
+            let cpu_a = self.cpu(op_pid)?;
+            tokio::time::sleep(self.idle).await;
+            let cpu_b = self.cpu(op_pid)?;
+            let api_b = self.api_stats().await?;
+            let op_b = match &operator {
+                Some(p) => p.reconciles().await,
+                None => None,
+            };
+            let ctl_b = self.controllers();
+            idle = Some(Idle {
+                operator_reconciles: op_a.zip(op_b).map(|(a, b)| b - a),
+                jobset_reconciles: ctl1
+                    .as_ref()
+                    .zip(ctl_b.as_ref())
+                    .map(|(a, b)| b.jobset_reconciles - a.jobset_reconciles),
+                api: api_b.minus(&api_a),
+                cpu: cpu_minus(&cpu_b, &cpu_a),
+            });
+        }
+        let secs = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
+        Ok(Run {
+            scenario,
+            arm,
+            secs: secs(timeline.all_ready),
+            first_pod: secs(timeline.first_pod),
+            all_created: secs(timeline.all_created),
+            cpu: cpu_minus(&cpu1, &cpu0),
+            peak_rss_mib: op_pid.and_then(peak_rss_mib),
+            api: api1.minus(&api0),
+            controllers: ctl0.zip(ctl1).map(|(a, b)| b.minus(&a)),
+            idle,
+            load: load_average(),
+        })
+    }
+}
+
+/// The rendered JobSet's workers template as one Indexed Job of `size` pods, named as the
+/// JobSet, and the headless Service JobSet would make for it (`network.subdomain`, not-ready
+/// addresses published): the JobSet without JobSet (diagnostic arm `job`).
+fn one_indexed_job(jobset: &Value, size: usize) -> Result<Vec<Value>> {
+    let name = &jobset["metadata"]["name"];
+    let rjobs = jobset["spec"]["replicatedJobs"]
+        .as_array()
+        .context("no replicatedJobs")?;
+    let workers = rjobs
+        .iter()
+        .find(|r| r["name"] == "workers")
+        .or_else(|| rjobs.first())
+        .context("empty replicatedJobs")?;
+    let subdomain = jobset["spec"]["network"]["subdomain"]
+        .as_str()
+        .map_or(name.clone(), |s| json!(s));
+    let mut spec = workers["template"]["spec"].clone();
+    spec["completions"] = json!(size);
+    spec["parallelism"] = json!(size);
+    spec["completionMode"] = json!("Indexed");
+    spec["template"]["spec"]["subdomain"] = subdomain.clone();
+    let metadata = json!({
+        "namespace": jobset["metadata"]["namespace"],
+        "labels": jobset["metadata"]["labels"],
+    });
+    let mut service = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": true,
+            "selector": {"flux-framework.org/minicluster": name},
+        },
+    });
+    service["metadata"]["name"] = subdomain;
+    let mut job =
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec});
+    job["metadata"]["name"] = name.clone();
+    Ok(vec![service, job])
+}
+
+struct Timeline {
+    first_pod: Instant,
+    all_created: Instant,
+    all_ready: Instant,
+}
+
+/// Watch the namespace's pods until `target` of them are Ready; tell `synced` once the
+/// watch has listed.
+async fn watch_pods(
+    api: Api<Pod>,
+    target: usize,
+    synced: tokio::sync::oneshot::Sender<()>,
+) -> Result<Timeline> {
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut synced = Some(synced);
+    let mut seen = HashSet::new();
+    let mut ready = HashSet::new();
+    let (mut first_pod, mut all_created) = (None, None);
+    while let Some(event) = stream.next().await {
+        let now = Instant::now();
+        match event {
+            Ok(watcher::Event::InitDone) => {
+                if let Some(tx) = synced.take() {
+                    let _ = tx.send(());
+                }
+            }
+            Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                let name = pod.name_any();
+                if seen.insert(name.clone()) {
+                    first_pod.get_or_insert(now);
+                    if seen.len() == target {
+                        all_created = Some(now);
+                    }
+                }
+                if pod_ready(&pod) {
+                    ready.insert(name);
+                } else {
+                    ready.remove(&name);
+                }
+                if ready.len() >= target {
+                    return Ok(Timeline {
+                        first_pod: first_pod.unwrap_or(now),
+                        all_created: all_created.unwrap_or(now),
+                        all_ready: now,
+                    });
+                }
+            }
+            Ok(watcher::Event::Delete(pod)) => {
+                ready.remove(&pod.name_any());
+            }
+            Ok(watcher::Event::Init) => {}
+            Err(e) => eprintln!("  pod watch: {e} (retrying)"),
+        }
+    }
+    bail!("the pod watch ended")
+}
+
+async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool>>,
+{
+    let t0 = Instant::now();
+    loop {
+        if check().await? {
+            return Ok(());
+        }
+        ensure!(
+            t0.elapsed() < timeout,
+            "timed out after {} s waiting for {what}",
+            timeout.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Report
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.retain(|x| x.is_finite());
+    v.sort_by(|a, b| a.total_cmp(b));
+    v
+}
+
+fn median(v: &[f64]) -> f64 {
+    let v = sorted(v.to_vec());
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// "min / median / max" (or the one value).
+fn mmm(v: &[f64], prec: usize) -> String {
+    let s = sorted(v.to_vec());
+    match s.len() {
+        0 => "–".into(),
+        1 => format!("{:.prec$}", s[0]),
+        _ => format!(
+            "{:.prec$} / {:.prec$} / {:.prec$}",
+            s[0],
+            median(&s),
+            s[s.len() - 1]
+        ),
+    }
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if a.is_finite() && b.is_finite() && b > 0.0 {
+        format!("{:.2}", a / b)
+    } else {
+        "–".into()
+    }
+}
+
+fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: Duration) -> String {
+    let mut o = String::new();
+    let of = |sc: Scenario, arm: Arm| -> Vec<&Run> {
+        runs.iter()
+            .filter(|r| r.scenario == sc && r.arm == arm)
+            .collect()
+    };
+    let vals = |sc: Scenario, arm: Arm, f: &dyn Fn(&Run) -> Option<f64>| -> Vec<f64> {
+        of(sc, arm).into_iter().filter_map(f).collect()
+    };
+    let has = |a: Arm| arms.contains(&a);
+    let scenarios: BTreeSet<Scenario> = runs.iter().map(|r| r.scenario).collect();
+    let singles: Vec<usize> = scenarios
+        .iter()
+        .filter_map(|s| match s {
+            Scenario::Single(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+
+    if !singles.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n### One MiniCluster of size N: seconds from apply to N pods Ready\n\n\
+             min / median / max of {rounds} rounds; ratios of the medians.\n"
+        );
+        let mut head = "| N |".to_string();
+        let mut rule = "|--:|".to_string();
+        for a in arms {
+            let _ = write!(head, " {} |", a.title());
+            rule.push_str("--:|");
+        }
+        if has(Arm::Operator) && has(Arm::JobSet) {
+            head.push_str(" operator / bare JobSet |");
+            rule.push_str("--:|");
+        }
+        if has(Arm::Operator) && has(Arm::Go) {
+            head.push_str(" operator / Go |");
+            rule.push_str("--:|");
+        }
+        if has(Arm::JobSet) && has(Arm::Job) {
+            head.push_str(" bare JobSet / one Job |");
+            rule.push_str("--:|");
+        }
+        let _ = writeln!(o, "{head}\n{rule}");
+        for &n in &singles {
+            let sc = Scenario::Single(n);
+            let med = |a: Arm| median(&vals(sc, a, &|r| Some(r.secs)));
+            let mut line = format!("| {n} |");
+            for &a in arms {
+                let _ = write!(line, " {} |", mmm(&vals(sc, a, &|r| Some(r.secs)), 2));
+            }
+            if has(Arm::Operator) && has(Arm::JobSet) {
+                let _ = write!(line, " {} |", ratio(med(Arm::Operator), med(Arm::JobSet)));
+            }
+            if has(Arm::Operator) && has(Arm::Go) {
+                let _ = write!(line, " {} |", ratio(med(Arm::Operator), med(Arm::Go)));
+            }
+            if has(Arm::JobSet) && has(Arm::Job) {
+                let _ = write!(line, " {} |", ratio(med(Arm::JobSet), med(Arm::Job)));
+            }
+            let _ = writeln!(o, "{line}");
+        }
+
+        let _ = writeln!(
+            o,
+            "\n### Where the time goes (one MiniCluster; medians)\n\n\
+             Seconds from apply to the first pod, to all N pods created (seen by the watch), to \
+             all Ready; CPU seconds of each process from apply to all Ready; pod creations' mean \
+             latency in the apiserver; admission webhook calls and time (`mpod`/`vpod` are \
+             Kueue's and, on JobSet pods, JobSet's too); JobSet reconciles.\n"
+        );
+        let _ = writeln!(
+            o,
+            "| N | arm | first pod | all created | all Ready | operator CPU | apiserver CPU | \
+             JobSet CPU | kcm CPU | scheduler CPU | kwok CPU | etcd CPU | pod POST ms | webhook calls | \
+             webhook s | JobSet reconciles |\n\
+             |--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+        );
+        for &n in &singles {
+            let sc = Scenario::Single(n);
+            for &a in arms {
+                let m = |f: &dyn Fn(&Run) -> Option<f64>| median(&vals(sc, a, f));
+                let cpu = |p: &'static str| m(&move |r: &Run| r.cpu.get(p).copied());
+                let f = |x: f64, p: usize| {
+                    if x.is_finite() {
+                        format!("{x:.p$}")
+                    } else {
+                        "–".into()
+                    }
+                };
+                let _ = writeln!(
+                    o,
+                    "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    a.title(),
+                    f(m(&|r| Some(r.first_pod)), 2),
+                    f(m(&|r| Some(r.all_created)), 2),
+                    f(m(&|r| Some(r.secs)), 2),
+                    f(cpu("operator"), 2),
+                    f(cpu("kube-apiserver"), 2),
+                    f(cpu("jobset"), 2),
+                    f(cpu("kube-controller-manager"), 2),
+                    f(cpu("kube-scheduler"), 2),
+                    f(cpu("kwok"), 2),
+                    f(cpu("etcd"), 2),
+                    f(
+                        m(&|r| (r.api.pod_creates > 0.0)
+                            .then(|| 1000.0 * r.api.pod_create_secs / r.api.pod_creates)),
+                        1
+                    ),
+                    f(m(&|r| Some(r.api.webhook_calls.values().sum())), 0),
+                    f(m(&|r| Some(r.api.webhook_secs.values().sum())), 2),
+                    f(m(&|r| r.jobset_reconciles()), 0),
+                );
+            }
+        }
+        // Per webhook, at the largest size: as the apiserver saw each call (the round trip,
+        // by webhook name) and as each webhook server saw it (by server and path).
+        let n = *singles.last().unwrap_or(&0);
+        let sc = Scenario::Single(n);
+        type Pick = fn(&Run, &str) -> Option<(f64, f64)>;
+        let apiserver: Pick = |r, k| {
+            Some((
+                r.api.webhook_calls.get(k).copied().unwrap_or(0.0),
+                r.api.webhook_secs.get(k).copied().unwrap_or(0.0),
+            ))
+        };
+        let server: Pick = |r, k| {
+            let c = r.controllers.as_ref()?;
+            Some((
+                c.webhook_calls.get(k).copied().unwrap_or(0.0),
+                c.webhook_secs.get(k).copied().unwrap_or(0.0),
+            ))
+        };
+        let mut rows: Vec<(String, String, Pick)> = Vec::new();
+        let in_sc = || runs.iter().filter(|r| r.scenario == sc);
+        let api_names: BTreeSet<String> = in_sc()
+            .flat_map(|r| r.api.webhook_calls.keys().cloned())
+            .collect();
+        for k in api_names {
+            rows.push((format!("apiserver: {k}"), k, apiserver));
+        }
+        let server_names: BTreeSet<String> = in_sc()
+            .filter_map(|r| r.controllers.as_ref())
+            .flat_map(|c| c.webhook_calls.keys().cloned())
+            .collect();
+        for k in server_names {
+            rows.push((format!("server: {k}"), k, server));
+        }
+        if !rows.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nAdmission webhooks at N = {n} (medians): calls × mean ms per call, as the \
+                 apiserver timed each call (by webhook name; Kueue's and JobSet's pod webhooks \
+                 are both `mpod.kb.io`/`vpod.kb.io`) and as each webhook server timed it\n"
+            );
+            let mut head = "| webhook |".to_string();
+            let mut rule = "|---|".to_string();
+            for a in arms {
+                let _ = write!(head, " {} |", a.title());
+                rule.push_str("--:|");
+            }
+            let _ = writeln!(o, "{head}\n{rule}");
+            for (title, key, pick) in rows {
+                let mut line = format!("| {title} |");
+                for &a in arms {
+                    let calls = median(&vals(sc, a, &|r| pick(r, &key).map(|p| p.0)));
+                    let secs = median(&vals(sc, a, &|r| pick(r, &key).map(|p| p.1)));
+                    if calls > 0.0 {
+                        let _ = write!(line, " {calls:.0} × {:.1} ms |", 1000.0 * secs / calls);
+                    } else {
+                        line.push_str(" 0 |");
+                    }
+                }
+                let _ = writeln!(o, "{line}");
+            }
+        }
+    }
+
+    for sc in scenarios.iter().filter(|s| matches!(s, Scenario::Many(_))) {
+        let Scenario::Many(m) = *sc else { continue };
+        let _ = writeln!(
+            o,
+            "\n### {m} MiniClusters of size 2\n\n\
+             min / median / max of {many_rounds} rounds. CPU from /proc between the first apply \
+             and all {} pods Ready; peak RSS is the operator's VmHWM (it starts for each run); then \
+             {} s idle.\n",
+            2 * m,
+            idle.as_secs()
+        );
+        let mut head = "| |".to_string();
+        let mut rule = "|---|".to_string();
+        for a in arms {
+            let _ = write!(head, " {} |", a.title());
+            rule.push_str("--:|");
+        }
+        let _ = writeln!(o, "{head}\n{rule}");
+        let rows: Vec<(&str, Box<dyn Fn(&Run) -> Option<f64>>, usize)> = vec![
+            ("seconds to all pods Ready", Box::new(|r| Some(r.secs)), 2),
+            (
+                "operator CPU s",
+                Box::new(|r| r.cpu.get("operator").copied()),
+                2,
+            ),
+            ("operator peak RSS MiB", Box::new(|r| r.peak_rss_mib), 1),
+            (
+                "kube-apiserver CPU s",
+                Box::new(|r| r.cpu.get("kube-apiserver").copied()),
+                2,
+            ),
+            (
+                "JobSet controller CPU s",
+                Box::new(|r| r.cpu.get("jobset").copied()),
+                2,
+            ),
+            (
+                "kube-controller-manager CPU s",
+                Box::new(|r| r.cpu.get("kube-controller-manager").copied()),
+                2,
+            ),
+            (
+                "API requests per MiniCluster (all clients)",
+                Box::new(move |r| Some(r.api.total_requests() / m as f64)),
+                1,
+            ),
+            ("JobSet reconciles", Box::new(|r| r.jobset_reconciles()), 0),
+            (
+                "idle: operator reconciles",
+                Box::new(|r| r.idle.as_ref()?.operator_reconciles),
+                0,
+            ),
+            (
+                "idle: operator CPU s",
+                Box::new(|r| r.idle.as_ref()?.cpu.get("operator").copied()),
+                3,
+            ),
+            (
+                "idle: JobSet reconciles",
+                Box::new(|r| r.idle.as_ref()?.jobset_reconciles),
+                0,
+            ),
+            (
+                "idle: API requests (all clients)",
+                Box::new(|r| Some(r.idle.as_ref()?.api.total_requests())),
+                0,
+            ),
+            (
+                "idle: kube-apiserver CPU s",
+                Box::new(|r| r.idle.as_ref()?.cpu.get("kube-apiserver").copied()),
+                2,
+            ),
+        ];
+        for (title, f, prec) in &rows {
+            let mut line = format!("| {title} |");
+            for &a in arms {
+                let _ = write!(line, " {} |", mmm(&vals(*sc, a, f.as_ref()), *prec));
+            }
+            let _ = writeln!(o, "{line}");
+        }
+        let med = |a: Arm| median(&vals(*sc, a, &|r| Some(r.secs)));
+        if has(Arm::Operator) && has(Arm::JobSet) {
+            let _ = writeln!(
+                o,
+                "\noperator / bare JobSet (medians of seconds to Ready): {}",
+                ratio(med(Arm::Operator), med(Arm::JobSet))
+            );
+        }
+        if has(Arm::Operator) && has(Arm::Go) {
+            let _ = writeln!(
+                o,
+                "operator / Go (medians of seconds to Ready): {}",
+                ratio(med(Arm::Operator), med(Arm::Go))
+            );
+        }
+
+        let idle_keys: BTreeSet<String> = runs
+            .iter()
+            .filter(|r| r.scenario == *sc)
+            .filter_map(|r| r.idle.as_ref())
+            .flat_map(|i| i.api.requests.keys().cloned())
+            .collect();
+        let idle_rows: Vec<String> = idle_keys
+            .into_iter()
+            .filter_map(|k| {
+                let per = |a: Arm| {
+                    median(&vals(*sc, a, &|r| {
+                        Some(
+                            r.idle
+                                .as_ref()?
+                                .api
+                                .requests
+                                .get(&k)
+                                .copied()
+                                .unwrap_or(0.0),
+                        )
+                    }))
+                };
+                if arms.iter().all(|&a| per(a) < 2.0 || per(a).is_nan()) {
+                    return None;
+                }
+                let mut line = format!("| {k} |");
+                for &a in arms {
+                    let _ = write!(line, " {:.0} |", per(a));
+                }
+                Some(line)
+            })
+            .collect();
+        if !idle_rows.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nAPI requests in the {} s idle window (medians; rows with 2 or more in some arm; \
+                 every client)\n",
+                idle.as_secs()
+            );
+            let mut head = "| verb resource |".to_string();
+            let mut rule = "|---|".to_string();
+            for a in arms {
+                let _ = write!(head, " {} |", a.title());
+                rule.push_str("--:|");
+            }
+            let _ = writeln!(o, "{head}\n{rule}\n{}", idle_rows.join("\n"));
+        }
+
+        let _ = writeln!(
+            o,
+            "\nAPI requests per MiniCluster, from the first apply until all pods Ready (medians of \
+             `apiserver_request_total` deltas / {m}; every client: the driver, the operator, JobSet, \
+             the job controller, the scheduler, kwok). The operator's own share is about the \
+             operator column minus the bare JobSet column.\n"
+        );
+        let keys: BTreeSet<String> = runs
+            .iter()
+            .filter(|r| r.scenario == *sc)
+            .flat_map(|r| r.api.requests.keys().cloned())
+            .collect();
+        let mut head = "| verb resource |".to_string();
+        let mut rule = "|---|".to_string();
+        for a in arms {
+            let _ = write!(head, " {} |", a.title());
+            rule.push_str("--:|");
+        }
+        if has(Arm::Operator) && has(Arm::JobSet) {
+            head.push_str(" operator − bare JobSet |");
+            rule.push_str("--:|");
+        }
+        let _ = writeln!(o, "{head}\n{rule}");
+        for k in keys {
+            let per = |a: Arm| {
+                median(&vals(*sc, a, &|r| {
+                    Some(r.api.requests.get(&k).copied().unwrap_or(0.0) / m as f64)
+                }))
+            };
+            if arms.iter().all(|&a| per(a).abs() < 0.05) {
+                continue;
+            }
+            let mut line = format!("| {k} |");
+            for &a in arms {
+                let _ = write!(line, " {:.2} |", per(a));
+            }
+            if has(Arm::Operator) && has(Arm::JobSet) {
+                let _ = write!(line, " {:+.2} |", per(Arm::Operator) - per(Arm::JobSet));
+            }
+            let _ = writeln!(o, "{line}");
+        }
+    }
+    o
+}
+
+// ---------------------------------------------------------------------------------------
+
+fn main() -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(bench())
+}
+
+async fn bench() -> Result<()> {
+    let sizes: Vec<usize> = env_list("BENCH_SIZES", "8,64,256")?;
+    let rounds: usize = env_or("BENCH_ROUNDS", 3)?;
+    let many: usize = env_or("BENCH_MANY", 50)?;
+    let many_rounds: usize = env_or("BENCH_MANY_ROUNDS", 2)?.min(rounds);
+    let idle = Duration::from_secs(env_or("BENCH_IDLE", 30)?);
+    let arms: Vec<Arm> = env_list("BENCH_ARMS", "operator,jobset,go")?;
+    ensure!(!arms.is_empty(), "BENCH_ARMS is empty");
+    ensure!(rounds > 0, "BENCH_ROUNDS must be at least 1");
+
+    let started = Instant::now();
+    let date = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let load_start = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    eprintln!(
+        "bench: sizes {sizes:?}, {rounds} rounds, {many} MiniClusters of size 2 in {many_rounds} \
+         of them, idle {} s, arms {:?}; load average {}",
+        idle.as_secs(),
+        arms.iter().map(|a| a.key()).collect::<Vec<_>>(),
+        load_start.trim()
+    );
+
+    let mut bench = Bench::new(&arms, idle).await?;
+    if let Err(e) = bench.jobset_metrics_access().await {
+        eprintln!("bench: JobSet's metrics will not be read: {e:#}");
+    }
+    if bench.controllers().is_none() {
+        eprintln!("bench: JobSet's /metrics does not answer; its reconciles are not counted");
+    }
+
+    let mut runs = Vec::new();
+    let mut k = 0usize;
+    for round in 1..=rounds {
+        let mut scenarios: Vec<Scenario> = sizes.iter().map(|&n| Scenario::Single(n)).collect();
+        if many > 0 && round <= many_rounds {
+            scenarios.push(Scenario::Many(many));
+        }
+        for sc in scenarios {
+            // Rotate the arms' order from one scenario to the next.
+            let order: Vec<Arm> = (0..arms.len())
+                .map(|i| arms[(i + k) % arms.len()])
+                .collect();
+            k += 1;
+            for arm in order {
+                let run = match bench.run(sc, arm, round).await {
+                    Ok(run) => run,
+                    Err(e) => {
+                        if !runs.is_empty() {
+                            println!("\n## Incomplete: the runs before the failure\n");
+                            println!("{}", report(&runs, &arms, rounds, many_rounds, idle));
+                        }
+                        return Err(e.context(format!("round {round}, {sc:?}, {}", arm.title())));
+                    }
+                };
+                eprintln!(
+                    "[round {round}/{rounds}] {:>5} {:<24} {:7.2} s to Ready (first pod {:.2} s, all \
+                     created {:.2} s){}; load {:.2}; {:.0} s elapsed",
+                    sc.tag(),
+                    arm.title(),
+                    run.secs,
+                    run.first_pod,
+                    run.all_created,
+                    run.idle
+                        .as_ref()
+                        .and_then(|i| i.operator_reconciles)
+                        .map(|n| format!("; {n} reconciles idle"))
+                        .unwrap_or_default(),
+                    run.load,
+                    started.elapsed().as_secs_f64()
+                );
+                runs.push(run);
+            }
+        }
+    }
+    let load_end = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "\n## Side-by-side benchmark, {date}\n\nLoad average at the start {}, at the end {}; \
+         {:.0} s in all. KWOK pods: the control-plane path only.",
+        load_start
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+        load_end
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+        started.elapsed().as_secs_f64()
+    );
+    println!("{}", report(&runs, &arms, rounds, many_rounds, idle));
+    Ok(())
+}
