@@ -41,11 +41,9 @@
 //! client, so these are every client's requests, the driver's and the controllers'
 //! included), the admission webhooks' time and the pod creations' latency.
 //!
-//! `BENCH_ROUNDS` (default 3) rounds; `BENCH_MANY_ROUNDS` (default 2) of them include the
-//! many-clusters scenario. Needs `KUBECONFIG`, `E2E_STATE` and `E2E_CLUSTER` as
+//! `BENCH_ROUNDS` (default 3) rounds; the first `BENCH_MANY_ROUNDS` (default 1, to stay
+//! near 15 minutes in all) of them include the many-clusters scenario. Needs `KUBECONFIG`, `E2E_STATE` and `E2E_CLUSTER` as
 //! `e2e/run-tests.sh` exports them.
-
-#![allow(clippy::type_complexity)] // tables of (label, getter, width) read best inline
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
@@ -370,7 +368,10 @@ async fn http_get(port: u16, path: &str) -> Result<String> {
 }
 
 /// One sample of the Prometheus text format: name, labels, value.
-fn parse_sample(line: &str) -> Option<(&str, Vec<(String, String)>, f64)> {
+/// A metric's name, labels and value.
+type Sample<'a> = (&'a str, Vec<(String, String)>, f64);
+
+fn parse_sample(line: &str) -> Option<Sample<'_>> {
     if line.starts_with('#') || line.is_empty() {
         return None;
     }
@@ -1456,6 +1457,9 @@ fn ratio(a: f64, b: f64) -> String {
     }
 }
 
+/// A row of a table: title, the figure of a run, decimals.
+type Row = (&'static str, Box<dyn Fn(&Run) -> Option<f64>>, usize);
+
 fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: Duration) -> String {
     let mut o = String::new();
     let of = |sc: Scenario, arm: Arm| -> Vec<&Run> {
@@ -1637,12 +1641,16 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
 
     for sc in scenarios.iter().filter(|s| matches!(s, Scenario::Many(_))) {
         let Scenario::Many(m) = *sc else { continue };
+        let how = if many_rounds == 1 {
+            "One run per arm".to_string()
+        } else {
+            format!("min / median / max of {many_rounds} rounds")
+        };
         let _ = writeln!(
             o,
             "\n### {m} MiniClusters of size 2\n\n\
-             min / median / max of {many_rounds} rounds. CPU from /proc between the first apply \
-             and all {} pods Ready; peak RSS is the operator's VmHWM (it starts for each run); then \
-             {} s idle.\n",
+             {how}. CPU from /proc between the first apply and all {} pods Ready; peak RSS is \
+             the operator's VmHWM (it starts for each run); then {} s idle.\n",
             2 * m,
             idle.as_secs()
         );
@@ -1653,7 +1661,7 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             rule.push_str("--:|");
         }
         let _ = writeln!(o, "{head}\n{rule}");
-        let rows: Vec<(&str, Box<dyn Fn(&Run) -> Option<f64>>, usize)> = vec![
+        let rows: Vec<Row> = vec![
             ("seconds to all pods Ready", Box::new(|r| Some(r.secs)), 2),
             (
                 "operator CPU s",
@@ -1753,7 +1761,7 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
                         )
                     }))
                 };
-                if arms.iter().all(|&a| per(a) < 2.0 || per(a).is_nan()) {
+                if arms.iter().all(|&a| per(a).is_nan() || per(a) < 2.0) {
                     return None;
                 }
                 let mut line = format!("| {k} |");
@@ -1838,7 +1846,7 @@ async fn bench() -> Result<()> {
     let sizes: Vec<usize> = env_list("BENCH_SIZES", "8,64,256")?;
     let rounds: usize = env_or("BENCH_ROUNDS", 3)?;
     let many: usize = env_or("BENCH_MANY", 50)?;
-    let many_rounds: usize = env_or("BENCH_MANY_ROUNDS", 2)?.min(rounds);
+    let many_rounds: usize = env_or("BENCH_MANY_ROUNDS", 1)?.min(rounds);
     let idle = Duration::from_secs(env_or("BENCH_IDLE", 30)?);
     let arms: Vec<Arm> = env_list("BENCH_ARMS", "operator,jobset,go")?;
     ensure!(!arms.is_empty(), "BENCH_ARMS is empty");
@@ -1913,8 +1921,8 @@ async fn bench() -> Result<()> {
     }
     let load_end = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "\n## Side-by-side benchmark, {date}\n\nLoad average at the start {}, at the end {}; \
-         {:.0} s in all. KWOK pods: the control-plane path only.",
+        "\n## Side-by-side benchmark, {date}\n\nLoad average at the start {}, at the end {}, \
+         after each run {:.1} to {:.1}; {:.0} s in all. KWOK pods: the control-plane path only.",
         load_start
             .split_whitespace()
             .take(3)
@@ -1925,6 +1933,10 @@ async fn bench() -> Result<()> {
             .take(3)
             .collect::<Vec<_>>()
             .join(" "),
+        runs.iter().map(|r| r.load).fold(f64::INFINITY, f64::min),
+        runs.iter()
+            .map(|r| r.load)
+            .fold(f64::NEG_INFINITY, f64::max),
         started.elapsed().as_secs_f64()
     );
     println!("{}", report(&runs, &arms, rounds, many_rounds, idle));
