@@ -238,6 +238,10 @@ impl Controllers {
 #[derive(Clone, Debug)]
 struct Idle {
     operator_reconciles: Option<f64>,
+    /// Reconciles in the second half of the window.
+    operator_reconciles_late: Option<f64>,
+    /// Seconds into the window of the operator's last reconcile (0: none in the window).
+    operator_last_reconcile: Option<f64>,
     jobset_reconciles: Option<f64>,
     api: ApiStats,
     cpu: Cpu,
@@ -260,6 +264,8 @@ struct Run {
     api: ApiStats,
     controllers: Option<Controllers>,
     idle: Option<Idle>,
+    /// Apply -> every MiniCluster's status.phase Running (this operator only).
+    running: Option<f64>,
     load: f64,
 }
 
@@ -953,7 +959,10 @@ impl Bench {
                 ])
                 .args(["--log-format", "text", "--metrics-addr"])
                 .arg(format!("127.0.0.1:{metrics_port}"))
-                .env("RUST_LOG", "info");
+                .env(
+                    "RUST_LOG",
+                    std::env::var("BENCH_RUST_LOG").unwrap_or_else(|_| "info".into()),
+                );
                 c
             }
             Arm::Go => {
@@ -1253,6 +1262,29 @@ impl Bench {
         if let Some(p) = &operator {
             self.check_status_writers(ns, p.arm).await?;
         }
+        // This operator's status: until every MiniCluster says Running (after the window
+        // above, so its polling is not counted). The idle window starts after it.
+        let mut running = None;
+        if arm == Arm::Operator {
+            let ar = ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("flux-framework.org", "v1alpha2", "MiniCluster"),
+                "miniclusters",
+            );
+            let mcs: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
+            wait_until(
+                "every MiniCluster Running",
+                Duration::from_secs(120),
+                || async {
+                    let list = mcs.list(&ListParams::default()).await?;
+                    Ok(list
+                        .items
+                        .iter()
+                        .all(|mc| mc.data["status"]["phase"] == "Running"))
+                },
+            )
+            .await?;
+            running = Some(t0.elapsed().as_secs_f64());
+        }
         let mut idle = None;
         if matches!(scenario, Scenario::Many(_)) {
             let op_a = match &operator {
@@ -1261,7 +1293,30 @@ impl Bench {
             };
             let api_a = self.api_stats().await?;
             let cpu_a = self.cpu(op_pid)?;
-            tokio::time::sleep(self.idle).await;
+            // The operator's reconcile count every second: when did it settle?
+            let window = Instant::now();
+            let mut samples: Vec<(f64, f64)> = op_a.map(|c| (0.0, c)).into_iter().collect();
+            while window.elapsed() < self.idle {
+                let left = self.idle.saturating_sub(window.elapsed());
+                tokio::time::sleep(left.min(Duration::from_secs(1))).await;
+                if let Some(p) = &operator
+                    && let Some(c) = p.reconciles().await
+                {
+                    samples.push((window.elapsed().as_secs_f64(), c));
+                }
+            }
+            let half = self.idle.as_secs_f64() / 2.0;
+            let late = samples
+                .iter()
+                .find(|(t, _)| *t >= half)
+                .zip(samples.last())
+                .map(|((_, a), (_, b))| b - a);
+            let last = samples
+                .windows(2)
+                .filter(|w| w[1].1 > w[0].1)
+                .map(|w| w[1].0)
+                .next_back()
+                .or(samples.first().map(|_| 0.0));
             let cpu_b = self.cpu(op_pid)?;
             let api_b = self.api_stats().await?;
             let op_b = match &operator {
@@ -1271,6 +1326,8 @@ impl Bench {
             let ctl_b = self.controllers();
             idle = Some(Idle {
                 operator_reconciles: op_a.zip(op_b).map(|(a, b)| b - a),
+                operator_reconciles_late: late,
+                operator_last_reconcile: last,
                 jobset_reconciles: ctl1
                     .as_ref()
                     .zip(ctl_b.as_ref())
@@ -1291,6 +1348,7 @@ impl Bench {
             api: api1.minus(&api0),
             controllers: ctl0.zip(ctl1).map(|(a, b)| b.minus(&a)),
             idle,
+            running,
             load: load_average(),
         })
     }
@@ -1412,7 +1470,7 @@ where
             "timed out after {} s waiting for {what}",
             timeout.as_secs()
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -1528,16 +1586,16 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             o,
             "\n### Where the time goes (one MiniCluster; medians)\n\n\
              Seconds from apply to the first pod, to all N pods created (seen by the watch), to \
-             all Ready; CPU seconds of each process from apply to all Ready; pod creations' mean \
+             all Ready, to the operator's status saying Running; CPU seconds of each process from apply to all Ready; pod creations' mean \
              latency in the apiserver; admission webhook calls and time (`mpod`/`vpod` are \
              Kueue's and, on JobSet pods, JobSet's too); JobSet reconciles.\n"
         );
         let _ = writeln!(
             o,
-            "| N | arm | first pod | all created | all Ready | operator CPU | apiserver CPU | \
-             JobSet CPU | kcm CPU | scheduler CPU | kwok CPU | etcd CPU | pod POST ms | webhook calls | \
-             webhook s | JobSet reconciles |\n\
-             |--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+            "| N | arm | first pod | all created | all Ready | status Running | operator CPU | \
+             apiserver CPU | JobSet CPU | kcm CPU | scheduler CPU | kwok CPU | etcd CPU | \
+             pod POST ms | webhook calls | webhook s | JobSet reconciles |\n\
+             |--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
         );
         for &n in &singles {
             let sc = Scenario::Single(n);
@@ -1553,11 +1611,12 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
                 };
                 let _ = writeln!(
                     o,
-                    "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     a.title(),
                     f(m(&|r| Some(r.first_pod)), 2),
                     f(m(&|r| Some(r.all_created)), 2),
                     f(m(&|r| Some(r.secs)), 2),
+                    f(m(&|r| r.running), 2),
                     f(cpu("operator"), 2),
                     f(cpu("kube-apiserver"), 2),
                     f(cpu("jobset"), 2),
@@ -1664,6 +1723,11 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
         let rows: Vec<Row> = vec![
             ("seconds to all pods Ready", Box::new(|r| Some(r.secs)), 2),
             (
+                "seconds to all MiniClusters Running (status)",
+                Box::new(|r| r.running),
+                2,
+            ),
+            (
                 "operator CPU s",
                 Box::new(|r| r.cpu.get("operator").copied()),
                 2,
@@ -1693,6 +1757,16 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             (
                 "idle: operator reconciles",
                 Box::new(|r| r.idle.as_ref()?.operator_reconciles),
+                0,
+            ),
+            (
+                "idle: operator reconciles in its second half",
+                Box::new(|r| r.idle.as_ref()?.operator_reconciles_late),
+                0,
+            ),
+            (
+                "idle: seconds into it of the last reconcile",
+                Box::new(|r| r.idle.as_ref()?.operator_last_reconcile),
                 0,
             ),
             (
