@@ -157,6 +157,33 @@ pub fn trim_pod(pod: &mut Pod) {
     pod.spec = None;
 }
 
+/// The objects of a metadata store that `mine` selects and `mc` controls, with the hash
+/// each was applied with.
+fn owned_objects<K>(
+    store: &Store<PartialObjectMeta<K>>,
+    mc: &MiniCluster,
+    mine: &dyn Fn(&kube::api::ObjectMeta) -> bool,
+) -> Vec<OwnedObject>
+where
+    PartialObjectMeta<K>: Resource + Clone,
+    <PartialObjectMeta<K> as Resource>::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store
+        .state()
+        .iter()
+        .filter(|o| mine(&o.metadata) && controlled_by(o.as_ref(), mc))
+        .map(|o| OwnedObject {
+            name: o.metadata.name.clone().unwrap_or_default(),
+            applied: o
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::render::APPLIED_ANNOTATION))
+                .cloned(),
+        })
+        .collect()
+}
+
 fn config(labelled: bool) -> watcher::Config {
     let config = watcher::Config::default();
     if labelled {
@@ -212,34 +239,14 @@ impl Index {
             _ => None,
         };
         let secret_name = crate::render::curve_secret_name(mc);
-        let secret = match self.secrets.get(&ObjectRef::new(&secret_name).within(&ns)) {
-            None => Presence::Absent,
-            Some(s) if controlled_by(s.as_ref(), mc) => Presence::Owned,
-            Some(s) if s.metadata.deletion_timestamp.is_some() => Presence::Terminating,
-            Some(_) => Presence::Foreign,
-        };
-        let owned = |meta: &kube::api::ObjectMeta, obj: &dyn Fn() -> bool| {
-            (mine(meta) && obj()).then(|| OwnedObject {
-                name: meta.name.clone().unwrap_or_default(),
-                applied: meta
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(crate::render::APPLIED_ANNOTATION))
-                    .cloned(),
-            })
-        };
-        let config_maps = self
-            .config_maps
-            .state()
-            .iter()
-            .filter_map(|c| owned(&c.metadata, &|| controlled_by(c.as_ref(), mc)))
-            .collect();
-        let services = self
-            .services
-            .state()
-            .iter()
-            .filter_map(|s| owned(&s.metadata, &|| controlled_by(s.as_ref(), mc)))
-            .collect();
+        let secret = Presence::of(
+            self.secrets
+                .get(&ObjectRef::new(&secret_name).within(&ns))
+                .as_deref(),
+            mc,
+        );
+        let config_maps = owned_objects(&self.config_maps, mc, &mine);
+        let services = owned_objects(&self.services, mc, &mine);
         let services_job = self
             .jobs
             .get(&ObjectRef::new(&crate::render::services_job_name(mc)).within(&ns));

@@ -65,6 +65,18 @@ pub enum Presence {
     Foreign,
 }
 
+impl Presence {
+    /// Whose the object `obj` of one of `mc`'s names is (`None`: no such object).
+    pub fn of(obj: Option<&impl kube::Resource>, mc: &MiniCluster) -> Self {
+        match obj {
+            None => Presence::Absent,
+            Some(o) if controlled_by(o, mc) => Presence::Owned,
+            Some(o) if o.meta().deletion_timestamp.is_some() => Presence::Terminating,
+            Some(_) => Presence::Foreign,
+        }
+    }
+}
+
 /// An owned object the watches hold: its name and the hash it was applied with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnedObject {

@@ -97,15 +97,7 @@ async fn confirm_absence(
         let found = Api::<Secret>::namespaced(ctx.client.clone(), ns)
             .get_metadata_opt(&status.curve_secret)
             .await?;
-        if let Some(secret) = found {
-            observed.secret = if super::owned::controlled_by(&secret, mc) {
-                Presence::Owned
-            } else if secret.metadata.deletion_timestamp.is_some() {
-                Presence::Terminating
-            } else {
-                Presence::Foreign
-            };
-        }
+        observed.secret = Presence::of(found.as_ref(), mc);
     }
     Ok(())
 }
