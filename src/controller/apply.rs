@@ -172,6 +172,14 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
             delete(&Api::<ConfigMap>::namespaced(client, ns), name).await
         }
         Step::DeleteService(name) => delete(&Api::<Service>::namespaced(client, ns), name).await,
+        Step::DeleteJobSet => delete(&Api::<JobSet>::namespaced(client, ns), mc.name()).await,
+        Step::DeleteServicesJob => {
+            delete(
+                &Api::<Job>::namespaced(client, ns),
+                &render::services_job_name(mc),
+            )
+            .await
+        }
         Step::DeleteMiniCluster => Ok(()),
     }
 }

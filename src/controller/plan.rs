@@ -104,6 +104,11 @@ pub enum Step {
     UpdateServicesJob(serde_json::Value),
     DeleteConfigMap(String),
     DeleteService(String),
+    /// `ttlSecondsAfterFinished` has passed since the recorded completion: delete the
+    /// JobSet (its pods go with it).
+    DeleteJobSet,
+    /// The same, for the services pod's Job.
+    DeleteServicesJob,
     /// `spec.cleanup`: delete the finished MiniCluster.
     DeleteMiniCluster,
 }
@@ -365,7 +370,36 @@ pub fn plan(
         );
     }
 
-    // 9. Clean up a finished cluster when asked.
+    // 9. `ttlSecondsAfterFinished`, counted by the operator from the completion its status
+    // recorded: the JobSet is never deleted before the status says the cluster finished,
+    // so a finished cluster cannot be mistaken for a deleted running one.
+    let mut requeue = None;
+    if let (Some(ttl), Some(done)) = (mc.spec.ttl_seconds_after_finished, &old.completion_time) {
+        let alive = |meta: &kube::api::ObjectMeta| meta.deletion_timestamp.is_none();
+        let jobset_left = jobset.is_some_and(|js| alive(&js.metadata));
+        let job_left = observed
+            .services_job
+            .as_deref()
+            .is_some_and(|j| controlled_by(j, mc) && alive(&j.metadata));
+        if jobset_left || job_left {
+            let expires = done
+                .0
+                .saturating_add(jiff::SignedDuration::from_secs(i64::from(ttl.max(0))))
+                .unwrap_or(Timestamp::MAX);
+            if now >= expires {
+                if jobset_left {
+                    steps.push(Step::DeleteJobSet);
+                }
+                if job_left {
+                    steps.push(Step::DeleteServicesJob);
+                }
+            } else {
+                requeue = Some(Duration::try_from(expires.duration_since(now)).unwrap_or_default());
+            }
+        }
+    }
+
+    // 10. Clean up a finished cluster when asked.
     if mc.spec.cleanup && new.phase.is_some_and(Phase::is_finished) {
         steps.push(Step::DeleteMiniCluster);
     }
@@ -375,7 +409,7 @@ pub fn plan(
         steps,
         status: new,
         events,
-        requeue: None,
+        requeue,
     })
 }
 

@@ -214,6 +214,8 @@ fn steps(plan: &Plan) -> Vec<String> {
             Step::DeleteConfigMap(n) => format!("delete ConfigMap {n}"),
             Step::DeleteService(n) => format!("delete Service {n}"),
             Step::DeleteMiniCluster => "delete MiniCluster".to_string(),
+            Step::DeleteJobSet => "delete JobSet".to_string(),
+            Step::DeleteServicesJob => "delete services Job".to_string(),
         })
         .collect()
 }
@@ -536,4 +538,64 @@ fn the_services_pod_job_is_made_once_and_then_only_follows_suspend() {
             "update services Job {\"suspend\":true}".to_string()
         ]
     );
+}
+
+/// A cluster with `ttlSecondsAfterFinished: 30` whose JobSet completed at `now()`.
+fn finished_with_ttl(completion_recorded: bool) -> Seen {
+    let mc = Mc::new(2).running().status(|s| {
+        if completion_recorded {
+            s.phase = Some(Phase::Succeeded);
+            s.completion_time = Some(Time(now()));
+        }
+    });
+    let mut mc = mc;
+    mc.0.spec.ttl_seconds_after_finished = Some(30);
+    Seen::everything(&mc, 0).jobset(completed)
+}
+
+#[test]
+fn the_ttl_runs_from_the_recorded_completion_and_deletes_the_jobset_only_after_it() {
+    // The reconcile that sees the JobSet finish records the completion and deletes nothing,
+    // even with a TTL of 0: the deletion must never come before the status says finished.
+    let mut first = finished_with_ttl(false);
+    first.mc.spec.ttl_seconds_after_finished = Some(0);
+    let p = first.plan();
+    assert_eq!(p.status.phase, Some(Phase::Succeeded));
+    assert!(p.status.completion_time.is_some());
+    assert!(steps(&p).is_empty(), "{:?}", steps(&p));
+
+    // Recorded, TTL not yet over: nothing deleted, a requeue at the expiry.
+    let seen = finished_with_ttl(true);
+    let early = plan(
+        &seen.mc,
+        &seen.observed,
+        &env(),
+        now() + jiff::SignedDuration::from_secs(10),
+    )
+    .unwrap();
+    assert!(steps(&early).is_empty());
+    assert_eq!(early.requeue, Some(Duration::from_secs(20)));
+
+    // Over: the JobSet goes, the cluster stays Succeeded.
+    let late = plan(
+        &seen.mc,
+        &seen.observed,
+        &env(),
+        now() + jiff::SignedDuration::from_secs(30),
+    )
+    .unwrap();
+    assert_eq!(steps(&late), ["delete JobSet"]);
+    assert_eq!(late.status.phase, Some(Phase::Succeeded));
+
+    // Without a TTL the finished JobSet stays.
+    let mut kept = finished_with_ttl(true);
+    kept.mc.spec.ttl_seconds_after_finished = None;
+    let p = plan(
+        &kept.mc,
+        &kept.observed,
+        &env(),
+        now() + jiff::SignedDuration::from_secs(3600),
+    )
+    .unwrap();
+    assert!(steps(&p).is_empty());
 }

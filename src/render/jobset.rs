@@ -64,7 +64,10 @@ pub fn jobset(mc: &MiniCluster, config_map: &str) -> JobSet {
                 max_restarts: Some(0),
             }),
             suspend: Some(mc.spec.suspend || queued),
-            ttl_seconds_after_finished: mc.spec.ttl_seconds_after_finished,
+            // `ttlSecondsAfterFinished` is counted by the operator from the completion it
+            // recorded (see controller::plan), never by JobSet: a JobSet gone before the
+            // operator saw it finish would look like one deleted under a running cluster.
+            ttl_seconds_after_finished: None,
         },
         status: None,
     }

@@ -227,14 +227,18 @@ async fn a_finished_cluster_never_runs_again_after_its_ttl() -> Result<()> {
     wait_phase(&mcs, &name, Phase::Running).await?;
     crate::operator::finish_lead(&ns, &name).await?;
     wait_phase(&mcs, &name, Phase::Succeeded).await?;
-    // The services Job, deleted after the cluster finished, is not made again either.
+    // The operator counts the TTL from the completion it recorded, and deletes the JobSet
+    // and the services Job when it is over.
     let jobs: Api<Job> = ns.api();
     let services_job = format!("{name}-services");
-    jobs.delete(&services_job, &Default::default()).await?;
-
     let jobsets: Api<JobSet> = ns.api();
-    wait_for("JobSet deleted after its TTL", TIMEOUT, || async {
-        Ok(jobsets.get_opt(&name).await?.is_none().then_some(()))
+    wait_for("JobSet and services Job deleted after the TTL", TIMEOUT, || async {
+        let jobset_gone = jobsets.get_opt(&name).await?.is_none();
+        let job_gone = jobs
+            .get_opt(&services_job)
+            .await?
+            .is_none_or(|j| j.metadata.deletion_timestamp.is_some());
+        Ok((jobset_gone && job_gone).then_some(()))
     })
     .await?;
     // Give a wrong operator every chance to re-create it.
