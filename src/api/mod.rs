@@ -50,6 +50,28 @@ impl MiniCluster {
             .max(1)
     }
 
+    /// Whether the instance saves to and restores from `spec.archive.path`.
+    pub fn has_archive(&self) -> bool {
+        !self.spec.archive.path.trim().is_empty()
+    }
+
+    /// Seconds running jobs get before the archive is saved (`spec.archive.gracePeriodSeconds`).
+    pub fn archive_grace_seconds(&self) -> i32 {
+        self.spec
+            .archive
+            .grace_period_seconds
+            .unwrap_or(spec::DEFAULT_GRACE_SECONDS)
+            .clamp(0, 3600)
+    }
+
+    /// Seconds the jobs on a leaving follower get (`spec.drainGracePeriodSeconds`).
+    pub fn drain_grace_seconds(&self) -> i32 {
+        self.spec
+            .drain_grace_period_seconds
+            .unwrap_or(spec::DEFAULT_GRACE_SECONDS)
+            .clamp(0, 3600)
+    }
+
     /// Name of the MiniCluster (empty only for malformed objects).
     pub fn name(&self) -> &str {
         self.metadata.name.as_deref().unwrap_or_default()

@@ -77,8 +77,8 @@ pub const DEFAULT_DEADLINE_SECONDS: i64 = 31_500_000;
         "has(self.services) == has(oldSelf.services) && has(self.jobLabels) == has(oldSelf.jobLabels) && has(self.resourceClaims) == has(oldSelf.resourceClaims)"
     ).message("services, jobLabels and resourceClaims are immutable: delete and re-create the MiniCluster to change them").reason(kube::core::Reason::FieldValueForbidden),
     validation = kube::core::Rule::new(
-        "(has(self.maxSize) == has(oldSelf.maxSize) && (!has(self.maxSize) || self.maxSize == oldSelf.maxSize)) && (has(self.minSize) == has(oldSelf.minSize) && (!has(self.minSize) || self.minSize == oldSelf.minSize)) && (has(self.backoffLimit) == has(oldSelf.backoffLimit) && (!has(self.backoffLimit) || self.backoffLimit == oldSelf.backoffLimit)) && (has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished))"
-    ).message("maxSize, minSize, backoffLimit and ttlSecondsAfterFinished are immutable: delete and re-create the MiniCluster to change them").reason(kube::core::Reason::FieldValueForbidden),
+        "(has(self.maxSize) == has(oldSelf.maxSize) && (!has(self.maxSize) || self.maxSize == oldSelf.maxSize)) && (has(self.minSize) == has(oldSelf.minSize) && (!has(self.minSize) || self.minSize == oldSelf.minSize)) && (has(self.backoffLimit) == has(oldSelf.backoffLimit) && (!has(self.backoffLimit) || self.backoffLimit == oldSelf.backoffLimit)) && (has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished)) && (has(self.drainGracePeriodSeconds) == has(oldSelf.drainGracePeriodSeconds) && (!has(self.drainGracePeriodSeconds) || self.drainGracePeriodSeconds == oldSelf.drainGracePeriodSeconds))"
+    ).message("maxSize, minSize, backoffLimit, ttlSecondsAfterFinished and drainGracePeriodSeconds are immutable: delete and re-create the MiniCluster to change them").reason(kube::core::Reason::FieldValueForbidden),
 )]
 pub struct MiniClusterSpec {
     /// Containers of every broker pod. Exactly one runs Flux (`runFlux`; with a single
@@ -204,6 +204,15 @@ pub struct MiniClusterSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub ttl_seconds_after_finished: Option<i32>,
+
+    /// When a follower's pod stops while the cluster runs (a shrink of `size`, an eviction):
+    /// its rank is drained in Flux at once (no new work there) and the jobs running on it get
+    /// this long to finish (default 60); what still runs then is requeued (submitted again,
+    /// the old id canceled with a note naming the new one). The followers' termination grace
+    /// period is this plus 15 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 3600))]
+    pub drain_grace_period_seconds: Option<i32>,
 }
 
 fn one() -> i32 {
@@ -576,13 +585,48 @@ pub struct LoggingSpec {
     pub zeromq: bool,
 }
 
-/// Flux state archive.
+/// Flux state archive: the instance's queue and job history, saved when the cluster stops
+/// and restored by the next MiniCluster with the same path.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct MiniClusterArchive {
-    /// Path of the archive to restore at start.
+    /// Path of the archive in the lead broker's container (on a volume that outlives the
+    /// pod): restored at start when it exists, saved there when the instance stops.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub path: String,
+
+    /// What happens to running jobs when the cluster is stopped from outside (deleted,
+    /// suspended, preempted by Kueue): `Finish` (default) gives them up to
+    /// `gracePeriodSeconds` and cancels what still runs; `Cancel` cancels them at once.
+    /// Either way they stay in the archive, canceled, with a note saying why.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub running_jobs: RunningJobs,
+
+    /// Longest time running jobs get to finish before the archive is saved (default 60).
+    /// The lead pod's termination grace period is this plus 30 s for the save itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 3600))]
+    pub grace_period_seconds: Option<i32>,
 }
+
+/// `spec.archive.runningJobs`.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum RunningJobs {
+    /// Let running jobs finish, up to the grace period.
+    #[default]
+    Finish,
+    /// Cancel running jobs at once.
+    Cancel,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// Default of `spec.archive.gracePeriodSeconds` and `spec.drainGracePeriodSeconds`.
+pub const DEFAULT_GRACE_SECONDS: i32 = 60;
 
 /// Pod-level settings of the broker pods.
 #[derive(

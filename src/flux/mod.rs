@@ -177,6 +177,30 @@ pub enum Role {
     Worker,
 }
 
+/// Seconds the lead broker's pod gets, after the jobs' grace, to stop the instance and write
+/// the archive (`flux shutdown` with the content dump, then the atomic rename).
+pub const SAVE_SECONDS: i32 = 30;
+/// Seconds a follower's pod gets, after the jobs' grace, to requeue what still runs on its
+/// rank and stop its broker.
+pub const LEAVE_SECONDS: i32 = 15;
+
+/// The termination grace period of a broker pod: long enough for the stop its entrypoint
+/// does on SIGTERM (see the `lead.sh.j2` and `worker.sh.j2` templates). `None` keeps
+/// Kubernetes' default (30 s), for a lead without an archive.
+pub fn termination_grace_seconds(mc: &MiniCluster, role: Role) -> Option<i64> {
+    let save = mc
+        .has_archive()
+        .then(|| mc.archive_grace_seconds() + SAVE_SECONDS);
+    match role {
+        Role::Lead => save.map(i64::from),
+        // A follower stopped with the whole cluster keeps its broker up while the lead
+        // waits for the jobs to finish (they may run on this rank).
+        Role::Worker => Some(i64::from(
+            (mc.drain_grace_seconds() + LEAVE_SECONDS).max(save.unwrap_or(0)),
+        )),
+    }
+}
+
 /// What the operator knows about the cluster it runs in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Context {

@@ -16,7 +16,7 @@ use super::{
     BROKER_DIR, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, KEY_MOUNT, RESOURCE_PATH,
     RUN_MOUNT, SOCKET_PATH,
 };
-use crate::api::{MiniCluster, MiniClusterContainer, is_dns_label};
+use crate::api::{MiniCluster, MiniClusterContainer, RunningJobs, is_dns_label};
 
 /// File names in the ConfigMap (keys of its `data`).
 ///
@@ -403,10 +403,25 @@ struct BrokerScript {
     broker_opts: Vec<String>,
     socket: bool,
     archive: Option<String>,
+    /// What the lead does with the queue on SIGTERM (`spec.archive`).
+    save: Option<Save>,
+    /// `spec.drainGracePeriodSeconds`.
+    drain_grace: i32,
     prefix: String,
     wrap: Option<String>,
     program: Vec<String>,
     complete_workers: bool,
+}
+
+/// The lead's save on SIGTERM (`spec.archive`).
+#[derive(Serialize)]
+struct Save {
+    /// `spec.archive.gracePeriodSeconds`.
+    grace: i32,
+    /// Running jobs get the grace (`runningJobs: Finish`) or are canceled at once.
+    finish: bool,
+    /// `spec.archive.runningJobs`, as written in the spec.
+    running_jobs: &'static str,
 }
 
 /// The R file the entrypoint writes when broker.toml has a `[resource]` table.
@@ -646,9 +661,19 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
         logs_dir: batch.then(|| quote(logs).into_owned()),
         hooks,
         broker_opts: broker_opts.iter().map(|o| quote(o).into_owned()).collect(),
-        socket: !flux.disable_socket,
-        archive: (lead && !mc.spec.archive.path.trim().is_empty())
-            .then(|| quote(&mc.spec.archive.path).into_owned()),
+        // The save and the drain on SIGTERM talk to the instance through the socket: an
+        // archive keeps it even with `disableSocket`.
+        socket: !flux.disable_socket || mc.has_archive(),
+        archive: (lead && mc.has_archive()).then(|| quote(&mc.spec.archive.path).into_owned()),
+        save: (lead && mc.has_archive()).then(|| Save {
+            grace: mc.archive_grace_seconds(),
+            finish: mc.spec.archive.running_jobs == RunningJobs::Finish,
+            running_jobs: match mc.spec.archive.running_jobs {
+                RunningJobs::Finish => "Finish",
+                RunningJobs::Cancel => "Cancel",
+            },
+        }),
+        drain_grace: mc.drain_grace_seconds(),
         prefix,
         wrap,
         program,

@@ -74,6 +74,7 @@ pub fn pod_template(mc: &MiniCluster, role: Role, config_map: &str) -> PodTempla
                 }
                 .to_string(),
             ),
+            termination_grace_period_seconds: crate::flux::termination_grace_seconds(mc, role),
             share_process_namespace: spec.share_process_namespace.then_some(true),
             service_account_name: non_empty(&pod.service_account_name),
             automount_service_account_token: pod.automount_service_account_token,

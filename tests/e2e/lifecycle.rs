@@ -232,14 +232,18 @@ async fn a_finished_cluster_never_runs_again_after_its_ttl() -> Result<()> {
     let jobs: Api<Job> = ns.api();
     let services_job = format!("{name}-services");
     let jobsets: Api<JobSet> = ns.api();
-    wait_for("JobSet and services Job deleted after the TTL", TIMEOUT, || async {
-        let jobset_gone = jobsets.get_opt(&name).await?.is_none();
-        let job_gone = jobs
-            .get_opt(&services_job)
-            .await?
-            .is_none_or(|j| j.metadata.deletion_timestamp.is_some());
-        Ok((jobset_gone && job_gone).then_some(()))
-    })
+    wait_for(
+        "JobSet and services Job deleted after the TTL",
+        TIMEOUT,
+        || async {
+            let jobset_gone = jobsets.get_opt(&name).await?.is_none();
+            let job_gone = jobs
+                .get_opt(&services_job)
+                .await?
+                .is_none_or(|j| j.metadata.deletion_timestamp.is_some());
+            Ok((jobset_gone && job_gone).then_some(()))
+        },
+    )
     .await?;
     // Give a wrong operator every chance to re-create it.
     tokio::time::sleep(Duration::from_secs(5)).await;
