@@ -84,6 +84,8 @@ const LEAD: &str = include_str!("templates/lead.sh.j2");
 const WORKER: &str = include_str!("templates/worker.sh.j2");
 const SERVICE: &str = include_str!("templates/service.sh.j2");
 const VIEW_INIT: &str = include_str!("templates/view-init.sh.j2");
+const RESTORE_HOLD: &str = include_str!("templates/restore-hold.py.j2");
+const RESTORE_RELEASE: &str = include_str!("templates/restore-release.py.j2");
 
 /// What the lead broker runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -488,6 +490,8 @@ fn environment() -> Environment<'static> {
         ("worker.sh.j2", WORKER),
         ("service.sh.j2", SERVICE),
         ("view-init.sh.j2", VIEW_INIT),
+        ("restore-hold.py.j2", RESTORE_HOLD),
+        ("restore-release.py.j2", RESTORE_RELEASE),
     ] {
         env.add_template(name, source)
             .expect("the built-in templates parse");
