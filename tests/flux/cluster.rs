@@ -283,6 +283,25 @@ impl MiniClusterRun {
         }
     }
 
+    /// Delete follower pods together, each with its own termination grace period, as the
+    /// Job controller and the kubelet do when the followers' Job shrinks.
+    pub fn delete_workers_as_kubelet(&mut self, indices: &[i32]) {
+        let pods: Vec<Arc<Pod>> = indices
+            .iter()
+            .filter_map(|i| self.workers.remove(i))
+            .collect();
+        delete_together(&pods);
+    }
+
+    /// Delete every pod together, each with its own termination grace period: the
+    /// MiniCluster deleted or suspended, or its Workload preempted by Kueue.
+    pub fn delete_all_as_kubelet(&mut self) {
+        let mut pods: Vec<Arc<Pod>> = std::mem::take(&mut self.workers).into_values().collect();
+        pods.extend(self.lead.clone());
+        pods.extend(self.services.take());
+        delete_together(&pods);
+    }
+
     /// Whether the lead's pod template has a container of this name.
     pub fn lead_spec_has(&self, container: &str) -> bool {
         self.lead_spec
@@ -420,6 +439,15 @@ impl MiniClusterRun {
         }
         out
     }
+}
+
+/// Delete `pods` at once, each with its `terminationGracePeriodSeconds`.
+fn delete_together(pods: &[Arc<Pod>]) {
+    std::thread::scope(|s| {
+        for p in pods {
+            s.spawn(move || p.delete(p.termination_grace()));
+        }
+    });
 }
 
 impl Drop for MiniClusterRun {

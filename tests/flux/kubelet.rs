@@ -971,6 +971,16 @@ impl Pod {
         }
     }
 
+    /// The pod's `terminationGracePeriodSeconds` (Kubernetes' default: 30 s).
+    pub fn termination_grace(&self) -> Duration {
+        Duration::from_secs(
+            self.spec
+                .termination_grace_period_seconds
+                .unwrap_or(30)
+                .max(0) as u64,
+        )
+    }
+
     /// Delete the pod as the kubelet does: SIGTERM to every container's PID 1, SIGKILL after
     /// the grace period, then the sandbox goes (volumes, address, DNS name).
     pub fn delete(&self, grace: Duration) {

@@ -204,3 +204,83 @@ spec:
     run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
+
+/// A shrink (the followers' Job deletes its highest pods; each gets SIGTERM and its grace):
+/// the leaving ranks are drained; a job there that ends within `drainGracePeriodSeconds`
+/// finishes normally; one that does not is requeued (a new id, queued; the old one canceled
+/// with a note naming it). (That the rank, back after a grow, is undrained and takes new
+/// work is `elastic_cluster_grows_to_max_size_and_shrinks_back_...`.)
+#[test]
+fn a_shrink_lets_a_job_finish_within_the_grace_and_requeues_one_that_cannot() {
+    let yaml = "apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata:
+  name: drain
+spec:
+  size: 3
+  interactive: true
+  drainGracePeriodSeconds: 10
+  containers:
+    - image: rockylinux:9
+";
+    let mut run = MiniClusterRun::start(minicluster(yaml), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
+    let short = run
+        .flux_ok("submit -N1 --requires=rank:2 bash -c 'sleep 5; echo finished'")
+        .trim()
+        .to_string();
+    // Rank 0 is kept busy, so the long job lands on rank 1 without a constraint (a requeued
+    // copy of a job pinned to a leaving rank could never run).
+    let blocker = run
+        .flux_ok("submit -N1 --requires=rank:0 sleep 600")
+        .trim()
+        .to_string();
+    run.wait_flux(&format!("jobs -no {{state}} {blocker}"), RUN, |o| {
+        o.trim() == "RUN"
+    });
+    run.wait_flux(&format!("jobs -no {{state}} {short}"), RUN, |o| {
+        o.trim() == "RUN"
+    });
+    let long = run.flux_ok("submit -N1 sleep 600").trim().to_string();
+    run.wait_flux(&format!("jobs -no {{state}} {long}"), RUN, |o| {
+        o.trim() == "RUN"
+    });
+    assert_eq!(
+        run.flux_ok(&format!("jobs -no {{ranks}} {long}")).trim(),
+        "1"
+    );
+    assert_eq!(
+        run.workers[&0].termination_grace(),
+        Duration::from_secs(10 + 15)
+    );
+
+    run.delete_workers_as_kubelet(&[0, 1]);
+    assert_eq!(
+        run.flux_ok(&format!("jobs -no {{result}} {short}")).trim(),
+        "COMPLETED",
+        "{}",
+        run.debug()
+    );
+    assert_eq!(
+        run.flux_ok(&format!("jobs -no {{result}} {long}")).trim(),
+        "CANCELED"
+    );
+    let note = run.flux_ok(&format!("job eventlog {long}"));
+    let requeued = note
+        .split("requeued as ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or_else(|| panic!("no requeue note: {note}\n{}", run.debug()))
+        .to_string();
+    assert_eq!(
+        run.flux_ok(&format!("jobs -no {{state}} {requeued}"))
+            .trim(),
+        "SCHED",
+        "the requeued job is queued: {}",
+        run.flux(&format!("job eventlog {requeued}")).1
+    );
+
+    run.flux_ok(&format!("cancel {requeued} {blocker}"));
+    run.shutdown();
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}

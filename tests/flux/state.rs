@@ -154,3 +154,126 @@ fn saved_queue_restores(scheduler: &str) {
     b.shutdown();
     assert_eq!(b.wait_lead(RUN), 0, "{}", b.debug());
 }
+
+/// The pod deletion path (the MiniCluster deleted or suspended, Kueue preemption): every pod
+/// gets SIGTERM at once and its own termination grace period, as from the kubelet.
+/// `runningJobs: Finish` (the default): running jobs finish within the grace, the queue is
+/// saved, and a smaller cluster restores all ten jobs with their ids: none lost.
+#[test]
+fn a_deleted_cluster_lets_running_jobs_finish_saves_its_queue_and_a_smaller_cluster_runs_all_ten() {
+    let host = tempfile::tempdir().unwrap();
+    let host_dir = host.path().display().to_string();
+    let yaml = |name: &str, size: i32| {
+        with_archive(name, size, &host_dir, FLUXION).replace(
+            "    path: /state/flux.tar.gz\n",
+            "    path: /state/flux.tar.gz\n    gracePeriodSeconds: 40\n",
+        )
+    };
+    let mut a = MiniClusterRun::start(minicluster(&yaml("stop", 3)), Start::default());
+    assert_eq!(
+        a.lead().termination_grace(),
+        Duration::from_secs(40 + 30),
+        "the lead's pod leaves the time for the jobs and the save"
+    );
+    a.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
+    // Three jobs hold the three nodes (long enough to be running when the pods go, short
+    // enough to finish in the grace); seven wait.
+    let running: Vec<String> = (0..3)
+        .map(|i| {
+            a.flux_ok(&format!("submit -N1 bash -c 'sleep 8; echo ran-{i}'"))
+                .trim()
+                .to_string()
+        })
+        .collect();
+    for id in &running {
+        a.wait_flux(&format!("jobs -no {{state}} {id}"), RUN, |o| {
+            o.trim() == "RUN"
+        });
+    }
+    let pending: Vec<String> = (0..7)
+        .map(|i| {
+            a.flux_ok(&format!("submit -N1 echo restored-{i}"))
+                .trim()
+                .to_string()
+        })
+        .collect();
+    for id in &pending {
+        a.wait_flux(&format!("jobs -no {{state}} {id}"), RUN, |o| {
+            o.trim() == "SCHED"
+        });
+    }
+    a.delete_all_as_kubelet();
+    let log = a.lead_log();
+    assert!(
+        log.contains("SIGTERM: stopping the queue")
+            && log.contains("saved Flux state to /state/flux.tar.gz"),
+        "{}",
+        a.debug()
+    );
+    assert!(!host.path().join(".partial-flux.tar.gz").exists());
+    drop(a);
+
+    // A cluster of 2 with the same archive: every id, every job, none lost.
+    let b = MiniClusterRun::start(minicluster(&yaml("resume", 2)), Start::default());
+    b.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    for id in &pending {
+        b.wait_flux(&format!("jobs -no {{result}} {id}"), RUN, |o| {
+            !o.trim().is_empty()
+        });
+    }
+    let all = jobs(&b);
+    let lost: Vec<&String> = running
+        .iter()
+        .chain(&pending)
+        .filter(|id| all.get(*id).map(String::as_str) != Some("COMPLETED"))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "jobs not completed with their id: {lost:?} of {all:?}\n{}",
+        b.debug()
+    );
+    let out = b.flux_ok(&format!("job attach {}", running[1]));
+    assert!(out.contains("ran-1"), "{out}");
+    b.shutdown();
+    assert_eq!(b.wait_lead(RUN), 0, "{}", b.debug());
+}
+
+/// `runningJobs: Cancel`: the save does not wait; the running job stays in the archive,
+/// canceled, with the note saying why.
+#[test]
+fn cancel_policy_saves_at_once_and_reports_the_running_job_as_canceled_with_why() {
+    let host = tempfile::tempdir().unwrap();
+    let host_dir = host.path().display().to_string();
+    let yaml = |name: &str| {
+        with_archive(name, 2, &host_dir, SIMPLE).replace(
+            "    path: /state/flux.tar.gz\n",
+            "    path: /state/flux.tar.gz\n    runningJobs: Cancel\n",
+        )
+    };
+    let mut a = MiniClusterRun::start(minicluster(&yaml("quick")), Start::default());
+    a.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    let id = a.flux_ok("submit -N1 sleep 600").trim().to_string();
+    a.wait_flux(&format!("jobs -no {{state}} {id}"), RUN, |o| {
+        o.trim() == "RUN"
+    });
+    let started = std::time::Instant::now();
+    a.delete_all_as_kubelet();
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the save waited for the job: {:?}",
+        started.elapsed()
+    );
+    assert!(a.lead_log().contains("saved Flux state"), "{}", a.debug());
+    drop(a);
+
+    let b = MiniClusterRun::start(minicluster(&yaml("after")), Start::default());
+    b.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    assert_eq!(jobs(&b).get(&id).map(String::as_str), Some("CANCELED"));
+    let why = b.flux_ok(&format!("job eventlog {id}"));
+    assert!(
+        why.contains("still running when the instance was saved to the archive"),
+        "{why}"
+    );
+    b.shutdown();
+    assert_eq!(b.wait_lead(RUN), 0, "{}", b.debug());
+}
