@@ -176,11 +176,11 @@ fn a_deleted_cluster_lets_running_jobs_finish_saves_its_queue_and_a_smaller_clus
         "the lead's pod leaves the time for the jobs and the save"
     );
     a.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
-    // Three jobs hold the three nodes (long enough to be running when the pods go, short
-    // enough to finish in the grace); seven wait.
+    // Three jobs hold the three nodes (long enough to be still running when the pods go,
+    // also on a loaded machine; short enough to finish in the grace); seven wait.
     let running: Vec<String> = (0..3)
         .map(|i| {
-            a.flux_ok(&format!("submit -N1 bash -c 'sleep 8; echo ran-{i}'"))
+            a.flux_ok(&format!("submit -N1 bash -c 'sleep 20; echo ran-{i}'"))
                 .trim()
                 .to_string()
         })
