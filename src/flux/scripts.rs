@@ -422,8 +422,8 @@ struct Save {
     grace: i32,
     /// Running jobs get the grace (`runningJobs: Finish`) or are canceled at once.
     finish: bool,
-    /// `spec.archive.runningJobs`, as written in the spec.
-    running_jobs: &'static str,
+    /// `spec.archive.runningJobs` (serialized as written in the spec).
+    running_jobs: RunningJobs,
 }
 
 /// The R file the entrypoint writes when broker.toml has a `[resource]` table.
@@ -672,10 +672,7 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
         save: (lead && mc.has_archive()).then(|| Save {
             grace: mc.archive_grace_seconds(),
             finish: mc.spec.archive.running_jobs == RunningJobs::Finish,
-            running_jobs: match mc.spec.archive.running_jobs {
-                RunningJobs::Finish => "Finish",
-                RunningJobs::Cancel => "Cancel",
-            },
+            running_jobs: mc.spec.archive.running_jobs,
         }),
         drain_grace: mc.drain_grace_seconds(),
         prefix,
