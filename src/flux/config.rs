@@ -14,11 +14,12 @@
 //!   30-second stalls while a pod address is not routable yet) and `topo` from
 //!   `spec.flux.topology`.
 //! - `[sched-fluxion-qmanager] queue-policy` from `spec.flux.scheduler.queuePolicy`.
-//! - `[resource]` only when the quorum is below the host count (`maxSize > size`, or
-//!   `minSize`, see [`resource_hosts`]): `path` names the R file the entrypoints write with
+//! - `[resource]` (see [`resource_hosts`]): `path` names the R file the entrypoints write with
 //!   `flux R encode` before the broker starts, `noverify = true`. Without it Flux builds its
-//!   resource set from every rank's hardware report, so with ranks absent nothing is ever
-//!   schedulable (`flux resource list` fails, jobs stay in S, shutdown hangs in rc3).
+//!   resource set from every rank's hardware report: with ranks absent nothing is ever
+//!   schedulable (`flux resource list` fails, jobs stay in S, shutdown hangs in rc3), and a
+//!   rank that leaves (a shrink, a restarted broker, a replaced pod) is removed from the
+//!   scheduler for good, so it takes no work when it comes back.
 //!
 //! The quorum (`broker.quorum`) is a broker attribute, not a config key: the entrypoints pass
 //! it as `-Sbroker.quorum=N` (see [`quorum`]). `spec.flux.brokerConfig` replaces the whole
@@ -331,26 +332,29 @@ pub fn quorum(mc: &MiniCluster) -> Option<i32> {
     }
 }
 
-/// The hostlist (RFC 29, rank order) the entrypoints give `flux R encode --hosts` when the
-/// generated config has a `[resource]` table: when the quorum ([`quorum`]) is below the host
-/// count, so the instance runs with ranks that never reported their hardware; or with
-/// `spec.archive` (a restored archive carries the saved instance's R, whose hosts are another
-/// MiniCluster's, and a configured R takes precedence over it). `None` when every rank must
-/// join anyway (Flux's default works), or with `spec.flux.brokerConfig` (the user's config
-/// decides).
+/// The hostlist (RFC 29, rank order) the entrypoints give `flux R encode --hosts`: the
+/// generated config always has a `[resource]` table, every host described as the node the
+/// entrypoint runs on (as the Go operator does). A configured R is what lets Flux:
+/// - run while ranks are absent (a quorum below the host count: `maxSize`, `minSize`), when
+///   ranks that never started reported no hardware;
+/// - give work again to a rank that left and came back (a grow after a shrink, a follower
+///   broker restarted, a pod replaced after an eviction): with an R built from the ranks'
+///   reports, Flux removes a rank that leaves from the scheduler's resources for good;
+/// - restore an archive into another cluster (the saved instance's R names another
+///   MiniCluster's hosts, and a configured R takes precedence over it).
+///
+/// `None` only with `spec.flux.brokerConfig`: the user's config decides.
 pub fn resource_hosts(mc: &MiniCluster) -> Option<String> {
     if !mc.spec.flux.broker_config.trim().is_empty() {
         return None;
     }
-    let absent_ranks = quorum(mc).is_some_and(|q| q < mc.max_size());
-    let archive = !mc.spec.archive.path.trim().is_empty();
-    (absent_ranks || archive).then(|| {
+    Some(
         host_entries(mc)
             .into_iter()
             .map(|e| e.host)
             .collect::<Vec<_>>()
-            .join(",")
-    })
+            .join(","),
+    )
 }
 
 /// Expands an RFC 29 hostlist with at most one bracketed range set, such as

@@ -10,7 +10,7 @@
 //! | [`CURVE_MOUNT`] `/etc/flux-operator/curve` | `curve.cert` | the CURVE Secret, read-only ([`pod::curve_secret_mode`]), Flux container only |
 //! | [`KEY_MOUNT`] `/run/flux-operator-key` | `curve.cert` (private copy, 0400: [`CURVE_PRIVATE_PATH`]) | memory-backed emptyDir ([`KEY_VOLUME`](crate::render::flux_pod::KEY_VOLUME)), Flux container only |
 //! | [`RUN_MOUNT`] `/run/flux-operator` | `broker/` only | emptyDir ([`RUN_VOLUME`](crate::render::flux_pod::RUN_VOLUME)), owned by root (mode 0777, or group fsGroup with setgid), shared with the containers that do not run Flux (read-only there) |
-//! | [`BROKER_DIR`] `/run/flux-operator/broker` | `local` (the broker socket, [`SOCKET_PATH`]); `R.json` ([`RESOURCE_PATH`], only when ranks may be absent or an archive is restored: [`config::resource_hosts`]) | made by the entrypoint, owned by the broker's user, mode 0755 (Flux refuses a socket directory the instance owner does not own; sidecars of any user can reach the socket) |
+//! | [`BROKER_DIR`] `/run/flux-operator/broker` | `local` (the broker socket, [`SOCKET_PATH`]); `R.json` ([`RESOURCE_PATH`], unless `flux.brokerConfig`: [`config::resource_hosts`]) | made by the entrypoint, owned by the broker's user, mode 0755 (Flux refuses a socket directory the instance owner does not own; sidecars of any user can reach the socket) |
 //! | `flux.container.mountPath` (`/mnt/flux`) | `view/` (Flux), `software/` | emptyDir filled by the view init container, read-only in the app |
 //! | [`SOFTWARE_MOUNT`] `/opt/software` | the view's install tree | subPath `software` of the view volume |
 //!
@@ -157,8 +157,7 @@ pub const CURVE_PRIVATE_PATH: &str = "/run/flux-operator-key/curve.cert";
 /// The broker's local socket (`-Slocal-uri=local://...`), in [`BROKER_DIR`], for sidecars,
 /// readiness probes and `flux proxy`.
 pub const SOCKET_PATH: &str = "/run/flux-operator/broker/local";
-/// The R file of an instance whose ranks may be absent, or that restores an archive
-/// (`[resource] path`, see
+/// The R file of the instance (`[resource] path`, see
 /// [`config::resource_hosts`]), in [`BROKER_DIR`]: the entrypoints write it with
 /// `flux R encode` before the broker starts (the ConfigMap is read-only, and the broker's
 /// directory is the one place every entrypoint, root or not, can write and no secret lives).

@@ -208,31 +208,32 @@ spec:
 /// A shrink (the followers' Job deletes its highest pods; each gets SIGTERM and its grace):
 /// the leaving ranks are drained; a job there that ends within `drainGracePeriodSeconds`
 /// finishes normally; one that does not is requeued (a new id, queued; the old one canceled
-/// with a note naming it). (That the rank, back after a grow, is undrained and takes new
-/// work is `elastic_cluster_grows_to_max_size_and_shrinks_back_...`.)
+/// with a note naming it). Then a grow: the ranks come back, are undrained, and the requeued
+/// job, queued since the shrink, starts there.
 #[test]
-fn a_shrink_lets_a_job_finish_within_the_grace_and_requeues_one_that_cannot() {
+fn a_shrink_lets_a_job_finish_in_its_grace_requeues_one_that_cannot_and_a_grow_starts_it() {
     let yaml = "apiVersion: flux-framework.org/v1alpha2
 kind: MiniCluster
 metadata:
   name: drain
 spec:
-  size: 3
+  size: 4
+  maxSize: 4
   interactive: true
   drainGracePeriodSeconds: 10
   containers:
     - image: rockylinux:9
 ";
     let mut run = MiniClusterRun::start(minicluster(yaml), Start::default());
-    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "4");
     let short = run
-        .flux_ok("submit -N1 --requires=rank:2 bash -c 'sleep 5; echo finished'")
+        .flux_ok("submit -N1 --requires=rank:3 bash -c 'sleep 5; echo finished'")
         .trim()
         .to_string();
-    // Rank 0 is kept busy, so the long job lands on rank 1 without a constraint (a requeued
-    // copy of a job pinned to a leaving rank could never run).
+    // The ranks that stay (0 and 1) are kept busy, so the long job lands on rank 2 without a
+    // constraint (a requeued copy of a job pinned to a leaving rank could never run).
     let blocker = run
-        .flux_ok("submit -N1 --requires=rank:0 sleep 600")
+        .flux_ok("submit -N2 --exclusive --requires=rank:0-1 sleep 600")
         .trim()
         .to_string();
     run.wait_flux(&format!("jobs -no {{state}} {blocker}"), RUN, |o| {
@@ -247,14 +248,15 @@ spec:
     });
     assert_eq!(
         run.flux_ok(&format!("jobs -no {{ranks}} {long}")).trim(),
-        "1"
+        "2"
     );
     assert_eq!(
         run.workers[&0].termination_grace(),
         Duration::from_secs(10 + 15)
     );
 
-    run.delete_workers_as_kubelet(&[0, 1]);
+    // Shrink 4 -> 2: ranks 2 and 3 go.
+    run.delete_workers_as_kubelet(&[1, 2]);
     assert_eq!(
         run.flux_ok(&format!("jobs -no {{result}} {short}")).trim(),
         "COMPLETED",
@@ -280,7 +282,46 @@ spec:
         run.flux(&format!("job eventlog {requeued}")).1
     );
 
+    // Grow: the ranks come back, are undrained, and the requeued job starts there.
+    run.start_workers(&[1, 2]);
+    run.wait_flux(&format!("jobs -no {{state}} {requeued}"), RUN, |o| {
+        o.trim() == "RUN"
+    });
+    let ranks = run.flux_ok(&format!("jobs -no {{ranks}} {requeued}"));
+    assert!(
+        ["2", "3"].contains(&ranks.trim()),
+        "{ranks}: not on a returning rank"
+    );
+
     run.flux_ok(&format!("cancel {requeued} {blocker}"));
+    run.shutdown();
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}
+
+/// A fixed-size cluster whose follower pod is replaced (an eviction; the Job controller
+/// makes a new pod of the same index): the rank comes back and takes work again. (With the
+/// R Flux builds from the ranks' hardware reports, a rank that leaves is removed from the
+/// scheduler for good; the operator's configured R keeps it.)
+#[test]
+fn a_replaced_follower_pod_of_a_fixed_size_cluster_takes_work_again() {
+    let yaml = "apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata:
+  name: evict
+spec:
+  size: 3
+  interactive: true
+  containers:
+    - image: rockylinux:9
+";
+    let mut run = MiniClusterRun::start(minicluster(yaml), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
+    run.delete_workers_as_kubelet(&[1]);
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    run.start_workers(&[1]);
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
+    let out = run.flux_ok("run -N1 --requires=rank:2 hostname");
+    assert_eq!(out.trim(), "evict-workers-0-1", "{}", run.debug());
     run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }

@@ -121,8 +121,17 @@ impl Pod {
     }
 
     /// Calls other than `env` records.
-    fn flux_calls(&self) -> Vec<Vec<String>> {
+    fn all_flux_calls(&self) -> Vec<Vec<String>> {
         self.calls().into_iter().filter(|c| c[0] != "env").collect()
+    }
+
+    /// [`Pod::all_flux_calls`] without the `flux R encode` every entrypoint runs before its
+    /// broker (see `brokers_write_r_for_every_host_before_starting`).
+    fn flux_calls(&self) -> Vec<Vec<String>> {
+        self.all_flux_calls()
+            .into_iter()
+            .filter(|c| c[0] != "R")
+            .collect()
     }
 
     /// [`Pod::flux_calls`] without `flux uptime`, which a follower asks in the background
@@ -602,7 +611,7 @@ fn options_prefix_wrap_timed_debug_zeromq_quorum() {
     let pod = Pod::new(&mc);
     let out = pod.run("lead.sh", &[("FAKE_FLUX_SHOW_ENV", "PREFIXED")]);
     assert_ok(&out);
-    let calls = without_r(pod.flux_calls());
+    let calls = pod.flux_calls();
     let submit = strs(&["submit", "-n1", "--quiet", "--watch", "-vvv", "hostname"]);
     let mut start = strs(&["start", "--wrap=strace,-f", "-o", "--config"]);
     start.push(pod.config_dir());
@@ -651,13 +660,7 @@ fn options_prefix_wrap_timed_debug_zeromq_quorum() {
         "-Slocal-uri=local://{}/broker/local",
         pod.run.display()
     ));
-    assert_eq!(without_r(pod.broker_calls()), vec![start]);
-}
-
-/// `calls` without `flux R encode` (elastic clusters; see
-/// `elastic_brokers_write_r_for_every_host_before_starting`).
-fn without_r(calls: Vec<Vec<String>>) -> Vec<Vec<String>> {
-    calls.into_iter().filter(|c| c[0] != "R").collect()
+    assert_eq!(pod.broker_calls(), vec![start]);
 }
 
 #[test]
@@ -737,8 +740,8 @@ fn archive_is_restored_when_it_exists_and_dumped_beside_it() {
         &strs(&["submit", "-n1", "--quiet", "--watch", "hostname"]),
     );
     // After `flux R encode`: a restored archive's R is another instance's.
-    assert_eq!(pod.flux_calls()[0][..2], strs(&["R", "encode"]));
-    assert_eq!(pod.flux_calls()[1], want);
+    assert_eq!(pod.all_flux_calls()[0][..2], strs(&["R", "encode"]));
+    assert_eq!(pod.all_flux_calls()[1], want);
     // The stand-in flux wrote no dump: the archive stays as it was, and the entrypoint says so.
     assert_eq!(std::fs::read_to_string(&archive).unwrap(), "x");
     assert!(
@@ -749,7 +752,11 @@ fn archive_is_restored_when_it_exists_and_dumped_beside_it() {
     // Followers never restore nor dump; they write the same R.
     let pod = Pod::new(&mc);
     assert_ok(&pod.run("worker.sh", &[]));
-    let calls = pod.broker_calls();
+    let calls: Vec<_> = pod
+        .all_flux_calls()
+        .into_iter()
+        .filter(|c| c[0] != "uptime")
+        .collect();
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert_eq!(calls[0][..2], strs(&["R", "encode"]));
     assert_eq!(calls[1], pod.start(&[]));
@@ -894,13 +901,13 @@ fn the_broker_socket_is_in_a_directory_the_brokers_user_owns() {
 }
 
 #[test]
-fn elastic_brokers_write_r_for_every_host_before_starting() {
+fn brokers_write_r_for_every_host_before_starting() {
     let mut mc = mc_command("mc", 2, "hostname");
     mc.spec.max_size = Some(4);
     for script in ["lead.sh", "worker.sh"] {
         let pod = Pod::new(&mc);
         assert_ok(&pod.run(script, &[]));
-        let calls = pod.flux_calls();
+        let calls = pod.all_flux_calls();
         assert_eq!(
             calls[0],
             strs(&[
@@ -925,12 +932,31 @@ fn elastic_brokers_write_r_for_every_host_before_starting() {
         let out = pod.run(script, &[("FAKE_FLUX_RC_R", "1")]);
         assert_eq!(out.status.code(), Some(1), "{script}");
         assert!(stderr(&out).contains("flux R encode"), "{script}");
-        assert_eq!(pod.flux_calls().len(), 1, "{script}: no broker without R");
+        assert_eq!(
+            pod.all_flux_calls().len(),
+            1,
+            "{script}: no broker without R"
+        );
     }
-    // Every rank must join anyway: Flux's own discovery, no R.
+    // A fixed size too (a rank that leaves and comes back takes work again).
     let pod = Pod::new(&mc_command("mc", 2, "hostname"));
     assert_ok(&pod.run("lead.sh", &[]));
-    assert!(pod.flux_calls().iter().all(|c| c[0] != "R"));
+    assert_eq!(
+        pod.all_flux_calls()[0],
+        strs(&[
+            "R",
+            "encode",
+            "--hosts=mc-lead-0-0,mc-workers-0-0",
+            "--ranks=0-1",
+            "--local"
+        ])
+    );
+    // The user's broker config decides: no R.
+    let mut mc = mc_command("mc", 2, "hostname");
+    mc.spec.flux.broker_config = "[bootstrap]\ncurve_cert = \"/x\"\n".into();
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run("lead.sh", &[]));
+    assert!(pod.all_flux_calls().iter().all(|c| c[0] != "R"));
     assert!(!pod.run.join("broker/R.json").exists());
 }
 
@@ -1167,10 +1193,10 @@ fn every_example_renders_and_runs() {
         }
         let pod = Pod::new(&mc);
         assert_ok(&pod.run("lead.sh", &[]));
-        assert_eq!(without_r(pod.flux_calls())[0][0], "start", "{name}");
+        assert_eq!(pod.flux_calls()[0][0], "start", "{name}");
         let pod = Pod::new(&mc);
         assert_ok(&pod.run("worker.sh", &[]));
-        let calls = without_r(pod.broker_calls());
+        let calls = pod.broker_calls();
         assert_eq!(calls.len(), 1, "{name}: {calls:?}");
         assert_eq!(calls[0][..4], pod.start(&[])[..4]);
         assert!(

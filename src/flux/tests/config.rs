@@ -267,13 +267,18 @@ fn quorum_when_max_size_exceeds_size() {
 }
 
 #[test]
-fn a_resource_file_exactly_when_ranks_may_be_absent_or_an_archive_is_restored() {
+fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_config() {
     // (spec, hosts for `flux R encode` or None)
     let cases = [
-        ("size: 3", None),
-        ("size: 3\nmaxSize: 3", None),
-        ("size: 3\nminSize: 3", None),
-        ("size: 3\nmaxSize: 5\nminSize: 5", None),
+        // A fixed size too: a rank that leaves and comes back takes work again.
+        ("size: 3", Some("mc-lead-0-0,mc-workers-0-[0-1]")),
+        ("size: 1", Some("mc-lead-0-0")),
+        ("size: 3\nmaxSize: 3", Some("mc-lead-0-0,mc-workers-0-[0-1]")),
+        ("size: 3\nminSize: 3", Some("mc-lead-0-0,mc-workers-0-[0-1]")),
+        (
+            "size: 3\nmaxSize: 5\nminSize: 5",
+            Some("mc-lead-0-0,mc-workers-0-[0-3]"),
+        ),
         (
             "size: 2\nmaxSize: 6",
             Some("mc-lead-0-0,mc-workers-0-[0-4]"),
