@@ -52,11 +52,41 @@ pub struct MiniClusterStatus {
     /// When no broker pod was running any more after the cluster finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub teardown_time: Option<Time>,
+    /// What the lead broker restored from `spec.archive.path`, as read from the archive by
+    /// its pod's `flux-archive` init container before the broker started. Absent while no
+    /// lead has started from an archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<RestoreStatus>,
     /// Standard conditions: Ready, Suspended, Admitted, Resizing, Succeeded, Failed,
     /// InvalidSpec, Blocked, Degraded, Restarted, Unsupported.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// What a lead broker pod restored from the archive.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreStatus {
+    /// The archive (`spec.archive.path`).
+    pub archive: String,
+    /// The lead broker pod that restored it.
+    pub pod: String,
+    /// Jobs pending when the archive was saved: the instance resumes them with their ids.
+    #[serde(default)]
+    pub pending_jobs: i32,
+    /// Jobs still running when the instance was saved, canceled by the save (they are in the
+    /// job history as canceled, with the reason).
+    #[serde(default)]
+    pub canceled_jobs: i32,
+    /// Jobs that had ended before the save (completed, failed, canceled; in the job
+    /// history).
+    #[serde(default)]
+    pub ended_jobs: i32,
+    /// Why the archive could not be read (the lead pod then waits: its init container is
+    /// retried). Empty when it was read.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
 }
 
 /// Coarse lifecycle phase.

@@ -137,6 +137,18 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
     if unnamed_runner {
         reserved.push(crate::render::DEFAULT_CONTAINER_NAME);
     }
+    if !spec.archive.path.trim().is_empty() {
+        reserved.push(crate::flux::ARCHIVE_INIT);
+        if spec.flux.container.name == crate::flux::ARCHIVE_INIT {
+            errors.push(err(
+                "spec.flux.container.name",
+                format!(
+                    "{:?} is taken: it is the lead pod's archive report init container (spec.archive)",
+                    crate::flux::ARCHIVE_INIT
+                ),
+            ));
+        }
+    }
     for (i, c) in spec.containers.iter().enumerate() {
         let field = format!("spec.containers[{i}]");
         let is_runner = c.run_flux || spec.containers.len() == 1;
@@ -323,7 +335,7 @@ fn check_container(
             errors.push(err(
                 format!("{field}.name"),
                 format!(
-                    "{:?} is taken: it is the flux view init container's name, or the name the unnamed Flux container gets",
+                    "{:?} is taken: it is the name of the flux view init container, of the archive report init container, or the one the unnamed Flux container gets",
                     c.name
                 ),
             ));

@@ -118,6 +118,31 @@ pub fn transitions(
         };
         notes.push(note);
     }
+    if let Some(r) = &new.restore
+        && old.restore.as_ref() != Some(r)
+    {
+        notes.push(if r.error.is_empty() {
+            Note::normal(
+                "Restored",
+                "Restore",
+                format!(
+                    "Lead pod {} restores archive {}: {} pending jobs (resumed with their ids), \
+                     {} canceled by the save (still running then), {} ended before it",
+                    r.pod, r.archive, r.pending_jobs, r.canceled_jobs, r.ended_jobs
+                ),
+            )
+        } else {
+            Note::warning(
+                "RestoreFailed",
+                "Restore",
+                format!(
+                    "Lead pod {} cannot read archive {}: {}. The pod waits (its flux-archive \
+                     init container is retried); the archive is left as it is",
+                    r.pod, r.archive, r.error
+                ),
+            )
+        });
+    }
     if mc.spec.cleanup
         && new.phase.is_some_and(Phase::is_finished)
         && !old.phase.is_some_and(Phase::is_finished)
@@ -148,4 +173,72 @@ fn turned_true<'a>(
         .iter()
         .find(|c| c.type_ == type_ && c.status == "True")?;
     (find(old).as_deref() != Some(now.message.as_str())).then_some(now.message.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::RestoreStatus;
+
+    fn mc() -> MiniCluster {
+        serde_norway::from_str(
+            "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: m, namespace: n}\nspec:\n  containers: [{image: x}]\n",
+        )
+        .unwrap()
+    }
+
+    fn with_restore(restore: Option<RestoreStatus>) -> MiniClusterStatus {
+        MiniClusterStatus {
+            restore,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_restore_is_announced_once_per_lead_pod_and_a_failed_one_as_a_warning() {
+        let read = RestoreStatus {
+            archive: "/state/flux.tgz".into(),
+            pod: "m-lead-0-0-a".into(),
+            pending_jobs: 7,
+            canceled_jobs: 3,
+            ended_jobs: 0,
+            error: String::new(),
+        };
+        let notes = transitions(
+            &mc(),
+            &with_restore(None),
+            &with_restore(Some(read.clone())),
+        );
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!((notes[0].reason, notes[0].warning), ("Restored", false));
+        assert!(
+            notes[0].message.contains("m-lead-0-0-a restores archive /state/flux.tgz: 7 pending jobs (resumed with their ids), 3 canceled by the save"),
+            "{}",
+            notes[0].message
+        );
+        // Unchanged: nothing again.
+        let same = with_restore(Some(read.clone()));
+        assert!(transitions(&mc(), &same, &same).is_empty());
+        // A new lead pod restores again: announced again.
+        let again = RestoreStatus {
+            pod: "m-lead-0-0-b".into(),
+            ..read.clone()
+        };
+        assert_eq!(
+            transitions(&mc(), &same, &with_restore(Some(again))).len(),
+            1
+        );
+        // An unreadable archive: a Warning that says why.
+        let failed = RestoreStatus {
+            error: "not a gzip file".into(),
+            ..read
+        };
+        let notes = transitions(&mc(), &with_restore(None), &with_restore(Some(failed)));
+        assert_eq!((notes[0].reason, notes[0].warning), ("RestoreFailed", true));
+        assert!(
+            notes[0].message.contains("not a gzip file"),
+            "{}",
+            notes[0].message
+        );
+    }
 }

@@ -4,7 +4,9 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::api::{LEAD_JOB, MiniCluster, MiniClusterStatus, Phase, ROLE_LABEL, condition};
+use crate::api::{
+    LEAD_JOB, MiniCluster, MiniClusterStatus, Phase, ROLE_LABEL, RestoreStatus, condition,
+};
 use crate::jobset::JobSet;
 use crate::render;
 
@@ -80,6 +82,43 @@ pub fn pod_facts(pods: &[Pod]) -> PodFacts {
         }
     }
     facts
+}
+
+/// What the newest lead pod restored: the report its archive init container
+/// ([`flux::ARCHIVE_INIT`](crate::flux::ARCHIVE_INIT)) left as its termination message (the
+/// current run's, or the last failed one's while the kubelet retries it). `None` when no lead
+/// pod has reported yet, or it found no archive.
+pub fn lead_restore(pods: &[Pod]) -> Option<RestoreStatus> {
+    let lead = pods
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(ROLE_LABEL))
+                .is_some_and(|r| r == LEAD_JOB)
+        })
+        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+    let init = lead
+        .status
+        .as_ref()?
+        .init_container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == crate::flux::ARCHIVE_INIT)?;
+    let message = [init.state.as_ref(), init.last_state.as_ref()]
+        .into_iter()
+        .flatten()
+        .find_map(|s| s.terminated.as_ref()?.message.clone())?;
+    let report = crate::flux::ArchiveReport::parse(&message).filter(|r| r.found)?;
+    Some(RestoreStatus {
+        archive: report.archive,
+        pod: lead.metadata.name.clone().unwrap_or_default(),
+        pending_jobs: report.pending,
+        canceled_jobs: report.canceled,
+        ended_jobs: report.ended,
+        error: report.error.unwrap_or_default(),
+    })
 }
 
 /// The new status, keeping first-seen timestamps of `old`.
@@ -163,6 +202,7 @@ pub fn compute(mc: &MiniCluster, observed: &Observed<'_>, now: Timestamp) -> Min
             .clone()
             .or_else(|| completed.or(failed).map(|c| c.last_transition_time.clone())),
         teardown_time: old.teardown_time.clone(),
+        restore: lead_restore(observed.pods).or_else(|| old.restore.clone()),
         conditions: old.conditions.clone(),
     };
     if phase.is_finished() && status.teardown_time.is_none() && facts.live == 0 {
@@ -507,5 +547,132 @@ mod tests {
         set_condition(&mut conditions, "Ready", true, "C", "", Some(2), ts(3));
         assert_eq!(conditions[0].last_transition_time.0, ts(3));
         assert_eq!(conditions.len(), 1);
+    }
+
+    /// A lead pod whose archive init container ended with `message` (exit `code`), created
+    /// at `created`; `retrying` puts it in the last state (the kubelet runs it again).
+    fn lead_with_archive_report(
+        name: &str,
+        created: i64,
+        code: i32,
+        message: &str,
+        retrying: bool,
+    ) -> Pod {
+        use k8s_openapi::api::core::v1::{
+            ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus,
+        };
+        let mut p = pod("lead", "Pending", None);
+        p.metadata.name = Some(name.into());
+        p.metadata.creation_timestamp = Some(Time(ts(created)));
+        let ended = ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: code,
+                message: Some(message.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let again = ContainerState {
+            running: Some(ContainerStateRunning::default()),
+            ..Default::default()
+        };
+        let (state, last_state) = if retrying {
+            (again, Some(ended))
+        } else {
+            (ended, None)
+        };
+        p.status.as_mut().unwrap().init_container_statuses = Some(vec![
+            ContainerStatus {
+                name: "flux-view".into(),
+                ..Default::default()
+            },
+            ContainerStatus {
+                name: crate::flux::ARCHIVE_INIT.into(),
+                state: Some(state),
+                last_state,
+                ..Default::default()
+            },
+        ]);
+        p
+    }
+
+    #[test]
+    fn restore_status_comes_from_the_newest_lead_pods_archive_report() {
+        let js = jobset(1, vec![]);
+        let report = |pending: i32| {
+            format!(
+                r#"{{"archive": "/state/flux.tgz", "found": true, "pending": {pending}, "canceled": 2, "ended": 3}}"#
+            )
+        };
+        // (pods, expected restore), with no restore in the old status.
+        let cases: Vec<(Vec<Pod>, Option<RestoreStatus>)> = vec![
+            (vec![pod("lead", "Running", Some(5))], None),
+            (
+                vec![lead_with_archive_report(
+                    "m-lead-0-0-a",
+                    1,
+                    0,
+                    r#"{"archive": "/state/flux.tgz", "found": false}"#,
+                    false,
+                )],
+                None,
+            ),
+            (
+                vec![lead_with_archive_report(
+                    "m-lead-0-0-a",
+                    1,
+                    0,
+                    "not json",
+                    false,
+                )],
+                None,
+            ),
+            (
+                vec![
+                    lead_with_archive_report("m-lead-0-0-old", 1, 0, &report(9), false),
+                    lead_with_archive_report("m-lead-0-0-new", 2, 0, &report(7), false),
+                    pod("worker", "Running", Some(5)),
+                ],
+                Some(RestoreStatus {
+                    archive: "/state/flux.tgz".into(),
+                    pod: "m-lead-0-0-new".into(),
+                    pending_jobs: 7,
+                    canceled_jobs: 2,
+                    ended_jobs: 3,
+                    error: String::new(),
+                }),
+            ),
+            (
+                vec![lead_with_archive_report(
+                    "m-lead-0-0-a",
+                    1,
+                    1,
+                    r#"{"archive": "/state/flux.tgz", "found": true, "error": "not a gzip file"}"#,
+                    true,
+                )],
+                Some(RestoreStatus {
+                    archive: "/state/flux.tgz".into(),
+                    pod: "m-lead-0-0-a".into(),
+                    error: "not a gzip file".into(),
+                    ..Default::default()
+                }),
+            ),
+        ];
+        for (i, (pods, want)) in cases.into_iter().enumerate() {
+            let s = observe(&mc(2), &js, &pods, ts(10));
+            assert_eq!(s.restore, want, "case {i}");
+        }
+        // Once reported, it stays while the lead pod is gone or has not reported again.
+        let mut old = mc(2);
+        let pods = [lead_with_archive_report(
+            "m-lead-0-0-a",
+            1,
+            0,
+            &report(4),
+            false,
+        )];
+        old.status = Some(observe(&old, &js, &pods, ts(10)));
+        let s = observe(&old, &js, &[pod("lead", "Running", Some(5))], ts(20));
+        assert_eq!(s.restore.unwrap().pending_jobs, 4);
     }
 }

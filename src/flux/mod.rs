@@ -127,11 +127,14 @@ pub(crate) mod tests;
 
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
+
 use crate::api::MiniCluster;
 
 pub use pod::{
-    broker_joined_command, curve_secret_mode, flux_container_command, flux_container_variables,
-    sidecar_args, sidecar_command, sidecar_variables, socket_exists_command, view_init_command,
+    archive_check_command, broker_joined_command, curve_secret_mode, flux_container_command,
+    flux_container_variables, sidecar_args, sidecar_command, sidecar_variables,
+    socket_exists_command, view_init_command,
 };
 pub use scripts::{Sidecar, is_wrapped, sidecars};
 
@@ -174,6 +177,45 @@ pub enum Role {
     Lead,
     /// Ranks 1.., pods `<mc>-workers-0-<i>`.
     Worker,
+}
+
+/// The init container of the lead pod that reports what the archive holds
+/// (`spec.archive`; see [`ArchiveReport`]).
+pub const ARCHIVE_INIT: &str = "flux-archive";
+
+/// The note the lead's save puts on the jobs it cancels (`spec.archive`): the archive report
+/// counts them apart. Plain text: it is also written in a shell script.
+pub const SAVE_CANCEL_NOTE: &str =
+    "flux-operator: still running when the instance was saved to the archive";
+
+/// What the archive init container ([`ARCHIVE_INIT`]) found in `spec.archive.path`, as it
+/// writes it (JSON) to its termination message: the jobs the lead broker restores.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct ArchiveReport {
+    /// The archive's path.
+    pub archive: String,
+    /// Whether the archive exists (no archive: the instance starts empty).
+    pub found: bool,
+    /// Active jobs (pending when saved): resumed with their ids.
+    #[serde(default)]
+    pub pending: i32,
+    /// Jobs the save canceled because they were still running ([`SAVE_CANCEL_NOTE`]).
+    #[serde(default)]
+    pub canceled: i32,
+    /// Other inactive jobs (ended before the save: completed, failed, canceled), kept in the
+    /// job history.
+    #[serde(default)]
+    pub ended: i32,
+    /// Why the archive could not be read; the init container then fails and is retried.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl ArchiveReport {
+    /// The report in a termination message; `None` if it is not one.
+    pub fn parse(message: &str) -> Option<Self> {
+        serde_json::from_str(message.trim()).ok()
+    }
 }
 
 /// Seconds the lead broker's pod gets, after the jobs' grace, to stop the instance and write

@@ -123,6 +123,15 @@ fn role_value(role: Role) -> &'static str {
     }
 }
 
+/// Command of the archive report init container ([`ARCHIVE_INIT`](super::ARCHIVE_INIT)):
+/// `archive-check.sh` from the ConfigMap.
+pub fn archive_check_command() -> Vec<String> {
+    vec![
+        "/bin/bash".into(),
+        format!("{CONFIG_MOUNT}/{}", files::ARCHIVE_CHECK),
+    ]
+}
+
 /// Command of the flux view init container: `view-init.sh` from the ConfigMap copies the
 /// view into the shared emptyDir.
 pub fn view_init_command() -> Vec<String> {

@@ -13,8 +13,8 @@ use serde::Serialize;
 use super::command::{check_no_nul, command_argv, quote, quote_all, split_words};
 use super::config::{quorum, resource_hosts};
 use super::{
-    BROKER_DIR, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, KEY_MOUNT, RESOURCE_PATH,
-    RUN_MOUNT, SOCKET_PATH,
+    ARCHIVE_INIT, BROKER_DIR, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, KEY_MOUNT,
+    RESOURCE_PATH, RUN_MOUNT, SAVE_CANCEL_NOTE, SOCKET_PATH,
 };
 use crate::api::{MiniCluster, MiniClusterContainer, RunningJobs, is_dns_label};
 
@@ -36,6 +36,8 @@ pub mod files {
     pub const WORKER: &str = "worker.sh";
     /// The flux view init container's script.
     pub const VIEW_INIT: &str = "view-init.sh";
+    /// The archive report init container's script (`spec.archive`).
+    pub const ARCHIVE_CHECK: &str = "archive-check.sh";
     /// `commands.script` of the Flux container.
     pub const SCRIPT: &str = "script.sh";
     /// The batch script (`batch` / `batchRaw`).
@@ -84,6 +86,7 @@ const LEAD: &str = include_str!("templates/lead.sh.j2");
 const WORKER: &str = include_str!("templates/worker.sh.j2");
 const SERVICE: &str = include_str!("templates/service.sh.j2");
 const VIEW_INIT: &str = include_str!("templates/view-init.sh.j2");
+const ARCHIVE_CHECK: &str = include_str!("templates/archive-check.sh.j2");
 const RESTORE_HOLD: &str = include_str!("templates/restore-hold.py.j2");
 const RESTORE_RELEASE: &str = include_str!("templates/restore-release.py.j2");
 
@@ -424,6 +427,8 @@ struct Save {
     finish: bool,
     /// `spec.archive.runningJobs` (serialized as written in the spec).
     running_jobs: RunningJobs,
+    /// [`SAVE_CANCEL_NOTE`], which the archive report recognises.
+    note: &'static str,
 }
 
 /// The R file the entrypoint writes when broker.toml has a `[resource]` table.
@@ -490,6 +495,7 @@ fn environment() -> Environment<'static> {
         ("worker.sh.j2", WORKER),
         ("service.sh.j2", SERVICE),
         ("view-init.sh.j2", VIEW_INIT),
+        ("archive-check.sh.j2", ARCHIVE_CHECK),
         ("restore-hold.py.j2", RESTORE_HOLD),
         ("restore-release.py.j2", RESTORE_RELEASE),
     ] {
@@ -673,6 +679,7 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
             grace: mc.archive_grace_seconds(),
             finish: mc.spec.archive.running_jobs == RunningJobs::Finish,
             running_jobs: mc.spec.archive.running_jobs,
+            note: SAVE_CANCEL_NOTE,
         }),
         drain_grace: mc.drain_grace_seconds(),
         prefix,
@@ -835,6 +842,34 @@ pub fn view_init_script(mc: &MiniCluster) -> Result<String, Error> {
     )
 }
 
+/// The archive report init container's script (`archive-check.sh`), `None` without
+/// `spec.archive`. It writes an [`ArchiveReport`](super::ArchiveReport) as the container's
+/// termination message.
+pub fn archive_check_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
+    #[derive(Serialize)]
+    struct ArchiveCheck {
+        name: &'static str,
+        mc: String,
+        view: Option<String>,
+        archive: String,
+        note: String,
+    }
+    if !mc.has_archive() {
+        return Ok(None);
+    }
+    render(
+        "archive-check.sh.j2",
+        &ArchiveCheck {
+            name: ARCHIVE_INIT,
+            mc: mc.name().to_string(),
+            view: view_mount(mc),
+            archive: quote(&mc.spec.archive.path).into_owned(),
+            note: quote(SAVE_CANCEL_NOTE).into_owned(),
+        },
+    )
+    .map(Some)
+}
+
 /// A hook file: a comment naming its origin, then the user's text unchanged.
 fn hook_file(origin: &str, text: &str) -> String {
     let mut out =
@@ -855,6 +890,9 @@ pub fn script_files(mc: &MiniCluster) -> Result<BTreeMap<String, String>, Error>
     out.insert(files::WORKER.to_string(), broker_script(mc, false)?);
     if !mc.spec.flux.container.disable {
         out.insert(files::VIEW_INIT.to_string(), view_init_script(mc)?);
+    }
+    if let Some(script) = archive_check_script(mc)? {
+        out.insert(files::ARCHIVE_CHECK.to_string(), script);
     }
     let hooks = [
         (files::HOOK_INIT, "init", &c.commands.init),

@@ -65,7 +65,13 @@ pub fn pod_template(mc: &MiniCluster, role: Role, config_map: &str) -> PodTempla
         }),
         spec: Some(PodSpec {
             containers,
-            init_containers: flux_pod::view_init_container(mc).map(|c| vec![c]),
+            init_containers: Some(
+                flux_pod::view_init_container(mc)
+                    .into_iter()
+                    .chain(archive_init_container(mc, role))
+                    .collect::<Vec<_>>(),
+            )
+            .filter(|c| !c.is_empty()),
             volumes: Some(volumes),
             restart_policy: Some(
                 match pod.restart_policy {
@@ -193,6 +199,27 @@ fn flux_container(mc: &MiniCluster, c: &MiniClusterContainer, role: Role) -> Con
         Role::Worker => flux_pod::follower_readiness_probe(mc),
     };
     container
+}
+
+/// The lead pod's archive report init container (`spec.archive`; see
+/// [`flux::ArchiveReport`]), after the view's: the Flux container's image, user, environment
+/// and volumes (so it reads the archive as the broker will), without the CURVE certificate,
+/// probes, ports or hooks.
+fn archive_init_container(mc: &MiniCluster, role: Role) -> Option<Container> {
+    if role != Role::Lead || !mc.has_archive() {
+        return None;
+    }
+    let (_, c) = flux::scripts::flux_container(mc).ok()?;
+    let mut container = flux_container(mc, c, role);
+    container.name = flux::ARCHIVE_INIT.to_string();
+    container.command = Some(flux::archive_check_command());
+    container.readiness_probe = None;
+    container.ports = None;
+    container.lifecycle = None;
+    if let Some(mounts) = container.volume_mounts.as_mut() {
+        mounts.retain(|m| m.name != flux_pod::CURVE_VOLUME && m.name != flux_pod::KEY_VOLUME);
+    }
+    Some(container)
 }
 
 /// A container that does not run Flux (beside the broker, or in the services pod): wrapped

@@ -302,6 +302,45 @@ impl MiniClusterRun {
         delete_together(&pods);
     }
 
+    /// The lead pod as the operator's pod watch sees it once its archive init container
+    /// ([`flux::ARCHIVE_INIT`]) has ended: labels, name, and that container's status with
+    /// the termination message it wrote (the kubelet's `state.terminated.message`).
+    pub fn lead_pod_status(&self) -> k8s_openapi::api::core::v1::Pod {
+        use k8s_openapi::api::core::v1::{
+            ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus,
+        };
+        let lead = self.lead();
+        Pod {
+            metadata: kube::api::ObjectMeta {
+                name: Some(lead.meta.name.clone()),
+                labels: Some(
+                    [(
+                        flux_operator::api::ROLE_LABEL.to_string(),
+                        LEAD_JOB.to_string(),
+                    )]
+                    .into(),
+                ),
+                ..Default::default()
+            },
+            status: Some(PodStatus {
+                init_container_statuses: Some(vec![ContainerStatus {
+                    name: flux::ARCHIVE_INIT.into(),
+                    state: Some(ContainerState {
+                        terminated: Some(ContainerStateTerminated {
+                            exit_code: 0,
+                            message: Some(lead.termination_message(flux::ARCHIVE_INIT)),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
     /// Whether the lead's pod template has a container of this name.
     pub fn lead_spec_has(&self, container: &str) -> bool {
         self.lead_spec

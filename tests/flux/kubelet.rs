@@ -560,6 +560,20 @@ impl Pod {
                  mount -t proc proc \"$R/proc\"\n\
                  mount --rbind /sys \"$R/sys\"\n",
             );
+            // The termination message file, as the kubelet mounts it (the container's
+            // terminationMessagePath, by default /dev/termination-log): a file of this pod's.
+            let message_path = c
+                .termination_message_path
+                .clone()
+                .unwrap_or_else(|| "/dev/termination-log".to_string());
+            let message_file = self.termination_message_file(&c.name);
+            let _ = writeln!(
+                s,
+                "t=\"$R\"{}; if [ ! -e \"$t\" ]; then mkdir -p \"$(dirname \"$t\")\"; touch \"$t\"; fi\n\
+                 mount --bind {} \"$t\"",
+                quote(&message_path),
+                quote(&message_file.to_string_lossy()),
+            );
             let _ = writeln!(
                 s,
                 "touch \"$R/etc/hosts\"; mount --bind {} \"$R/etc/hosts\"\n\
@@ -639,6 +653,21 @@ impl Pod {
     }
 
     fn spawn(&self, c: &Container) -> Result<Child, String> {
+        // A fresh, world-writable termination message file per run, as the kubelet makes;
+        // the mount target under /dev exists on the host (the container's /dev is the
+        // host's, bound), so the bind has somewhere to go.
+        let message_file = self.termination_message_file(&c.name);
+        fs::create_dir_all(message_file.parent().unwrap()).map_err(|e| e.to_string())?;
+        fs::write(&message_file, "").map_err(|e| e.to_string())?;
+        fs::set_permissions(&message_file, fs::Permissions::from_mode(0o666))
+            .map_err(|e| e.to_string())?;
+        let target = c
+            .termination_message_path
+            .as_deref()
+            .unwrap_or("/dev/termination-log");
+        if target.starts_with("/dev/") && !Path::new(target).exists() {
+            fs::write(target, "").map_err(|e| format!("{target}: {e}"))?;
+        }
         let script = self.container_script(c, &Self::argv(c), false);
         let path = self.dir.join(format!("run-{}.sh", c.name));
         fs::write(&path, &script).map_err(|e| e.to_string())?;
@@ -669,6 +698,17 @@ impl Pod {
             .stderr(log)
             .spawn()
             .map_err(|e| format!("starting container {}: {e}", c.name))
+    }
+
+    /// The host file behind a container's termination message (see `container_script`).
+    fn termination_message_file(&self, container: &str) -> PathBuf {
+        self.dir.join("termination").join(container)
+    }
+
+    /// What the container wrote to its termination message (its last run), as the kubelet
+    /// reports it in `state.terminated.message`.
+    pub fn termination_message(&self, container: &str) -> String {
+        fs::read_to_string(self.termination_message_file(container)).unwrap_or_default()
     }
 
     fn log_path(&self, container: &str) -> PathBuf {

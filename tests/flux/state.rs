@@ -9,6 +9,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use flux_operator::api::RestoreStatus;
+use flux_operator::controller::status::lead_restore;
+
 use crate::cluster::{MiniClusterRun, Start, minicluster};
 
 const RUN: Duration = Duration::from_secs(120);
@@ -39,6 +42,12 @@ spec:
           hostPath: {host_dir}
 "
     )
+}
+
+/// What the operator reports in `status.restore` from the lead pod's status: the report the
+/// lead's archive init container wrote, as the kubelet passes it on.
+fn restore_status(run: &MiniClusterRun) -> Option<RestoreStatus> {
+    lead_restore(&[run.lead_pod_status()])
 }
 
 /// `id -> result` of every job the instance knows (`flux jobs -a`).
@@ -72,6 +81,8 @@ fn saved_queue_restores(scheduler: &str) {
         Start::default(),
     );
     a.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    // No archive yet: nothing restored, nothing reported.
+    assert_eq!(restore_status(&a), None, "{}", a.debug());
     let mut running = Vec::new();
     for _ in 0..2 {
         running.push(a.flux_ok("submit -N1 sleep 600").trim().to_string());
@@ -121,6 +132,19 @@ fn saved_queue_restores(scheduler: &str) {
         }
     );
     b.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
+    // status.restore: the 8 pending jobs; the 2 that ran were canceled by the user's
+    // `flux shutdown` (not by a save), so they count as ended.
+    let restore = restore_status(&b).unwrap_or_else(|| panic!("no restore: {}", b.debug()));
+    assert_eq!(
+        (
+            restore.archive.as_str(),
+            restore.pending_jobs,
+            restore.canceled_jobs,
+            restore.ended_jobs
+        ),
+        ("/state/flux.tar.gz", 8, 0, 2),
+        "{restore:?}"
+    );
     for id in &pending {
         let result = b.wait_flux(&format!("jobs -no {{result}} {id}"), RUN, |o| {
             !o.trim().is_empty()
@@ -216,6 +240,18 @@ fn a_deleted_cluster_lets_running_jobs_finish_saves_its_queue_and_a_smaller_clus
     // A cluster of 2 with the same archive: every id, every job, none lost.
     let b = MiniClusterRun::start(minicluster(&yaml("resume", 2)), Start::default());
     b.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    // status.restore: 7 pending; the 3 that ran finished within the grace.
+    let restore = restore_status(&b).unwrap_or_else(|| panic!("no restore: {}", b.debug()));
+    assert_eq!(
+        (
+            restore.pending_jobs,
+            restore.canceled_jobs,
+            restore.ended_jobs,
+            restore.error.as_str()
+        ),
+        (7, 0, 3, ""),
+        "{restore:?}"
+    );
     for id in &pending {
         b.wait_flux(&format!("jobs -no {{result}} {id}"), RUN, |o| {
             !o.trim().is_empty()
@@ -269,6 +305,17 @@ fn cancel_policy_saves_at_once_and_reports_the_running_job_as_canceled_with_why(
     let b = MiniClusterRun::start(minicluster(&yaml("after")), Start::default());
     b.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
     assert_eq!(jobs(&b).get(&id).map(String::as_str), Some("CANCELED"));
+    // status.restore counts it as canceled by the save.
+    let restore = restore_status(&b).unwrap_or_else(|| panic!("no restore: {}", b.debug()));
+    assert_eq!(
+        (
+            restore.pending_jobs,
+            restore.canceled_jobs,
+            restore.ended_jobs
+        ),
+        (0, 1, 0),
+        "{restore:?}"
+    );
     let why = b.flux_ok(&format!("job eventlog {id}"));
     assert!(
         why.contains("still running when the instance was saved to the archive"),

@@ -273,8 +273,14 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
         // A fixed size too: a rank that leaves and comes back takes work again.
         ("size: 3", Some("mc-lead-0-0,mc-workers-0-[0-1]")),
         ("size: 1", Some("mc-lead-0-0")),
-        ("size: 3\nmaxSize: 3", Some("mc-lead-0-0,mc-workers-0-[0-1]")),
-        ("size: 3\nminSize: 3", Some("mc-lead-0-0,mc-workers-0-[0-1]")),
+        (
+            "size: 3\nmaxSize: 3",
+            Some("mc-lead-0-0,mc-workers-0-[0-1]"),
+        ),
+        (
+            "size: 3\nminSize: 3",
+            Some("mc-lead-0-0,mc-workers-0-[0-1]"),
+        ),
         (
             "size: 3\nmaxSize: 5\nminSize: 5",
             Some("mc-lead-0-0,mc-workers-0-[0-3]"),
