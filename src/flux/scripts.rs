@@ -38,6 +38,8 @@ pub mod files {
     pub const VIEW_INIT: &str = "view-init.sh";
     /// The archive report init container's script (`spec.archive`).
     pub const ARCHIVE_CHECK: &str = "archive-check.sh";
+    /// The save of the queue before the instance stops (`spec.archive`).
+    pub const SAVE: &str = "save.sh";
     /// `commands.script` of the Flux container.
     pub const SCRIPT: &str = "script.sh";
     /// The batch script (`batch` / `batchRaw`).
@@ -87,6 +89,8 @@ const WORKER: &str = include_str!("templates/worker.sh.j2");
 const SERVICE: &str = include_str!("templates/service.sh.j2");
 const VIEW_INIT: &str = include_str!("templates/view-init.sh.j2");
 const ARCHIVE_CHECK: &str = include_str!("templates/archive-check.sh.j2");
+const SAVE: &str = include_str!("templates/save.sh.j2");
+const SAVE_ON_CLEANUP: &str = include_str!("templates/save-on-cleanup.py.j2");
 const RESTORE_HOLD: &str = include_str!("templates/restore-hold.py.j2");
 const RESTORE_RELEASE: &str = include_str!("templates/restore-release.py.j2");
 
@@ -408,8 +412,11 @@ struct BrokerScript {
     broker_opts: Vec<String>,
     socket: bool,
     archive: Option<String>,
-    /// What the lead does with the queue on SIGTERM (`spec.archive`).
-    save: Option<Save>,
+    /// Whether the lead saves the queue before the instance stops (`spec.archive`, see
+    /// [`save_script`]).
+    save: bool,
+    /// [`files::SAVE`].
+    save_script: &'static str,
     /// `spec.drainGracePeriodSeconds`.
     drain_grace: i32,
     prefix: String,
@@ -418,9 +425,13 @@ struct BrokerScript {
     complete_workers: bool,
 }
 
-/// The lead's save on SIGTERM (`spec.archive`).
+/// The save before the instance stops (`save.sh`, `spec.archive`).
 #[derive(Serialize)]
 struct Save {
+    mc: String,
+    /// `spec.archive.path`, quoted.
+    archive: String,
+    quiet: bool,
     /// `spec.archive.gracePeriodSeconds`.
     grace: i32,
     /// Running jobs get the grace (`runningJobs: Finish`) or are canceled at once.
@@ -496,6 +507,8 @@ fn environment() -> Environment<'static> {
         ("service.sh.j2", SERVICE),
         ("view-init.sh.j2", VIEW_INIT),
         ("archive-check.sh.j2", ARCHIVE_CHECK),
+        ("save.sh.j2", SAVE),
+        ("save-on-cleanup.py.j2", SAVE_ON_CLEANUP),
         ("restore-hold.py.j2", RESTORE_HOLD),
         ("restore-release.py.j2", RESTORE_RELEASE),
     ] {
@@ -675,12 +688,8 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
         // archive keeps it even with `disableSocket`.
         socket: !flux.disable_socket || mc.has_archive(),
         archive: (lead && mc.has_archive()).then(|| quote(&mc.spec.archive.path).into_owned()),
-        save: (lead && mc.has_archive()).then(|| Save {
-            grace: mc.archive_grace_seconds(),
-            finish: mc.spec.archive.running_jobs == RunningJobs::Finish,
-            running_jobs: mc.spec.archive.running_jobs,
-            note: SAVE_CANCEL_NOTE,
-        }),
+        save: lead && mc.has_archive(),
+        save_script: files::SAVE,
         drain_grace: mc.drain_grace_seconds(),
         prefix,
         wrap,
@@ -842,6 +851,28 @@ pub fn view_init_script(mc: &MiniCluster) -> Result<String, Error> {
     )
 }
 
+/// The save of the queue before the instance stops (`save.sh`), `None` without
+/// `spec.archive`: the instance runs it as a cleanup command on every ending, and the lead's
+/// entrypoint from its SIGTERM trap.
+pub fn save_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
+    if !mc.has_archive() {
+        return Ok(None);
+    }
+    render(
+        "save.sh.j2",
+        &Save {
+            mc: mc.name().to_string(),
+            archive: quote(&mc.spec.archive.path).into_owned(),
+            quiet: mc.spec.logging.quiet,
+            grace: mc.archive_grace_seconds(),
+            finish: mc.spec.archive.running_jobs == RunningJobs::Finish,
+            running_jobs: mc.spec.archive.running_jobs,
+            note: SAVE_CANCEL_NOTE,
+        },
+    )
+    .map(Some)
+}
+
 /// The archive report init container's script (`archive-check.sh`), `None` without
 /// `spec.archive`. It writes an [`ArchiveReport`](super::ArchiveReport) as the container's
 /// termination message.
@@ -893,6 +924,9 @@ pub fn script_files(mc: &MiniCluster) -> Result<BTreeMap<String, String>, Error>
     }
     if let Some(script) = archive_check_script(mc)? {
         out.insert(files::ARCHIVE_CHECK.to_string(), script);
+    }
+    if let Some(script) = save_script(mc)? {
+        out.insert(files::SAVE.to_string(), script);
     }
     let hooks = [
         (files::HOOK_INIT, "init", &c.commands.init),

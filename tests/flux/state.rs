@@ -60,7 +60,7 @@ fn jobs(run: &MiniClusterRun) -> BTreeMap<String, String> {
 }
 
 #[test]
-fn saved_queue_restores_into_a_cluster_of_another_size_with_every_job_and_its_id() {
+fn flux_shutdown_saves_in_the_grace_and_another_size_restores_every_job_with_its_id() {
     saved_queue_restores(SIMPLE);
 }
 
@@ -71,22 +71,32 @@ fn fluxion_runs_every_restored_pending_job_once_the_ranks_are_up() {
     saved_queue_restores(FLUXION);
 }
 
+/// The user's `flux shutdown` saves like any ending (the instance runs `save.sh` as its
+/// cleanup command): the queue stops, a running job that ends within
+/// `archive.gracePeriodSeconds` completes, one that does not is canceled with the note; then
+/// a cluster of another size restores every job with its id.
 fn saved_queue_restores(scheduler: &str) {
     let host = tempfile::tempdir().unwrap();
     let host_dir = host.path().display().to_string();
+    let yaml = |name: &str, size: i32| {
+        with_archive(name, size, &host_dir, scheduler).replace(
+            "    path: /state/flux.tar.gz\n",
+            "    path: /state/flux.tar.gz\n    gracePeriodSeconds: 20\n",
+        )
+    };
 
-    // A cluster of 2: two jobs hold both nodes, eight more wait for nodes.
-    let a = MiniClusterRun::start(
-        minicluster(&with_archive("save", 2, &host_dir, scheduler)),
-        Start::default(),
-    );
+    // A cluster of 2: two jobs hold both nodes (one ends within the grace, one cannot),
+    // eight more wait for nodes.
+    let a = MiniClusterRun::start(minicluster(&yaml("save", 2)), Start::default());
     a.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
     // No archive yet: nothing restored, nothing reported.
     assert_eq!(restore_status(&a), None, "{}", a.debug());
-    let mut running = Vec::new();
-    for _ in 0..2 {
-        running.push(a.flux_ok("submit -N1 sleep 600").trim().to_string());
-    }
+    let running = [
+        a.flux_ok("submit -N1 bash -c 'sleep 8; echo finished-in-grace'")
+            .trim()
+            .to_string(),
+        a.flux_ok("submit -N1 sleep 600").trim().to_string(),
+    ];
     for id in &running {
         a.wait_flux(&format!("jobs -no {{state}} {id}"), RUN, |o| {
             o.trim() == "RUN"
@@ -121,10 +131,7 @@ fn saved_queue_restores(scheduler: &str) {
     drop(a);
 
     // A new MiniCluster of 3 with the same archive: nothing is lost, every id is kept.
-    let b = MiniClusterRun::start(
-        minicluster(&with_archive("restore", 3, &host_dir, scheduler)),
-        Start::default(),
-    );
+    let b = MiniClusterRun::start(minicluster(&yaml("restore", 3)), Start::default());
     assert!(
         b.lead_log().contains("restoring Flux state") || {
             b.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
@@ -132,8 +139,8 @@ fn saved_queue_restores(scheduler: &str) {
         }
     );
     b.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
-    // status.restore: the 8 pending jobs; the 2 that ran were canceled by the user's
-    // `flux shutdown` (not by a save), so they count as ended.
+    // status.restore: the 8 pending jobs; of the two that ran, one ended in the grace and
+    // the save canceled the other.
     let restore = restore_status(&b).unwrap_or_else(|| panic!("no restore: {}", b.debug()));
     assert_eq!(
         (
@@ -142,7 +149,7 @@ fn saved_queue_restores(scheduler: &str) {
             restore.canceled_jobs,
             restore.ended_jobs
         ),
-        ("/state/flux.tar.gz", 8, 0, 2),
+        ("/state/flux.tar.gz", 8, 1, 1),
         "{restore:?}"
     );
     for id in &pending {
@@ -169,10 +176,27 @@ fn saved_queue_restores(scheduler: &str) {
             "{all:?}"
         );
     }
-    // The jobs that were running when the instance stopped are reported, not dropped.
-    for id in &running {
-        assert_eq!(all.get(id).map(String::as_str), Some("CANCELED"), "{all:?}");
-    }
+    // The job that ended within the grace completed; the one that could not is reported,
+    // canceled with the save's note, not dropped.
+    assert_eq!(
+        all.get(&running[0]).map(String::as_str),
+        Some("COMPLETED"),
+        "{all:?}"
+    );
+    assert!(
+        b.flux_ok(&format!("job attach {}", running[0]))
+            .contains("finished-in-grace")
+    );
+    assert_eq!(
+        all.get(&running[1]).map(String::as_str),
+        Some("CANCELED"),
+        "{all:?}"
+    );
+    let why = b.flux_ok(&format!("job eventlog {}", running[1]));
+    assert!(
+        why.contains("still running when the instance was saved to the archive"),
+        "{why}"
+    );
     let out = b.flux_ok(&format!("job attach {}", pending[3]));
     assert!(out.contains("restored-3"), "{out}");
     b.shutdown();
@@ -229,7 +253,7 @@ fn a_deleted_cluster_lets_running_jobs_finish_saves_its_queue_and_a_smaller_clus
     a.delete_all_as_kubelet();
     let log = a.lead_log();
     assert!(
-        log.contains("SIGTERM: stopping the queue")
+        log.contains("SIGTERM: saving the instance")
             && log.contains("saved Flux state to /state/flux.tar.gz"),
         "{}",
         a.debug()
