@@ -168,6 +168,29 @@ fn flux_view_name_cannot_be_the_unnamed_flux_containers() {
 }
 
 #[test]
+fn with_an_archive_no_container_takes_the_archive_init_containers_name() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].name = "flux-archive".into();
+    // Without an archive there is no such init container.
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+    mc.spec.archive.path = "/state/flux.tar.gz".into();
+    assert_eq!(
+        fields(&mc),
+        ["spec.containers[0].name"],
+        "{:?}",
+        validate(&mc)
+    );
+    mc.spec.containers[0].name = "main".into();
+    mc.spec.flux.container.name = "flux-archive".into();
+    assert_eq!(
+        fields(&mc),
+        ["spec.flux.container.name"],
+        "{:?}",
+        validate(&mc)
+    );
+}
+
+#[test]
 fn pod_labels_cannot_take_the_selector_labels() {
     let mut mc = minicluster(HELLO);
     mc.spec.pod.labels.insert("team".into(), "a".into());

@@ -698,3 +698,55 @@ fn service_files_never_collide() {
         Some("spec.services[1].name")
     );
 }
+
+#[test]
+fn with_an_archive_the_lead_pod_reports_it_from_an_init_container_without_the_certificate() {
+    let mut mc = mc_command("mc", 2, "hostname");
+    let lead = render::pod_template(&mc, Role::Lead, "cm");
+    let names = |t: &k8s_openapi::api::core::v1::PodTemplateSpec| -> Vec<String> {
+        let spec = t.spec.as_ref().unwrap();
+        spec.init_containers
+            .iter()
+            .flatten()
+            .map(|c| c.name.clone())
+            .collect()
+    };
+    assert_eq!(names(&lead), ["flux-view"]);
+
+    mc.spec.archive.path = "/state/flux.tar.gz".into();
+    mc.spec.containers[0].security_context = Some(k8s_openapi::api::core::v1::SecurityContext {
+        run_as_user: Some(1000),
+        ..Default::default()
+    });
+    let lead = render::pod_template(&mc, Role::Lead, "cm");
+    assert_eq!(names(&lead), ["flux-view", flux::ARCHIVE_INIT]);
+    let worker = render::pod_template(&mc, Role::Worker, "cm");
+    assert_eq!(names(&worker), ["flux-view"], "followers restore nothing");
+
+    let spec = lead.spec.unwrap();
+    let init = &spec.init_containers.as_ref().unwrap()[1];
+    let main = &spec.containers[0];
+    assert_eq!(
+        init.command.as_deref().unwrap(),
+        ["/bin/bash", &format!("{CONFIG_MOUNT}/archive-check.sh")]
+    );
+    // Reads the archive as the broker will: same image, user and volumes...
+    assert_eq!(init.image, main.image);
+    assert_eq!(init.security_context, main.security_context);
+    let mounts = |c: &k8s_openapi::api::core::v1::Container| -> Vec<String> {
+        c.volume_mounts
+            .iter()
+            .flatten()
+            .map(|m| m.name.clone())
+            .collect()
+    };
+    // ...every volume of the Flux container but the CURVE certificate, and no probe.
+    for secret in [CURVE_VOLUME, KEY_VOLUME] {
+        assert!(mounts(main).contains(&secret.to_string()));
+        assert!(!mounts(init).contains(&secret.to_string()), "{secret}");
+    }
+    let mut expected = mounts(main);
+    expected.retain(|m| m != CURVE_VOLUME && m != KEY_VOLUME);
+    assert_eq!(mounts(init), expected);
+    assert!(init.readiness_probe.is_none());
+}
