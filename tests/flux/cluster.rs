@@ -244,6 +244,24 @@ impl MiniClusterRun {
         self.lead = Some(self.start_pod(flux::config::lead_hostname(&self.mc), &spec, Some(0)));
     }
 
+    /// Start the lead pod and return the failure of its init container, if one failed (its
+    /// other containers then never started), instead of panicking on it.
+    pub fn start_lead_allowing_init_failure(&mut self) -> Option<String> {
+        let spec = self.lead_spec.clone();
+        let pod = Pod::start(
+            &self.net,
+            self.meta(flux::config::lead_hostname(&self.mc)),
+            &spec,
+            std::slice::from_ref(&self.config_map),
+            std::slice::from_ref(&self.secret),
+            &self.images,
+        )
+        .expect("pod");
+        let failed = pod.init_error();
+        self.lead = Some(pod);
+        failed
+    }
+
     /// Start the services pod (`spec.services`), as the services Job would: its hostname
     /// `<mc>-services` in the MiniCluster's subdomain.
     pub fn start_services(&mut self) {

@@ -348,3 +348,47 @@ fn cancel_policy_saves_at_once_and_reports_the_running_job_as_canceled_with_why(
     b.shutdown();
     assert_eq!(b.wait_lead(RUN), 0, "{}", b.debug());
 }
+
+/// An archive that is not a Flux dump: the lead pod's `flux-archive` init container fails
+/// with the reason, so no broker starts empty and then saves over it. The archive is left
+/// byte for byte, and the operator reports the error (`status.restore.error`, from which
+/// the RestoreFailed Event comes).
+#[test]
+fn an_unreadable_archive_stops_the_lead_before_its_broker_and_is_left_as_it_was() {
+    let host = tempfile::tempdir().unwrap();
+    let host_dir = host.path().display().to_string();
+    let garbage = b"not a flux dump\n";
+    std::fs::write(host.path().join("flux.tar.gz"), garbage).unwrap();
+    let how = Start {
+        lead: false,
+        only_workers: Some(vec![]),
+        ..Start::default()
+    };
+    let mut run = MiniClusterRun::start(
+        minicluster(&with_archive("broken", 2, &host_dir, FLUXION)),
+        how,
+    );
+    let failure = run
+        .start_lead_allowing_init_failure()
+        .expect("the archive init container fails");
+    assert!(
+        failure.contains(flux_operator::flux::ARCHIVE_INIT),
+        "{failure}"
+    );
+    let restore = restore_status(&run).expect("a report of the failure");
+    assert!(
+        restore.error.contains("gzip") || restore.error.contains("tar"),
+        "{restore:?}"
+    );
+    assert_eq!(restore.archive, "/state/flux.tar.gz");
+    // The broker never ran, and the archive is as it was.
+    assert!(
+        !run.lead_log().contains("starting the lead broker"),
+        "{}",
+        run.lead_log()
+    );
+    assert_eq!(
+        std::fs::read(host.path().join("flux.tar.gz")).unwrap(),
+        garbage
+    );
+}
