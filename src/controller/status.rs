@@ -35,6 +35,8 @@ pub struct PodFacts {
     pub ready: i32,
     /// Pods not yet finished (not Succeeded or Failed).
     pub live: i32,
+    /// Live pods being deleted (their brokers are leaving: a shrink, an eviction).
+    pub stopping: i32,
     /// When the lead pod became Ready.
     pub lead_ready_at: Option<Timestamp>,
     /// When the last of the ready pods became Ready (valid when `ready >= size`).
@@ -53,6 +55,9 @@ pub fn pod_facts(pods: &[Pod]) -> PodFacts {
         // A terminating pod still counts: teardown ends when the pods are gone.
         if !matches!(phase, "Succeeded" | "Failed") {
             facts.live += 1;
+            if terminating {
+                facts.stopping += 1;
+            }
         }
         if let Some(created) = &pod.metadata.creation_timestamp {
             facts.first_pod_at = Some(facts.first_pod_at.map_or(created.0, |t| t.min(created.0)));
@@ -265,16 +270,29 @@ pub fn compute(mc: &MiniCluster, observed: &Observed<'_>, now: Timestamp) -> Min
         && !suspended
         && facts.live != size
         && old.ready_time.is_some();
+    let draining = resizing && facts.stopping > 0;
     set(
         &mut status,
         condition::RESIZING,
         resizing,
-        if resizing {
+        if draining {
+            "BrokersDraining"
+        } else if resizing {
             "BrokersChanging"
         } else {
             "Stable"
         },
-        format!("{} broker pods for size {size}", facts.live),
+        if draining {
+            format!(
+                "{} broker pods for size {size}; {} stopping: their ranks are drained and \
+                 their jobs have up to {}s to finish (spec.drainGracePeriodSeconds)",
+                facts.live,
+                facts.stopping,
+                mc.drain_grace_seconds()
+            )
+        } else {
+            format!("{} broker pods for size {size}", facts.live)
+        },
     );
     if let Some(c) = completed {
         set(
@@ -463,6 +481,45 @@ mod tests {
             "False",
             "4 live pods for size 4"
         );
+    }
+
+    #[test]
+    fn a_shrink_in_progress_says_the_leaving_brokers_drain_with_their_grace() {
+        let js = jobset(1, vec![]);
+        let mut shrinking = mc(2);
+        shrinking.spec.drain_grace_period_seconds = Some(90);
+        shrinking.status = Some(MiniClusterStatus {
+            phase: Some(Phase::Running),
+            ready_time: Some(Time(ts(5))),
+            ..Default::default()
+        });
+        let mut leaving = pod("workers", "Running", Some(5));
+        leaving.metadata.deletion_timestamp = Some(Time(ts(8)));
+        let pods = [
+            pod("lead", "Running", Some(5)),
+            pod("workers", "Running", Some(5)),
+            leaving,
+        ];
+        let s = observe(&shrinking, &js, &pods, ts(9));
+        assert_eq!(s.phase, Some(Phase::Running));
+        let resizing = find(&s, "Resizing");
+        assert_eq!(
+            (resizing.status.as_str(), resizing.reason.as_str()),
+            ("True", "BrokersDraining")
+        );
+        assert!(
+            resizing.message.contains("1 stopping") && resizing.message.contains("90s"),
+            "{}",
+            resizing.message
+        );
+        // Once it is gone: stable again.
+        let s = observe(&shrinking, &js, &pods[..2], ts(30));
+        assert_eq!(find(&s, "Resizing").reason, "Stable");
+        // A grow (pods not yet there) is not a drain.
+        let mut growing = shrinking.clone();
+        growing.spec.size = 3;
+        let s = observe(&growing, &js, &pods[..2], ts(30));
+        assert_eq!(find(&s, "Resizing").reason, "BrokersChanging");
     }
 
     #[test]
