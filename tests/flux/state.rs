@@ -81,18 +81,18 @@ fn saved_queue_restores(scheduler: &str) {
     let yaml = |name: &str, size: i32| {
         with_archive(name, size, &host_dir, scheduler).replace(
             "    path: /state/flux.tar.gz\n",
-            "    path: /state/flux.tar.gz\n    gracePeriodSeconds: 20\n",
+            "    path: /state/flux.tar.gz\n    gracePeriodSeconds: 40\n",
         )
     };
 
-    // A cluster of 2: two jobs hold both nodes (one ends within the grace, one cannot),
-    // eight more wait for nodes.
+    // A cluster of 2: two jobs hold both nodes (one ends within the grace, one cannot);
+    // eight more need both nodes, so they wait until the shutdown whenever the first ends.
     let a = MiniClusterRun::start(minicluster(&yaml("save", 2)), Start::default());
     a.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
     // No archive yet: nothing restored, nothing reported.
     assert_eq!(restore_status(&a), None, "{}", a.debug());
     let running = [
-        a.flux_ok("submit -N1 bash -c 'sleep 8; echo finished-in-grace'")
+        a.flux_ok("submit -N1 bash -c 'sleep 25; echo finished-in-grace'")
             .trim()
             .to_string(),
         a.flux_ok("submit -N1 sleep 600").trim().to_string(),
@@ -105,7 +105,7 @@ fn saved_queue_restores(scheduler: &str) {
     let mut pending = Vec::new();
     for i in 0..8 {
         pending.push(
-            a.flux_ok(&format!("submit -N1 echo restored-{i}"))
+            a.flux_ok(&format!("submit -N2 echo restored-{i}"))
                 .trim()
                 .to_string(),
         );
@@ -115,6 +115,13 @@ fn saved_queue_restores(scheduler: &str) {
             o.trim() == "SCHED"
         });
     }
+    // The short job is still running when the user shuts the instance down.
+    assert_eq!(
+        a.flux_ok(&format!("jobs -no {{state}} {}", running[0]))
+            .trim(),
+        "RUN",
+        "the machine was too slow for this test's timing"
+    );
     a.shutdown();
     assert_eq!(a.wait_lead(RUN), 0, "{}", a.debug());
     assert!(
@@ -250,6 +257,13 @@ fn a_deleted_cluster_lets_running_jobs_finish_saves_its_queue_and_a_smaller_clus
             o.trim() == "SCHED"
         });
     }
+    // Still waiting when the pods go (all 7, unless a running job already ended on a slow
+    // machine and one started: the running jobs hold the nodes for 20 s).
+    let waiting = a
+        .flux_ok("jobs --no-header --filter=sched --format={id}")
+        .lines()
+        .count() as i32;
+    assert!(waiting > 0, "no job was waiting any more");
     a.delete_all_as_kubelet();
     let log = a.lead_log();
     assert!(
@@ -264,7 +278,8 @@ fn a_deleted_cluster_lets_running_jobs_finish_saves_its_queue_and_a_smaller_clus
     // A cluster of 2 with the same archive: every id, every job, none lost.
     let b = MiniClusterRun::start(minicluster(&yaml("resume", 2)), Start::default());
     b.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
-    // status.restore: 7 pending; the 3 that ran finished within the grace.
+    // status.restore: the waiting jobs pending; the others (the 3 that ran, which finished
+    // within the grace) ended.
     let restore = restore_status(&b).unwrap_or_else(|| panic!("no restore: {}", b.debug()));
     assert_eq!(
         (
@@ -273,7 +288,7 @@ fn a_deleted_cluster_lets_running_jobs_finish_saves_its_queue_and_a_smaller_clus
             restore.ended_jobs,
             restore.error.as_str()
         ),
-        (7, 0, 3, ""),
+        (waiting, 0, 10 - waiting, ""),
         "{restore:?}"
     );
     for id in &pending {
