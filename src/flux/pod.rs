@@ -100,20 +100,10 @@ pub fn sidecar_variables(
     if sidecar.spec(mc).is_none() || !sidecar.in_broker_pods() {
         return Vec::new();
     }
-    let view = &mc.spec.flux.container;
-    vec![
-        ("FLUX_OPERATOR_CONFIG_DIR", CONFIG_MOUNT.into()),
-        ("FLUX_OPERATOR_RUN_DIR", RUN_MOUNT.into()),
-        (
-            "FLUX_OPERATOR_VIEW",
-            if view.disable {
-                String::new()
-            } else {
-                view.mount_path.clone()
-            },
-        ),
-        ("FLUX_OPERATOR_ROLE", role_value(role).into()),
-    ]
+    flux_container_variables(mc, role)
+        .into_iter()
+        .filter(|(name, _)| !matches!(*name, "FLUX_OPERATOR_CURVE_DIR" | "FLUX_OPERATOR_KEY_DIR"))
+        .collect()
 }
 
 fn role_value(role: Role) -> &'static str {
