@@ -73,20 +73,22 @@ pub fn pod_facts(pods: &[Pod]) -> PodFacts {
             let at = ready.last_transition_time.as_ref().map(|t| t.0);
             if let Some(at) = at {
                 facts.all_ready_at = Some(facts.all_ready_at.map_or(at, |t| t.max(at)));
-                let is_lead = pod
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(ROLE_LABEL))
-                    .map(String::as_str)
-                    == Some(LEAD_JOB);
-                if is_lead {
+                if is_lead(pod) {
                     facts.lead_ready_at = Some(at);
                 }
             }
         }
     }
     facts
+}
+
+/// Whether the pod is a lead broker's (its role label).
+fn is_lead(pod: &Pod) -> bool {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(ROLE_LABEL))
+        .is_some_and(|r| r == LEAD_JOB)
 }
 
 /// What the newest lead pod restored: the report its archive init container
@@ -96,13 +98,7 @@ pub fn pod_facts(pods: &[Pod]) -> PodFacts {
 pub fn lead_restore(pods: &[Pod]) -> Option<RestoreStatus> {
     let lead = pods
         .iter()
-        .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(ROLE_LABEL))
-                .is_some_and(|r| r == LEAD_JOB)
-        })
+        .filter(|p| is_lead(p))
         .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
     let init = lead
         .status
