@@ -209,6 +209,20 @@ impl MiniClusterRun {
     /// Start a pod of a Job as the Job controller does: an Indexed Job's pods get their
     /// index in `JOB_COMPLETION_INDEX`.
     fn start_pod(&self, hostname: String, spec: &PodSpec, index: Option<i32>) -> Arc<Pod> {
+        let pod = self.start_pod_allowing_init_failure(hostname, spec, index);
+        if let Some(e) = pod.init_error() {
+            panic!("{}: {e}", pod.meta.name);
+        }
+        pod
+    }
+
+    /// [`Self::start_pod`], returning the pod also when an init container failed.
+    fn start_pod_allowing_init_failure(
+        &self,
+        hostname: String,
+        spec: &PodSpec,
+        index: Option<i32>,
+    ) -> Arc<Pod> {
         let mut spec = spec.clone();
         if let Some(index) = index {
             for c in spec
@@ -223,7 +237,7 @@ impl MiniClusterRun {
                 });
             }
         }
-        let pod = Pod::start(
+        Pod::start(
             &self.net,
             self.meta(hostname),
             &spec,
@@ -231,11 +245,7 @@ impl MiniClusterRun {
             std::slice::from_ref(&self.secret),
             &self.images,
         )
-        .expect("pod");
-        if let Some(e) = pod.init_error() {
-            panic!("{}: {e}", pod.meta.name);
-        }
-        pod
+        .expect("pod")
     }
 
     /// Start the lead broker's pod.
@@ -248,15 +258,11 @@ impl MiniClusterRun {
     /// other containers then never started), instead of panicking on it.
     pub fn start_lead_allowing_init_failure(&mut self) -> Option<String> {
         let spec = self.lead_spec.clone();
-        let pod = Pod::start(
-            &self.net,
-            self.meta(flux::config::lead_hostname(&self.mc)),
+        let pod = self.start_pod_allowing_init_failure(
+            flux::config::lead_hostname(&self.mc),
             &spec,
-            std::slice::from_ref(&self.config_map),
-            std::slice::from_ref(&self.secret),
-            &self.images,
-        )
-        .expect("pod");
+            Some(0),
+        );
         let failed = pod.init_error();
         self.lead = Some(pod);
         failed
