@@ -91,8 +91,8 @@ const VIEW_INIT: &str = include_str!("templates/view-init.sh.j2");
 const ARCHIVE_CHECK: &str = include_str!("templates/archive-check.sh.j2");
 const SAVE: &str = include_str!("templates/save.sh.j2");
 const SAVE_ON_CLEANUP: &str = include_str!("templates/save-on-cleanup.py.j2");
-const RESTORE_HOLD: &str = include_str!("templates/restore-hold.py.j2");
-const RESTORE_RELEASE: &str = include_str!("templates/restore-release.py.j2");
+const HOLD_QUEUES: &str = include_str!("templates/hold-queues.py.j2");
+const RELEASE_QUEUES: &str = include_str!("templates/release-queues.py.j2");
 
 /// What the lead broker runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -509,8 +509,8 @@ fn environment() -> Environment<'static> {
         ("archive-check.sh.j2", ARCHIVE_CHECK),
         ("save.sh.j2", SAVE),
         ("save-on-cleanup.py.j2", SAVE_ON_CLEANUP),
-        ("restore-hold.py.j2", RESTORE_HOLD),
-        ("restore-release.py.j2", RESTORE_RELEASE),
+        ("hold-queues.py.j2", HOLD_QUEUES),
+        ("release-queues.py.j2", RELEASE_QUEUES),
     ] {
         env.add_template(name, source)
             .expect("the built-in templates parse");

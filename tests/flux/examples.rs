@@ -88,7 +88,7 @@ fn launcher_command_is_the_initial_program_and_its_jobs_complete() {
 #[test]
 fn interactive_cluster_stays_up_and_ends_with_flux_shutdown_through_the_socket() {
     let run = MiniClusterRun::start(minicluster(&example("interactive.yaml")), Start::default());
-    run.wait_flux("resource list -no {nnodes}", RUN, |o| o.trim() == "2");
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
     let out = run.flux_ok("run -N2 --label-io hostname");
     assert!(out.contains("interactive-workers-0-0"), "{out}");
     // Still up: nothing ends an interactive instance but a shutdown.

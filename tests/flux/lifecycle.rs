@@ -51,6 +51,53 @@ fn lead_started_before_the_followers_waits_for_them_and_the_job_runs_everywhere(
 }
 
 #[test]
+fn a_job_submitted_before_the_followers_join_waits_for_them_instead_of_being_rejected() {
+    // Fluxion 0.54.0 fails a job that asks for more nodes than are up as unsatisfiable; the
+    // lead holds the queue until the quorum (here every rank) is up.
+    let yaml = "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  \
+                name: early-job\nspec:\n  size: 3\n  interactive: true\n  containers:\n    \
+                - image: rockylinux:9\n";
+    let how = Start {
+        only_workers: Some(vec![]),
+        ..Start::default()
+    };
+    let mut run = MiniClusterRun::start(minicluster(yaml), how);
+    run.wait_flux("resource list -s down -no {nnodes}", RUN, |o| o.trim() == "2");
+    let id = run.flux_ok("submit -N3 hostname");
+    let id = id.trim();
+    std::thread::sleep(Duration::from_secs(3));
+    let state = run.flux_ok(&format!("jobs -no {{state}} {id}"));
+    assert_eq!(
+        state.trim(),
+        "SCHED",
+        "{}\n{}",
+        run.flux(&format!("job eventlog {id}")).1,
+        run.debug()
+    );
+    let queue = run.flux_ok("queue status");
+    assert!(queue.contains("held until the quorum of brokers is up"), "{queue}");
+
+    run.start_workers(&[0, 1]);
+    let result = run.wait_flux(&format!("jobs -no {{result}} {id}"), RUN, |o| {
+        !o.trim().is_empty()
+    });
+    assert_eq!(
+        result.trim(),
+        "COMPLETED",
+        "{}\n{}",
+        run.flux(&format!("job eventlog {id}")).1,
+        run.debug()
+    );
+    let out = run.flux_ok(&format!("job attach {id}"));
+    for h in ["early-job-lead-0-0", "early-job-workers-0-0", "early-job-workers-0-1"] {
+        assert!(out.lines().any(|l| l.trim() == h), "{out}");
+    }
+    assert!(run.flux_ok("dmesg").contains("3 nodes up, queue released"));
+    run.shutdown();
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}
+
+#[test]
 fn followers_keep_running_while_the_lead_is_unreachable_then_join_when_it_comes() {
     let how = Start {
         lead: false,

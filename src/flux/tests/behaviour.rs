@@ -768,7 +768,8 @@ fn disable_socket_and_simple_scheduler() {
     mc.spec.flux.disable_socket = true;
     mc.spec.flux.scheduler.simple = true;
     let pod = Pod::new(&mc);
-    let show = "FLUXION_QMANAGER_RC_NOOP FLUXION_RESOURCE_RC_NOOP FLUX_MODPROBE_DISABLE";
+    let show = "FLUXION_QMANAGER_RC_NOOP FLUXION_RESOURCE_RC_NOOP FLUX_MODPROBE_DISABLE \
+                FLUX_OPERATOR_RELEASE_QUEUES";
     assert_ok(&pod.run("lead.sh", &[("FAKE_FLUX_SHOW_ENV", show)]));
     let mut start = strs(&["start", "-o", "--config"]);
     start.push(pod.config_dir());
@@ -785,6 +786,31 @@ fn disable_socket_and_simple_scheduler() {
     // Fluxion): the choice is scheduler.toml's, by alternatives.
     assert_eq!(env["FLUX_MODPROBE_DISABLE"], "<unset>");
     assert!(pod.config.join("scheduler.toml").is_file());
+    // sched-simple keeps a job that asks for more nodes than are up queued: no hold.
+    assert_eq!(env["FLUX_OPERATOR_RELEASE_QUEUES"], "<unset>");
+}
+
+#[test]
+fn with_fluxion_the_lead_holds_the_queues_until_the_quorum_is_up() {
+    let mc = mc_command("mc", 3, "hostname");
+    let pod = Pod::new(&mc);
+    let show = "FLUX_MODPROBE_PATH_APPEND FLUX_OPERATOR_RELEASE_QUEUES";
+    assert_ok(&pod.run("lead.sh", &[("FAKE_FLUX_SHOW_ENV", show)]));
+    let env = pod.env_seen();
+    let modprobe = PathBuf::from(&env["FLUX_MODPROBE_PATH_APPEND"]);
+    let hold = std::fs::read_to_string(modprobe.join("rc1.d/flux-operator-hold-queues.py"))
+        .expect("the rc1 task that holds the queues");
+    assert!(hold.contains("before=[\"sched-fluxion-qmanager\"]"), "{hold}");
+    assert!(hold.contains("\"nocheckpoint\": True"), "{hold}");
+    let release = PathBuf::from(&env["FLUX_OPERATOR_RELEASE_QUEUES"]);
+    assert_eq!(release.parent(), Some(modprobe.as_path()));
+    let release = std::fs::read_to_string(&release).unwrap();
+    assert!(release.contains("broker.quorum"), "{release}");
+
+    // Followers never hold anything: the task is rank 0's.
+    let pod = Pod::new(&mc);
+    assert_ok(&pod.run("worker.sh", &[("FAKE_FLUX_SHOW_ENV", show)]));
+    assert_eq!(pod.env_seen()["FLUX_OPERATOR_RELEASE_QUEUES"], "<unset>");
 }
 
 #[test]
