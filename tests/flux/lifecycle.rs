@@ -62,7 +62,9 @@ fn a_job_submitted_before_the_followers_join_waits_for_them_instead_of_being_rej
         ..Start::default()
     };
     let mut run = MiniClusterRun::start(minicluster(yaml), how);
-    run.wait_flux("resource list -s down -no {nnodes}", RUN, |o| o.trim() == "2");
+    run.wait_flux("resource list -s down -no {nnodes}", RUN, |o| {
+        o.trim() == "2"
+    });
     let id = run.flux_ok("submit -N3 hostname");
     let id = id.trim();
     std::thread::sleep(Duration::from_secs(3));
@@ -75,7 +77,10 @@ fn a_job_submitted_before_the_followers_join_waits_for_them_instead_of_being_rej
         run.debug()
     );
     let queue = run.flux_ok("queue status");
-    assert!(queue.contains("held until the quorum of brokers is up"), "{queue}");
+    assert!(
+        queue.contains("held until the quorum of brokers is up"),
+        "{queue}"
+    );
 
     run.start_workers(&[0, 1]);
     let result = run.wait_flux(&format!("jobs -no {{result}} {id}"), RUN, |o| {
@@ -89,7 +94,11 @@ fn a_job_submitted_before_the_followers_join_waits_for_them_instead_of_being_rej
         run.debug()
     );
     let out = run.flux_ok(&format!("job attach {id}"));
-    for h in ["early-job-lead-0-0", "early-job-workers-0-0", "early-job-workers-0-1"] {
+    for h in [
+        "early-job-lead-0-0",
+        "early-job-workers-0-0",
+        "early-job-workers-0-1",
+    ] {
         assert!(out.lines().any(|l| l.trim() == h), "{out}");
     }
     assert!(run.flux_ok("dmesg").contains("3 nodes up, queue released"));

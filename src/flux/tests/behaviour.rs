@@ -800,7 +800,10 @@ fn with_fluxion_the_lead_holds_the_queues_until_the_quorum_is_up() {
     let modprobe = PathBuf::from(&env["FLUX_MODPROBE_PATH_APPEND"]);
     let hold = std::fs::read_to_string(modprobe.join("rc1.d/flux-operator-hold-queues.py"))
         .expect("the rc1 task that holds the queues");
-    assert!(hold.contains("before=[\"sched-fluxion-qmanager\"]"), "{hold}");
+    assert!(
+        hold.contains("before=[\"sched-fluxion-qmanager\"]"),
+        "{hold}"
+    );
     assert!(hold.contains("\"nocheckpoint\": True"), "{hold}");
     let release = PathBuf::from(&env["FLUX_OPERATOR_RELEASE_QUEUES"]);
     assert_eq!(release.parent(), Some(modprobe.as_path()));
