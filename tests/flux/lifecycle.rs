@@ -187,6 +187,69 @@ fn elastic_cluster_grows_to_max_size_and_shrinks_back_while_the_instance_and_its
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
 
+/// An elastic cluster of `size: 2`, `maxSize: 4` with `queuePolicy` `policy`.
+fn elastic_with_policy(name: &str, policy: &str) -> String {
+    format!(
+        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: {name}\n\
+         spec:\n  size: 2\n  maxSize: 4\n  interactive: true\n  flux:\n    scheduler:\n      \
+         queuePolicy: {policy}\n  containers:\n    - image: rockylinux:9\n"
+    )
+}
+
+#[test]
+fn a_job_larger_than_the_cluster_waits_for_a_grow_under_easy_and_is_rejected_under_fcfs() {
+    // Fluxion 0.54.0's fcfs match (with satisfiability) rejects a job that asks for more
+    // nodes than are up; the backfilling policies (easy here) keep it pending.
+    let fcfs = MiniClusterRun::start(
+        minicluster(&elastic_with_policy("fcfs", "fcfs")),
+        Start::default(),
+    );
+    let mut easy = MiniClusterRun::start(
+        minicluster(&elastic_with_policy("easy", "easy")),
+        Start::default(),
+    );
+    for run in [&fcfs, &easy] {
+        run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    }
+    let rejected = fcfs.flux_ok("submit -N4 hostname");
+    let result = fcfs.wait_flux(
+        &format!("jobs -no {{result}} {}", rejected.trim()),
+        RUN,
+        |o| !o.trim().is_empty(),
+    );
+    assert_eq!(result.trim(), "FAILED", "{}", fcfs.debug());
+    let events = fcfs.flux_ok(&format!("job eventlog {}", rejected.trim()));
+    assert!(events.contains("unsatisfiable"), "{events}");
+
+    let id = easy.flux_ok("submit -N4 hostname");
+    let id = id.trim();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        easy.flux_ok(&format!("jobs -no {{state}} {id}")).trim(),
+        "SCHED",
+        "{}",
+        easy.flux(&format!("job eventlog {id}")).1
+    );
+    // Grow to maxSize: the job starts on the new ranks.
+    easy.start_workers(&[1, 2]);
+    let result = easy.wait_flux(&format!("jobs -no {{result}} {id}"), RUN, |o| {
+        !o.trim().is_empty()
+    });
+    assert_eq!(
+        result.trim(),
+        "COMPLETED",
+        "{}\n{}",
+        easy.flux(&format!("job eventlog {id}")).1,
+        easy.debug()
+    );
+    let out = easy.flux_ok(&format!("job attach {id}"));
+    assert!(out.lines().any(|l| l.trim() == "easy-workers-0-2"), "{out}");
+    for run in [&fcfs, &easy] {
+        run.shutdown();
+        assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+    }
+}
+
 #[test]
 fn min_size_cluster_runs_with_min_size_brokers_present() {
     let yaml = "apiVersion: flux-framework.org/v1alpha2
