@@ -465,6 +465,14 @@ impl MiniClusterRun {
         );
     }
 
+    /// Wait until job `id` is inactive; its result (`COMPLETED`, `FAILED`, `CANCELED`, ...).
+    pub fn wait_job_result(&self, id: &str, timeout: Duration) -> String {
+        let args = format!("jobs -no {{result}} {id}");
+        self.wait_flux(&args, timeout, |o| !o.trim().is_empty())
+            .trim()
+            .to_string()
+    }
+
     /// `flux shutdown` through the socket, as a user ends an interactive cluster. When the
     /// instance ends first, the lead's PID 1 exits and takes the exec'd command with it (as a
     /// `kubectl exec` session ends with its container), so a failed exit counts only if the

@@ -83,11 +83,8 @@ fn a_job_submitted_before_the_followers_join_waits_for_them_instead_of_being_rej
     );
 
     run.start_workers(&[0, 1]);
-    let result = run.wait_flux(&format!("jobs -no {{result}} {id}"), RUN, |o| {
-        !o.trim().is_empty()
-    });
     assert_eq!(
-        result.trim(),
+        run.wait_job_result(id, RUN),
         "COMPLETED",
         "{}\n{}",
         run.flux(&format!("job eventlog {id}")).1,
@@ -212,13 +209,14 @@ fn a_job_larger_than_the_cluster_waits_for_a_grow_under_easy_and_is_rejected_und
         run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
     }
     let rejected = fcfs.flux_ok("submit -N4 hostname");
-    let result = fcfs.wait_flux(
-        &format!("jobs -no {{result}} {}", rejected.trim()),
-        RUN,
-        |o| !o.trim().is_empty(),
+    let rejected = rejected.trim();
+    assert_eq!(
+        fcfs.wait_job_result(rejected, RUN),
+        "FAILED",
+        "{}",
+        fcfs.debug()
     );
-    assert_eq!(result.trim(), "FAILED", "{}", fcfs.debug());
-    let events = fcfs.flux_ok(&format!("job eventlog {}", rejected.trim()));
+    let events = fcfs.flux_ok(&format!("job eventlog {rejected}"));
     assert!(events.contains("unsatisfiable"), "{events}");
 
     let id = easy.flux_ok("submit -N4 hostname");
@@ -232,11 +230,8 @@ fn a_job_larger_than_the_cluster_waits_for_a_grow_under_easy_and_is_rejected_und
     );
     // Grow to maxSize: the job starts on the new ranks.
     easy.start_workers(&[1, 2]);
-    let result = easy.wait_flux(&format!("jobs -no {{result}} {id}"), RUN, |o| {
-        !o.trim().is_empty()
-    });
     assert_eq!(
-        result.trim(),
+        easy.wait_job_result(id, RUN),
         "COMPLETED",
         "{}\n{}",
         easy.flux(&format!("job eventlog {id}")).1,

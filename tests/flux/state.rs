@@ -160,16 +160,9 @@ fn saved_queue_restores(scheduler: &str) {
         "{restore:?}"
     );
     for id in &pending {
-        let result = b.wait_flux(&format!("jobs -no {{result}} {id}"), RUN, |o| {
-            !o.trim().is_empty()
-        });
+        let result = b.wait_job_result(id, RUN);
         let why = b.flux(&format!("job eventlog {id}")).1 + &b.flux(&format!("job attach {id}")).1;
-        assert_eq!(
-            result.trim(),
-            "COMPLETED",
-            "job {id}:\n{why}\n{}",
-            b.debug()
-        );
+        assert_eq!(result, "COMPLETED", "job {id}:\n{why}\n{}", b.debug());
     }
     if scheduler == FLUXION {
         let dmesg = b.flux_ok("dmesg");
@@ -292,9 +285,7 @@ fn a_deleted_cluster_lets_running_jobs_finish_saves_its_queue_and_a_smaller_clus
         "{restore:?}"
     );
     for id in &pending {
-        b.wait_flux(&format!("jobs -no {{result}} {id}"), RUN, |o| {
-            !o.trim().is_empty()
-        });
+        b.wait_job_result(id, RUN);
     }
     let all = jobs(&b);
     let lost: Vec<&String> = running
