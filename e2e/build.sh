@@ -50,7 +50,9 @@ build_kube() {
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
-    k8s.io/kubernetes/cmd/kubectl)
+    k8s.io/kubernetes/cmd/kubectl \
+    k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy)
   (cd "$here/gomod" && go build -trimpath -ldflags "$etcd_ldflags" -o "$E2E_BIN/etcd" go.etcd.io/etcd/server/v3)
 }
 
@@ -89,10 +91,17 @@ build_helm() {
   build_from_module helm.sh/helm/v4 "$HELM_VERSION" "$ld" "$E2E_BIN/helm" ./cmd/helm
 }
 
+# CoreDNS serves the cluster domain to the real node's pods (e2e/node.sh).
+build_coredns() {
+  local ld="-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
+  build_from_module github.com/coredns/coredns "$COREDNS_VERSION" "$ld" "$E2E_BIN/coredns" .
+}
+
 t_all=$SECONDS
 build_if_stale kube "$KUBE_VERSION" "$ETCD_VERSION" "$kube_ldflags" "$(cat "$here/gomod/go.mod" "$here/gomod/go.sum")" -- build_kube
 build_if_stale kwok "$KWOK_VERSION" "$KUBE_VERSION" module-build -- build_kwok
 build_if_stale jobset "$JOBSET_VERSION" module-build -- build_jobset
 build_if_stale kueue "$KUEUE_VERSION" module-build -- build_kueue
+build_if_stale coredns "$COREDNS_VERSION" module-build -- build_coredns
 build_if_stale helm "$HELM_VERSION" module-build -- build_helm
 log "build: all components ready in $((SECONDS - t_all))s ($E2E_BIN)"

@@ -13,6 +13,10 @@ if [ ! -d "$E2E_STATE" ]; then
 fi
 t0=$(now_ms)
 
+# 0. The real node (e2e/node.sh), if it was started: its containers, mounts, network and
+#    kernel settings, while the API server is still there.
+"$here/node.sh" stop || log "node.sh stop reported a problem"
+
 # 1. The controllers up.sh started itself: SIGTERM both, then wait for both.
 ctl_pids=()
 for name in kueue jobset; do

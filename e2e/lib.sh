@@ -9,6 +9,8 @@ FLUX_CACHE=$E2E_CACHE/flux
 E2E_STATE=${E2E_STATE:-$E2E_CACHE/cluster}
 # Name of the kwokctl cluster; unique enough not to collide with a developer's own.
 E2E_CLUSTER=${E2E_CLUSTER:-flux-operator-e2e}
+# The real node (e2e/node.sh): this machine, registered under this name when E2E_REAL_NODE=1.
+E2E_NODE_NAME=${E2E_NODE_NAME:-e2e-real-node}
 # Where down.sh keeps a cluster's logs: last-logs for the default cluster, last-logs-<dir>
 # for one whose E2E_STATE is another directory (clusters side by side keep their own).
 # shellcheck disable=SC2034 # used by the scripts that source this file
@@ -18,7 +20,16 @@ else E2E_LAST_LOGS=$E2E_CACHE/last-logs-$(basename "$E2E_STATE"); fi
 E2E_KUBECONFIG=$E2E_STATE/kubeconfig
 # kwokctl keeps its clusters, logs and pids under $KWOK_WORKDIR/clusters/<name>.
 KWOK_WORKDIR=$E2E_STATE/kwok
-export FLUX_CACHE E2E_CACHE E2E_BIN E2E_STATE E2E_CLUSTER E2E_KUBECONFIG KWOK_WORKDIR
+export FLUX_CACHE E2E_CACHE E2E_BIN E2E_STATE E2E_CLUSTER E2E_KUBECONFIG KWOK_WORKDIR E2E_NODE_NAME
+
+# host_ip: this machine's address on the interface of its default route (empty if none):
+# where pods on the real node reach the API server and CoreDNS.
+host_ip() {
+  local dev
+  dev=$(ip -4 route show default 2> /dev/null | awk '{print $5; exit}')
+  [ -n "$dev" ] || return 0
+  ip -4 -o addr show dev "$dev" | awk '{split($4, a, "/"); print a[1]; exit}'
+}
 
 log() { printf '[e2e %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }

@@ -5,6 +5,8 @@
 #   4 simulated Nodes; the vendored JobSet and Kueue CRDs; the JobSet and Kueue
 #   controllers run out of cluster, their webhooks served on 127.0.0.1 with a
 #   self-signed CA and registered by URL + caBundle.
+# With E2E_REAL_NODE=1 (make up, the real-node tests, the demo), this machine joins as a
+# real node too (e2e/node.sh): kubelet, containerd, bridge CNI, kube-proxy, CoreDNS.
 # Prints how long each phase took, writes $E2E_STATE/kubeconfig and
 # $E2E_STATE/env, and ends by printing `export KUBECONFIG=...`.
 # Everything it starts is recorded by PID; e2e/down.sh stops it.
@@ -17,6 +19,7 @@ root=$(cd "$here/.." && pwd)
 . "$here/lib.sh"
 
 NODES=${E2E_NODES:-4}
+REAL_NODE=${E2E_REAL_NODE:-0}
 pids=$E2E_STATE/pids
 logs=$E2E_STATE/logs
 certs=$E2E_STATE/certs
@@ -57,6 +60,8 @@ fi
 mkdir -p "$E2E_STATE" "$pids" "$logs" "$certs" "$KWOK_WORKDIR"
 
 phase "assemble kwok stages"
+node_ip=$(host_ip)
+node_ip=${node_ip:-127.0.0.1}
 # A stages file holding any Stage replaces all of kwok's default stages, so it
 # carries the node and pod basics from the kwok module itself, minus the default
 # pod-complete (it would finish every Job pod at once), plus e2e/stages/*.yaml.
@@ -75,14 +80,32 @@ stages=$E2E_STATE/kwok-stages.yaml
     echo "---"
     cat "$f"
   done
+  # kwok manages only the simulated nodes (their annotation), never a real kubelet's node;
+  # the API server reaches kubelets by IP, serves the kubernetes Service's IP and this
+  # machine's in its certificate (for in-cluster clients), and applies a namespace's
+  # default node selector and tolerations (how tests put pods on the real node).
   # One controller-manager and one scheduler: no leader election. Under a heavy load (a
   # thousand pods on two busy cores) renewing the lease can miss its 10 s deadline, and the
   # loser exits; nothing restarts it here, so Jobs and pods would stop making progress.
-  cat <<'EOF'
+  cat <<EOF
 ---
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
+options:
+  kubeApiserverCertSANs: ["10.0.0.1", "$node_ip"]
 componentsPatches:
+- name: kwok-controller
+  extraArgs:
+  - key: manage-all-nodes
+    value: "false"
+  - key: manage-nodes-with-annotation-selector
+    value: kwok.x-k8s.io/node=fake
+- name: kube-apiserver
+  extraArgs:
+  - key: kubelet-preferred-address-types
+    value: InternalIP,Hostname
+  - key: enable-admission-plugins
+    value: PodNodeSelector,PodTolerationRestriction
 - name: kube-controller-manager
   extraArgs:
   - key: leader-elect
@@ -332,6 +355,11 @@ spec:
       resources: [{name: cpu, nominalQuota: "1"}]
 EOF
 
+if [ "$REAL_NODE" = 1 ]; then
+  phase "real node (e2e/node.sh)"
+  "$here/node.sh" start
+fi
+
 phase ""
 cat > "$E2E_STATE/env" <<EOF
 export KUBECONFIG=$E2E_KUBECONFIG
@@ -339,6 +367,8 @@ export E2E_STATE=$E2E_STATE
 export PATH=$E2E_BIN:\$PATH
 EOF
 t_total=$(( $(now_ms) - t_start ))
-log "cluster '$E2E_CLUSTER' is up in $((t_total / 1000)).$(printf '%03d' $((t_total % 1000)))s: $NODES nodes, JobSet $JOBSET_VERSION, Kueue $KUEUE_VERSION, Kubernetes $KUBE_VERSION"
+nodes_desc="$NODES simulated nodes"
+[ "$REAL_NODE" != 1 ] || nodes_desc+=" + real node $E2E_NODE_NAME"
+log "cluster '$E2E_CLUSTER' is up in $((t_total / 1000)).$(printf '%03d' $((t_total % 1000)))s: $nodes_desc, JobSet $JOBSET_VERSION, Kueue $KUEUE_VERSION, Kubernetes $KUBE_VERSION"
 log "state: $E2E_STATE (logs in $logs); stop it with e2e/down.sh"
 echo "export KUBECONFIG=$E2E_KUBECONFIG"

@@ -1,0 +1,358 @@
+#!/usr/bin/env bash
+# node.sh start|stop: the real node of the test cluster (see e2e/README.md, "The real node").
+#
+#   start  this machine joins the cluster up.sh started as node $E2E_NODE_NAME, beside the
+#          KWOK nodes: containerd + runc (Debian's), a bridge CNI, the kubelet and kube-proxy
+#          (built with the control plane), CoreDNS for the cluster domain, and the images of
+#          e2e/images.sh imported. The node is labeled and tainted
+#          e2e.flux-framework.org/real-node=true: only pods that select it and tolerate the
+#          taint run here (a namespace gets both with `node.sh namespace NS`), so KWOK tests
+#          never land on it.
+#   stop   stop all of it by the PIDs it recorded, remove the containers, mounts, network
+#          devices, iptables rules and cgroups it made, and restore the kernel settings it
+#          (or the kubelet) changed, from what start recorded.
+#   namespace NS   make NS a real-node namespace (default node selector and toleration).
+#
+# Traffic never leaves this machine: the bridge does not masquerade, a mangle rule drops
+# anything from the pod range that is not for the bridge, the Service range is routed to the
+# bridge (where nothing answers for it), and CoreDNS answers only the cluster domain
+# (NXDOMAIN for anything else).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+. "$here/versions.env"
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+
+node=$E2E_STATE/node
+pids=$E2E_STATE/pids
+logs=$E2E_STATE/logs
+NODE_NAME=$E2E_NODE_NAME
+POD_CIDR=10.244.0.0/24
+# The API server's default Service range (kwokctl sets none): the kubernetes Service is
+# 10.0.0.1, kube-dns 10.0.0.10.
+SERVICE_CIDR=10.0.0.0/24
+DNS_IP=10.0.0.10
+BRIDGE=flux-e2e0
+GUARD=FLUX-E2E-GUARD
+# Kernel settings the kubelet, kube-proxy or this script change; stop restores them.
+SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops net.ipv4.ip_forward
+         net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables)
+
+kubectl() { command "$E2E_BIN/kubectl" --kubeconfig "$E2E_KUBECONFIG" --cache-dir "$E2E_STATE/kube-cache" "$@"; }
+ctr() { command ctr --address "$node/containerd/containerd.sock" --namespace k8s.io "$@"; }
+
+start_bg() { # NAME CMD...: detached, output to $logs/NAME.log, pid to $pids/NAME.pid
+  local name=$1; shift
+  nohup "$@" < /dev/null > "$logs/$name.log" 2>&1 &
+  echo $! > "$pids/$name.pid"
+  log "node: started $name (pid $!)"
+}
+
+# wait_for NAME TIMEOUT_SECONDS CMD...: until CMD succeeds; fail naming NAME and its log.
+wait_for() {
+  local name=$1 timeout=$2 t0=$SECONDS; shift 2
+  until "$@" > /dev/null 2>&1; do
+    if [ -f "$pids/$name.pid" ] && ! pid_alive "$pids/$name.pid"; then
+      tail -n 20 "$logs/$name.log" >&2
+      die "node: $name exited (log: $logs/$name.log)"
+    fi
+    if [ $((SECONDS - t0)) -ge "$timeout" ]; then
+      tail -n 20 "$logs/$name.log" >&2 2> /dev/null || true
+      die "node: $name not ready after ${timeout}s (log: $logs/$name.log)"
+    fi
+    sleep 0.2
+  done
+  log "node: $name is ready ($((SECONDS - t0))s)"
+}
+
+record_host() {
+  local s
+  : > "$node/sysctls"
+  for s in "${SYSCTLS[@]}"; do
+    echo "$s=$(sysctl -n "$s" 2> /dev/null || echo absent)" >> "$node/sysctls"
+  done
+}
+
+network_guards() {
+  # Pods reach each other, this host and the Services; nothing else.
+  iptables -t mangle -N "$GUARD" 2> /dev/null || iptables -t mangle -F "$GUARD"
+  iptables -t mangle -A "$GUARD" -s "$POD_CIDR" ! -o "$BRIDGE" -j DROP
+  iptables -t mangle -C FORWARD -j "$GUARD" 2> /dev/null || iptables -t mangle -I FORWARD -j "$GUARD"
+  # A Service IP that has no rules (yet) goes nowhere: the Service range is routed to the
+  # pods' bridge (made here; the CNI plugin adopts it), where no one answers for it. (No
+  # dummy device: this kernel has none.) kube-proxy's rules rewrite Service addresses
+  # before this route is used.
+  ip link add "$BRIDGE" type bridge 2> /dev/null || ip link show "$BRIDGE" > /dev/null
+  ip link set "$BRIDGE" up
+  ip route replace "$SERVICE_CIDR" dev "$BRIDGE"
+  sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+}
+
+write_configs() {
+  local ip=$1 dns_port=$2 ready_port=$3 kubelet_port=$4 kubelet_health=$5 proxy_health=$6 proxy_metrics=$7
+  mkdir -p "$node/containerd" "$node/cni/net.d" "$node/cni/ipam" "$node/kubelet" "$node/pod-logs"
+  cat > "$node/containerd/config.toml" <<EOF
+version = 2
+root = "$node/containerd/root"
+state = "$node/containerd/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+                    "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
+[grpc]
+  address = "$node/containerd/containerd.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$node/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  # Root here lacks CAP_SYS_RESOURCE: the -998 score containerd gives sandboxes is refused.
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$node/cni/net.d"
+EOF
+  cat > "$node/cni/net.d/10-flux-e2e.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "flux-e2e", "plugins": [
+  {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]],
+            "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$node/cni/ipam"}}]}
+EOF
+  cat > "$node/kubelet/config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# This host has cgroup v1 and no systemd.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+failSwapOn: false
+containerRuntimeEndpoint: unix://$node/containerd/containerd.sock
+address: $ip
+port: $kubelet_port
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $kubelet_health
+# Test cluster only: kwokctl gives the API server no kubelet client certificate, so logs,
+# exec and port-forward reach the kubelet anonymously.
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+clusterDomain: cluster.local
+clusterDNS: [$DNS_IP]
+# No search domains or resolver of the host's in pods: only the cluster's names resolve.
+resolvConf: ""
+registerWithTaints:
+- {key: e2e.flux-framework.org/real-node, value: "true", effect: NoSchedule}
+podLogsDirectory: $node/pod-logs
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+serializeImagePulls: false
+maxPods: 110
+EOF
+  cat > "$node/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $E2E_KUBECONFIG}
+hostnameOverride: $NODE_NAME
+mode: iptables
+clusterCIDR: $POD_CIDR
+healthzBindAddress: 127.0.0.1:$proxy_health
+metricsBindAddress: 127.0.0.1:$proxy_metrics
+# Leave the host's conntrack table size and route_localnet alone.
+conntrack: {maxPerCore: 0}
+iptables: {localhostNodePorts: false}
+EOF
+  cat > "$node/Corefile" <<EOF
+cluster.local:$dns_port in-addr.arpa:$dns_port ip6.arpa:$dns_port {
+    bind $ip
+    errors
+    ready 127.0.0.1:$ready_port
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig $E2E_KUBECONFIG
+        pods insecure
+        ttl 2
+    }
+}
+.:$dns_port {
+    bind $ip
+    # Nothing is forwarded: outside names do not resolve here.
+    template ANY ANY {
+        rcode NXDOMAIN
+    }
+}
+EOF
+}
+
+dns_objects() { # IP PORT: the selector-less kube-dns Service and its EndpointSlice to CoreDNS
+  cat <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: kube-dns, namespace: kube-system, labels: {k8s-app: kube-dns}}
+spec:
+  clusterIP: $DNS_IP
+  ports:
+  - {name: dns, port: 53, protocol: UDP}
+  - {name: dns-tcp, port: 53, protocol: TCP}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kube-dns-host
+  namespace: kube-system
+  labels: {kubernetes.io/service-name: kube-dns, endpointslice.kubernetes.io/managed-by: e2e.flux-framework.org}
+addressType: IPv4
+endpoints:
+- addresses: ["$1"]
+ports:
+- {name: dns, port: $2, protocol: UDP}
+- {name: dns-tcp, port: $2, protocol: TCP}
+EOF
+}
+
+node_ready() {
+  [ "$(kubectl get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+
+start() {
+  for b in kubelet kube-proxy coredns; do
+    [ -x "$E2E_BIN/$b" ] || die "$E2E_BIN/$b is missing: run 'make e2e-build' (e2e/build.sh)"
+  done
+  for t in containerd containerd-shim-runc-v2 ctr runc iptables; do
+    command -v "$t" > /dev/null || die "$t is missing: run e2e/setup-host.sh"
+  done
+  [ -x /usr/lib/cni/bridge ] || die "the CNI plugins are missing: run e2e/setup-host.sh"
+  [ -f "$E2E_CACHE/images/images.tar" ] || die "no images: run e2e/images.sh (make images)"
+  # shellcheck source=/dev/null
+  . "$E2E_CACHE/images/names.env"
+  mkdir -p "$node" "$pids" "$logs"
+  local ip dns_port ready_port kubelet_port kubelet_health proxy_health proxy_metrics
+  ip=$(host_ip)
+  [ -n "$ip" ] || die "node: no default route, so no address for the node (ip -4 route)"
+  dns_port=$(free_port 10053) ready_port=$(free_port 18181)
+  kubelet_port=$(free_port 10250) kubelet_health=$(free_port 10248)
+  proxy_health=$(free_port 10256) proxy_metrics=$(free_port 10249)
+  echo "$ip" > "$node/ip"
+  trap 'log "node: start FAILED in phase \"$_phase_name\"; logs in $logs; e2e/down.sh cleans up"' ERR
+  phase "real node: network"
+  record_host
+  network_guards
+  write_configs "$ip" "$dns_port" "$ready_port" "$kubelet_port" "$kubelet_health" "$proxy_health" "$proxy_metrics"
+
+  phase "real node: containerd and images"
+  start_bg containerd containerd --config "$node/containerd/config.toml"
+  wait_for containerd 30 ctr version
+  ctr images import "$E2E_CACHE/images/images.tar" > "$logs/images-import.log" 2>&1 ||
+    { tail -n 20 "$logs/images-import.log" >&2; die "node: importing the images failed"; }
+  log "node: $(ctr images ls -q | grep -vc '^sha256:') image names imported"
+
+  phase "real node: kubelet, kube-proxy, CoreDNS"
+  start_bg kubelet "$E2E_BIN/kubelet" --config "$node/kubelet/config.yaml" \
+    --kubeconfig "$E2E_KUBECONFIG" --root-dir "$node/kubelet/root" --cert-dir "$node/kubelet/pki" \
+    --hostname-override "$NODE_NAME" --node-ip "$ip" \
+    --node-labels "e2e.flux-framework.org/real-node=true" --v 1
+  start_bg kube-proxy "$E2E_BIN/kube-proxy" --config "$node/kube-proxy.yaml" --v 1
+  start_bg coredns "$E2E_BIN/coredns" -conf "$node/Corefile"
+  dns_objects "$ip" "$dns_port" | kubectl apply -f - > /dev/null
+  wait_for kubelet 60 node_ready
+  wait_for kube-proxy 30 curl -fsS "http://127.0.0.1:$proxy_health/healthz"
+  wait_for coredns 30 curl -fsS "http://127.0.0.1:$ready_port/ready"
+  phase ""
+  log "node: $NODE_NAME is Ready at $ip (pods $POD_CIDR, Services $SERVICE_CIDR, DNS $DNS_IP)"
+}
+
+# Every pod sandbox and container of the node's containerd, stopped and removed.
+remove_containers() {
+  local id
+  [ -S "$node/containerd/containerd.sock" ] || return 0
+  for id in $(ctr tasks ls -q 2> /dev/null); do
+    ctr tasks kill -s SIGKILL "$id" > /dev/null 2>&1 || true
+  done
+  sleep 0.5
+  for id in $(ctr tasks ls -q 2> /dev/null); do
+    ctr tasks delete -f "$id" > /dev/null 2>&1 || true
+  done
+  for id in $(ctr containers ls -q 2> /dev/null); do
+    ctr containers delete "$id" > /dev/null 2>&1 || true
+  done
+}
+
+# Mounts under DIR, deepest first.
+unmount_under() {
+  local m
+  awk -v d="$1" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r | while read -r m; do
+    umount "$m" 2> /dev/null || umount -l "$m" 2> /dev/null || log "node: cannot unmount $m"
+  done
+}
+
+drop_chain() { # TABLE CHAIN, if it exists
+  if iptables -t "$1" -F "$2" 2> /dev/null; then iptables -t "$1" -X "$2" 2> /dev/null || true; fi
+}
+
+stop() {
+  [ -d "$node" ] || return 0
+  local name pid ns
+  # The kubelet first, so it restarts nothing; then every container, then containerd.
+  for name in kubelet kube-proxy coredns; do
+    if [ -s "$pids/$name.pid" ]; then stop_pid "$name" "$(cat "$pids/$name.pid")" 10; rm -f "$pids/$name.pid"; fi
+  done
+  remove_containers
+  if [ -s "$pids/containerd.pid" ]; then stop_pid containerd "$(cat "$pids/containerd.pid")" 10; rm -f "$pids/containerd.pid"; fi
+  # Shims of our containerd that outlived it (they name its socket on their command line).
+  for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $node/containerd/containerd.sock" || true); do
+    stop_pid containerd-shim "$pid" 5
+  done
+  # Network namespaces of our pods (the CNI names them cni-<uuid>; ours hold our bridge's veths).
+  for ns in $(ip netns list 2> /dev/null | awk '/^cni-/ {print $1}'); do
+    if ip netns exec "$ns" ip -4 -o addr 2> /dev/null | grep -q " ${POD_CIDR%.*}\."; then
+      ip netns delete "$ns" 2> /dev/null || true
+    fi
+  done
+  ip link delete "$BRIDGE" 2> /dev/null || true
+  # iptables: kube-proxy's rules (its own cleanup), the kubelet's chains, the guard.
+  if [ -x "$E2E_BIN/kube-proxy" ] && [ -f "$node/kube-proxy.yaml" ]; then
+    "$E2E_BIN/kube-proxy" --cleanup --config "$node/kube-proxy.yaml" > "$logs/kube-proxy-cleanup.log" 2>&1 || true
+  fi
+  local table chain
+  for chain in INPUT OUTPUT; do
+    while iptables -t filter -D "$chain" -j KUBE-FIREWALL 2> /dev/null; do :; done
+  done
+  while iptables -t mangle -D FORWARD -j "$GUARD" 2> /dev/null; do :; done
+  for table in filter nat mangle; do
+    for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-PROXY-CANARY "$GUARD"; do
+      drop_chain "$table" "$chain"
+    done
+  done
+  # Volumes and overlay roots the kubelet and containerd mounted, then their cgroups.
+  unmount_under "$node/"
+  local d
+  for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/unified/kubepods /sys/fs/cgroup/kubepods; do
+    [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2> /dev/null
+  done
+  # Kernel settings, as they were.
+  if [ -f "$node/sysctls" ]; then
+    while IFS='=' read -r name value; do
+      [ "$value" = absent ] || sysctl -qw "$name=$value" 2> /dev/null || log "node: cannot restore $name=$value"
+    done < "$node/sysctls"
+  fi
+  # The kubelet's links to container logs (its directory is fixed: /var/log/containers).
+  find /var/log/containers -maxdepth 1 -type l -lname "$node/*" -delete 2> /dev/null || true
+  rm -rf "$node"
+  log "node: stopped and cleaned up"
+}
+
+namespace() { # NS: pods of NS select the real node and tolerate its taint
+  KUBECONFIG=${KUBECONFIG:-$E2E_KUBECONFIG} command "$E2E_BIN/kubectl" annotate namespace "$1" --overwrite \
+    'scheduler.alpha.kubernetes.io/node-selector=e2e.flux-framework.org/real-node=true' \
+    'scheduler.alpha.kubernetes.io/defaultTolerations=[{"key":"e2e.flux-framework.org/real-node","operator":"Exists","effect":"NoSchedule"}]' \
+    > /dev/null
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  namespace) [ -n "${2:-}" ] || die "usage: $0 namespace NS"; namespace "$2" ;;
+  *) die "usage: $0 start|stop|namespace NS" ;;
+esac
