@@ -137,7 +137,8 @@ fn container_names_cannot_collide_with_generated_ones() {
     mc.spec.containers[0].run_flux = true;
     let mut other = mc.spec.containers[0].clone();
     other.run_flux = false;
-    other.name = "flux".into();
+    // The unnamed Flux container is named after the MiniCluster, as in the Go operator.
+    other.name = "hello".into();
     mc.spec.containers.push(other);
     assert!(
         fields(&mc).contains(&"spec.containers[1].name".to_string()),
@@ -154,7 +155,7 @@ fn container_names_cannot_collide_with_generated_ones() {
 fn flux_view_name_cannot_be_the_unnamed_flux_containers() {
     let mut mc = minicluster(HELLO);
     mc.spec.containers[0].name = String::new();
-    mc.spec.flux.container.name = "flux".into();
+    mc.spec.flux.container.name = "hello".into();
     assert_eq!(
         fields(&mc),
         ["spec.flux.container.name"],

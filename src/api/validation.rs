@@ -109,7 +109,7 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
         ));
     }
 
-    if unnamed_runner_with(spec, &spec.flux.container.name) {
+    if unnamed_runner_with(mc, &spec.flux.container.name) {
         errors.push(err(
             "spec.flux.container.name",
             format!(
@@ -135,7 +135,7 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
         .any(|c| (c.run_flux || spec.containers.len() == 1) && c.name.is_empty());
     let mut reserved = vec![spec.flux.container.name.as_str()];
     if unnamed_runner {
-        reserved.push(crate::render::DEFAULT_CONTAINER_NAME);
+        reserved.push(crate::render::default_container_name(mc));
     }
     if !spec.archive.path.trim().is_empty() {
         reserved.push(crate::flux::ARCHIVE_INIT);
@@ -289,12 +289,12 @@ fn unknown_in(
 }
 
 /// Whether the Flux container is unnamed and would get `name`.
-fn unnamed_runner_with(spec: &super::MiniClusterSpec, name: &str) -> bool {
-    name == crate::render::DEFAULT_CONTAINER_NAME
-        && spec
-            .containers
+fn unnamed_runner_with(mc: &MiniCluster, name: &str) -> bool {
+    let containers = &mc.spec.containers;
+    name == crate::render::default_container_name(mc)
+        && containers
             .iter()
-            .any(|c| (c.run_flux || spec.containers.len() == 1) && c.name.is_empty())
+            .any(|c| (c.run_flux || containers.len() == 1) && c.name.is_empty())
 }
 
 /// A garde path (`network.headless_name`) in the API's spelling (`network.headlessName`):

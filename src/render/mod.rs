@@ -32,7 +32,7 @@ use crate::api::{MiniCluster, NAME_LABEL};
 use crate::flux;
 
 pub use self::jobset::jobset;
-pub use self::pod::{DEFAULT_CONTAINER_NAME, DEFAULT_EMPTY_DIR_PATH, mount_path, pod_template};
+pub use self::pod::{DEFAULT_EMPTY_DIR_PATH, default_container_name, mount_path, pod_template};
 pub use self::services::{
     LeadService, PortTarget, SidecarService, minimal_service, services, sidecar_services,
 };

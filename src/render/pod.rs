@@ -18,8 +18,11 @@ use crate::api::{
 };
 use crate::flux::{self, Role, Sidecar};
 
-/// Name given to the single Flux container when the user left it unnamed.
-pub const DEFAULT_CONTAINER_NAME: &str = "flux";
+/// The name the Flux container gets when the user left it unnamed: the MiniCluster's, as the
+/// Go operator names it (so its users' `kubectl logs <pod> -c <minicluster>` keeps working).
+pub fn default_container_name(mc: &MiniCluster) -> &str {
+    mc.name()
+}
 
 /// The pod template of one role; `config_map` names the ConfigMap with the broker config and
 /// scripts (see [`super::config_map`]).
@@ -185,7 +188,7 @@ pub(super) fn base_container(c: &MiniClusterContainer, default_name: &str) -> Co
 }
 
 fn flux_container(mc: &MiniCluster, c: &MiniClusterContainer, role: Role) -> Container {
-    let mut container = base_container(c, DEFAULT_CONTAINER_NAME);
+    let mut container = base_container(c, default_container_name(mc));
     container.command = Some(flux::flux_container_command(mc, role));
     container.env = Some(flux_pod::flux_container_env(mc, role)).filter(|e| !e.is_empty());
     let mut mounts = flux_pod::flux_container_mounts(mc);

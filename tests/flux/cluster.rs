@@ -388,7 +388,7 @@ impl MiniClusterRun {
             .or(spec.containers.first())
             .expect("a container");
         if c.name.is_empty() {
-            render::DEFAULT_CONTAINER_NAME.to_string()
+            render::default_container_name(&self.mc).to_string()
         } else {
             c.name.clone()
         }
