@@ -281,9 +281,11 @@ pub fn lead_readiness_probe(mc: &MiniCluster) -> Probe {
 
 /// Readiness of a follower broker (every worker pod): its broker has joined the instance
 /// ([`flux::broker_joined_command`]), so the cluster's `Ready` means every broker is part of the
-/// instance. A follower waiting for its lead is not ready. A broker that fails or leaves
-/// turns unready after `failureThreshold` x `periodSeconds` (15 s); a quick restart does not
-/// flap.
+/// instance. A follower waiting for its lead is not ready. Probed every second, as the lead
+/// is: the cluster-up time the operator reports is when it saw every broker ready, so the
+/// period is its resolution (at 5 s, found on the real node, a hello-world finished before
+/// its followers were ever seen ready). A broker that fails or leaves turns unready after
+/// `failureThreshold` x `periodSeconds` (15 s); a quick restart does not flap.
 ///
 /// `None` with `flux.disableSocket`: the broker then picks its own socket path under
 /// `$TMPDIR`, so there is nothing fixed to ask, and a probe that always succeeds would only
@@ -296,10 +298,10 @@ pub fn follower_readiness_probe(mc: &MiniCluster) -> Option<Probe> {
         exec: Some(ExecAction {
             command: Some(flux::broker_joined_command(mc)),
         }),
-        period_seconds: Some(5),
+        period_seconds: Some(1),
         timeout_seconds: Some(2),
         success_threshold: Some(1),
-        failure_threshold: Some(3),
+        failure_threshold: Some(15),
         ..Default::default()
     })
 }

@@ -386,10 +386,11 @@ fn follower_readiness_probe() {
             flux::SOCKET_PATH,
             "the probe asks through the socket the brokers create"
         );
-        // Cheap on many pods, and a quick broker restart does not flap.
-        assert_eq!(probe.period_seconds, Some(5));
+        // Every second (the resolution of cluster-up), and a quick broker restart (under
+        // 15 s) does not flap.
+        assert_eq!(probe.period_seconds, Some(1));
         assert_eq!(probe.timeout_seconds, Some(2));
-        assert_eq!(probe.failure_threshold, Some(3));
+        assert_eq!(probe.failure_threshold, Some(15));
         assert_eq!(probe.success_threshold, Some(1));
         assert_eq!(probe.initial_delay_seconds, None);
     }
