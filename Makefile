@@ -2,9 +2,13 @@
 #
 #   make setup        install missing Debian packages (e2e/setup-host.sh)
 #   make e2e-build    build kube-apiserver & co., etcd, kwok, JobSet, Kueue (cached)
-#   make up / down    start / stop the test cluster; `up` prints `export KUBECONFIG=...`
-#   make demo         the local demo: cluster, operator, hello-world to Succeeded, metrics
-#   make test         unit tests, the real-Flux tier, then the e2e tests against a fresh cluster
+#   make images       the real node's images: operator, flux view, application, pause (cached)
+#   make up / down    start / stop the test cluster with its real node; `up` prints
+#                     `export KUBECONFIG=...`
+#   make demo         the local demo: the real node, the operator installed by Helm, hello-world
+#                     run by real Flux to Succeeded, its output, Events and metrics
+#   make test         unit tests, the real-Flux tier, the e2e tests against a fresh cluster,
+#                     the real-node tier and the demo
 #   make test-flux    the real-Flux tier: real brokers in emulated pods (root; builds Flux)
 #   make flux-build   build flux-core and Fluxion from ../shared/vendor (cached)
 #   make bench        side by side on a cluster of its own: this operator, the bare JobSet
@@ -30,7 +34,8 @@ SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness \
         test-e2e-running test-outage test-side-by-side lint-scripts demo crds flux-build test-flux \
-        bench bench-flux go-operator-build
+        bench bench-flux go-operator-build images operator-release test-node test-node-running \
+        test-demo
 
 setup:
 	e2e/setup-host.sh
@@ -38,8 +43,8 @@ setup:
 e2e-build:
 	e2e/build.sh
 
-up: e2e-build
-	e2e/up.sh
+up: e2e-build images
+	E2E_REAL_NODE=1 e2e/up.sh
 
 down:
 	e2e/down.sh
@@ -48,10 +53,31 @@ vendor-crds: e2e-build
 	e2e/vendor-crds.sh
 
 # The README's two commands: each installs and builds what a fresh machine lacks.
-demo: setup e2e-build
+demo: setup e2e-build images
 	e2e/demo.sh
 
-test: setup test-unit test-flux test-e2e test-outage test-side-by-side
+test: setup test-unit test-flux test-e2e test-node test-demo test-outage test-side-by-side
+
+# The operator's release binary, which the operator image carries.
+operator-release:
+	cargo build --release --locked --bin flux-operator
+
+# The real node's images (e2e/images.sh): no registry, one OCI archive imported by node.sh.
+images: flux-build operator-release
+	e2e/images.sh
+
+# The real-node tier (tests/node): a fresh cluster whose real node runs the operator as
+# installed by Helm and real Flux in its pods. One test at a time: each runs real brokers.
+test-node: e2e-build images
+	cargo build --features e2e --test node
+	E2E_REAL_NODE=1 e2e/run-tests.sh cargo test --features e2e --test node -- --test-threads=1
+
+# The real-node tests against a cluster that is already up (`make up`), for iterating.
+test-node-running:
+	KUBECONFIG=$(E2E_KUBECONFIG) cargo test --features e2e --test node -- --test-threads=1
+
+# The README's first command, as a test: it must print real job output and end green.
+test-demo: demo
 
 test-unit:
 	cargo test

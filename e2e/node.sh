@@ -35,6 +35,9 @@ SERVICE_CIDR=10.0.0.0/24
 DNS_IP=10.0.0.10
 BRIDGE=flux-e2e0
 GUARD=FLUX-E2E-GUARD
+# Directories outside $E2E_STATE that the kubelet, containerd and the CNI plugins write to
+# whatever their configuration says (fixed paths); stop removes those start found missing.
+HOST_DIRS=(/var/log/containers /var/lib/kubelet /var/lib/cni /run/containerd)
 # Kernel settings the kubelet, kube-proxy or this script change; stop restores them.
 SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops net.ipv4.ip_forward
          net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables)
@@ -67,7 +70,10 @@ wait_for() {
 }
 
 record_host() {
-  local s
+  local s d
+  for d in "${HOST_DIRS[@]}"; do
+    [ -e "$d" ] || echo "$d" >> "$node/made-dirs"
+  done
   : > "$node/sysctls"
   for s in "${SYSCTLS[@]}"; do
     echo "$s=$(sysctl -n "$s" 2> /dev/null || echo absent)" >> "$node/sysctls"
@@ -145,7 +151,7 @@ clusterDNS: [$DNS_IP]
 resolvConf: ""
 registerWithTaints:
 - {key: e2e.flux-framework.org/real-node, value: "true", effect: NoSchedule}
-podLogsDirectory: $node/pod-logs
+podLogsDir: $node/pod-logs
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
@@ -321,7 +327,7 @@ stop() {
   done
   while iptables -t mangle -D FORWARD -j "$GUARD" 2> /dev/null; do :; done
   for table in filter nat mangle; do
-    for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-PROXY-CANARY "$GUARD"; do
+    for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-PROXY-CANARY KUBE-IPTABLES-HINT "$GUARD"; do
       drop_chain "$table" "$chain"
     done
   done
@@ -337,8 +343,15 @@ stop() {
       [ "$value" = absent ] || sysctl -qw "$name=$value" 2> /dev/null || log "node: cannot restore $name=$value"
     done < "$node/sysctls"
   fi
-  # The kubelet's links to container logs (its directory is fixed: /var/log/containers).
+  # What the parts wrote to their fixed paths: the kubelet's links to container logs, the CNI
+  # plugins' results of our network, and every such directory that did not exist before.
   find /var/log/containers -maxdepth 1 -type l -lname "$node/*" -delete 2> /dev/null || true
+  rm -f /var/lib/cni/results/flux-e2e-* 2> /dev/null || true
+  if [ -f "$node/made-dirs" ]; then
+    while read -r d; do
+      case "$d" in /var/log/containers | /var/lib/kubelet | /var/lib/cni | /run/containerd) rm -rf "$d" ;; esac
+    done < "$node/made-dirs"
+  fi
   rm -rf "$node"
   log "node: stopped and cleaned up"
 }

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Build the container images the real node runs, with no registry: one OCI archive,
+# $E2E_CACHE/images/images.tar, that e2e/node.sh imports into the node's containerd.
+#
+#   base        a Debian bookworm root filesystem (mmdebstrap, from Debian's packages) with
+#               bash, coreutils and the shared libraries and Python/Lua modules that the Flux
+#               of e2e/build-flux.sh needs (found with ldd and dpkg -S): the brokers run Flux
+#               from the view with the application image's libraries, as with a real view
+#               image and an application image of the same distribution.
+#   application images   = base, tagged with the names the examples and the Go operator's
+#               tests use (APP_IMAGES: ubuntu:noble, ...). They are Debian, not Ubuntu.
+#   flux view images     = base + /opt/software/flux and /opt/view from e2e/build-flux.sh,
+#               laid out as the Go operator's view images are (VIEW_IMAGES).
+#   flux-operator:dev    = base + the operator's release binary (the Helm chart's default
+#               image), user 65532, as the Dockerfile builds it.
+#   the pause image      a static binary that waits for a signal (containerd's sandbox_image).
+#
+# Keyed on stamps: the root filesystem on its package list, the archive on everything in it,
+# so a warm machine rebuilds nothing. Needs root (mmdebstrap), e2e/build-flux.sh's tree and
+# the operator's release build (OPERATOR_BIN).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+. "$here/versions.env"
+# shellcheck source=lib.sh
+. "$here/lib.sh"
+
+out=$E2E_CACHE/images
+flux_root=$FLUX_CACHE/$FLUX_CORE_VERSION-$FLUX_SCHED_VERSION
+operator_bin=${OPERATOR_BIN:-${CARGO_TARGET_DIR:-$E2E_CACHE/target}/release/flux-operator}
+mkdir -p "$out"
+
+[ -f "$flux_root/.stamp" ] || die "Flux is not built: run e2e/build-flux.sh (make flux-build)"
+[ -x "$operator_bin" ] || die "$operator_bin is missing: cargo build --release --bin flux-operator"
+command -v mmdebstrap > /dev/null || die "mmdebstrap is missing: run e2e/setup-host.sh"
+
+# The Debian packages that hold the shared libraries of every ELF file of the Flux tree
+# (libraries of the tree itself resolve to "not found" here and are skipped).
+flux_library_packages() {
+  local libs lib real
+  libs=$(find "$flux_root/opt/software/flux" -type f \( -perm -u+x -o -name '*.so*' \) -print0 |
+    { xargs -0 ldd 2> /dev/null || true; } | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u)
+  [ -n "$libs" ] || die "ldd found no shared library in $flux_root"
+  for lib in $libs; do
+    real=$(readlink -f "$lib")
+    dpkg -S "$real" 2> /dev/null || dpkg -S "${real#/usr}" 2> /dev/null ||
+      die "no Debian package holds $lib (Flux needs it)"
+  done | cut -d: -f1 | sort -u
+}
+
+packages=(
+  bash coreutils procps hostname util-linux findutils grep sed gawk tar gzip ca-certificates
+  # Flux's commands in Python and Lua, and the operator's libzmq
+  python3 python3-cffi-backend python3-yaml python3-jsonschema python3-ply lua5.1 lua-posix
+  libzmq5
+)
+libs=$(flux_library_packages)
+mapfile -t lib_packages <<< "$libs"
+packages+=("${lib_packages[@]}")
+mapfile -t packages < <(printf '%s\n' "${packages[@]}" | sort -u)
+
+base=$out/base-rootfs.tar
+base_stamp=$(printf '%s\n' "${packages[@]}" "$(sed -n '/^# rootfs:/,/^# end: rootfs/p' "$0")" | sha256sum | cut -c1-16)
+# rootfs:
+if [ "$(cat "$base.stamp" 2> /dev/null)" != "$base_stamp" ]; then
+  t0=$SECONDS
+  log "images: building the Debian root filesystem (${#packages[@]} packages)"
+  sources=/etc/apt/sources.list.d/debian.sources
+  [ -f "$sources" ] || sources=/etc/apt/sources.list
+  mmdebstrap --variant=minbase --format=tar --include="$(IFS=,; echo "${packages[*]}")" \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    bookworm "$base.tmp" "$sources" > "$out/mmdebstrap.log" 2>&1 ||
+    { tail -n 20 "$out/mmdebstrap.log" >&2; die "mmdebstrap failed (log: $out/mmdebstrap.log)"; }
+  mv "$base.tmp" "$base"
+  echo "$base_stamp" > "$base.stamp"
+  log "images: root filesystem built in $((SECONDS - t0))s"
+fi
+# end: rootfs
+
+APP_IMAGES=(ubuntu:noble ubuntu:jammy ubuntu:focal)
+VIEW_IMAGES=(ghcr.io/converged-computing/flux-view-ubuntu:tag-noble
+             ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy
+             ghcr.io/converged-computing/flux-view-ubuntu:tag-focal)
+OPERATOR_IMAGE=flux-operator:dev
+PAUSE_IMAGE=registry.k8s.io/pause:3.10
+# shellcheck disable=SC2034 # read by node.sh, which sources this file's variables
+printf 'PAUSE_IMAGE=%s\nOPERATOR_IMAGE=%s\n' "$PAUSE_IMAGE" "$OPERATOR_IMAGE" > "$out/names.env"
+
+stamp=$( { cat "$0" "$here/oci-archive.py" "$base.stamp" "$flux_root/.stamp"
+           sha256sum "$operator_bin"
+           printf '%s\n' "${APP_IMAGES[@]}" "${VIEW_IMAGES[@]}"; } | sha256sum | cut -c1-16)
+if [ "$(cat "$out/images.tar.stamp" 2> /dev/null)" = "$stamp" ]; then
+  log "images: up to date ($out/images.tar)"
+  exit 0
+fi
+t0=$SECONDS
+work=$out/work
+rm -rf "$work" && mkdir -p "$work/pause" "$work/operator/usr/local/bin"
+
+# The pause image: a static program that sleeps until a signal.
+cat > "$work/pause.c" <<'EOF'
+#include <signal.h>
+#include <unistd.h>
+static void done(int sig) { (void)sig; _exit(0); }
+int main(void) {
+  signal(SIGTERM, done);
+  signal(SIGINT, done);
+  for (;;) pause();
+}
+EOF
+cc -static -Os -o "$work/pause/pause" "$work/pause.c"
+tar_layer() { # OUT DIR PATHS...: a layer of PATHS under DIR, owned by root
+  local o=$1 d=$2; shift 2
+  tar -C "$d" --owner=0 --group=0 --numeric-owner --sort=name -cf "$o" "$@"
+}
+tar_layer "$work/pause.tar" "$work/pause" pause
+tar_layer "$work/flux.tar" "$flux_root" opt/software opt/view
+install -m 0755 "$operator_bin" "$work/operator/usr/local/bin/flux-operator"
+tar_layer "$work/operator.tar" "$work/operator" usr
+
+names() { printf '%s\n' "$@" | jq -R . | jq -s .; }
+path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+jq -n --arg base "$base" --arg work "$work" --arg path "PATH=$path" \
+  --argjson apps "$(names "${APP_IMAGES[@]}")" --argjson views "$(names "${VIEW_IMAGES[@]}")" \
+  --arg operator "$OPERATOR_IMAGE" --arg pause "$PAUSE_IMAGE" '
+  {images: [
+    {names: $apps, layers: [$base], config: {Env: [$path], Cmd: ["/bin/bash"]}},
+    {names: $views, layers: [$base, ($work + "/flux.tar")], config: {Env: [$path], Cmd: ["/bin/bash"]}},
+    {names: [$operator], layers: [$base, ($work + "/operator.tar")],
+     config: {Env: [$path], User: "65532:65532", Entrypoint: ["/usr/local/bin/flux-operator"], Cmd: ["run"]}},
+    {names: [$pause], layers: [($work + "/pause.tar")], config: {Entrypoint: ["/pause"]}}
+  ]}' | python3 "$here/oci-archive.py" "$out/images.tar.tmp"
+mv "$out/images.tar.tmp" "$out/images.tar"
+rm -rf "$work"
+echo "$stamp" > "$out/images.tar.stamp"
+log "images: $out/images.tar written in $((SECONDS - t0))s ($(du -h "$out/images.tar" | cut -f1))"

@@ -1,0 +1,186 @@
+//! What the real-node tests share: `kubectl` and `helm` as a user runs them, the operator
+//! installed once by its chart, and namespaces whose pods land on the real node.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::Value;
+
+use crate::common::{TestNamespace, wait_for};
+
+/// Where the operator is installed (the chart's documented `helm install` namespace).
+pub const OPERATOR_NAMESPACE: &str = "flux-operator";
+/// How long a MiniCluster of real brokers may take to reach a phase on this machine.
+pub const PHASE_TIMEOUT: Duration = Duration::from_secs(240);
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn bin(name: &str) -> PathBuf {
+    let base = std::env::var_os("E2E_BIN").map(PathBuf::from).unwrap_or_else(|| {
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache"));
+        cache.join("flux-operator-rs/bin")
+    });
+    base.join(name)
+}
+
+fn run(mut cmd: Command) -> Result<String> {
+    let what = format!("{cmd:?}");
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().with_context(|| format!("running {what}"))?;
+    ensure!(
+        status.success(),
+        "{what} failed ({status}): {}{}",
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr)
+    );
+    Ok(String::from_utf8(stdout)?)
+}
+
+/// `kubectl ARGS...` against the test cluster; its standard output.
+pub fn kubectl<I, S>(args: I) -> Result<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut cmd = Command::new(bin("kubectl"));
+    cmd.args(args);
+    run(cmd)
+}
+
+/// `kubectl -n NS ...`.
+pub fn kubectl_in(ns: &str, args: &[&str]) -> Result<String> {
+    kubectl(["-n", ns].iter().chain(args))
+}
+
+/// `kubectl get -o json` of one object.
+pub fn get_json(ns: &str, what: &str) -> Result<Value> {
+    Ok(serde_json::from_str(&kubectl_in(ns, &["get", what, "-o", "json"])?)?)
+}
+
+/// The operator, installed once for the whole tier as a user installs it: `helm install`
+/// of `charts/flux-operator` with the image built by `e2e/images.sh`, then `kubectl rollout
+/// status`, which returns once the kubelet's readiness probe has passed.
+pub fn installed_operator() -> Result<()> {
+    static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+    INSTALLED
+        .get_or_init(|| install().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+fn install() -> Result<()> {
+    if kubectl(["get", "namespace", OPERATOR_NAMESPACE]).is_err() {
+        kubectl(["create", "namespace", OPERATOR_NAMESPACE])?;
+    }
+    on_real_node(OPERATOR_NAMESPACE)?;
+    let mut helm = Command::new(bin("helm"));
+    helm.args(["upgrade", "--install", "flux-operator"])
+        .arg(root().join("charts/flux-operator"))
+        .args(["--namespace", OPERATOR_NAMESPACE, "--set", "image.pullPolicy=IfNotPresent"]);
+    run(helm)?;
+    kubectl_in(
+        OPERATOR_NAMESPACE,
+        &["rollout", "status", "deployment/flux-operator", "--timeout=180s"],
+    )?;
+    Ok(())
+}
+
+/// Pods of NS select the real node and tolerate its taint (`e2e/node.sh namespace`).
+fn on_real_node(ns: &str) -> Result<()> {
+    let mut cmd = Command::new(root().join("e2e/node.sh"));
+    cmd.args(["namespace", ns]);
+    run(cmd).map(drop)
+}
+
+/// A fresh test namespace whose pods run on the real node, with the operator installed.
+pub async fn namespace(test: &str) -> Result<TestNamespace> {
+    installed_operator()?;
+    let ns = TestNamespace::create(test).await?;
+    on_real_node(&ns.name)?;
+    Ok(ns)
+}
+
+/// `kubectl apply -f FILE` into NS.
+pub fn apply(ns: &str, file: &Path) -> Result<()> {
+    kubectl_in(ns, &["apply", "-f", &file.to_string_lossy()]).map(drop)
+}
+
+/// An example of this repository, `examples/<name>.yaml`.
+pub fn example(name: &str) -> PathBuf {
+    root().join(format!("examples/{name}.yaml"))
+}
+
+/// Wait until the MiniCluster reports PHASE (`kubectl get minicluster`); fail early if it
+/// reports Failed instead, with its status.
+pub async fn wait_phase(ns: &str, mc: &str, phase: &str) -> Result<Value> {
+    wait_for(
+        &format!("MiniCluster {ns}/{mc} to be {phase}"),
+        PHASE_TIMEOUT,
+        || async {
+            let obj = get_json(ns, &format!("minicluster/{mc}"))?;
+            let now = obj["status"]["phase"].as_str().unwrap_or_default();
+            if now == "Failed" && phase != "Failed" {
+                bail!("it failed: {}", obj["status"]);
+            }
+            Ok((now == phase).then_some(obj))
+        },
+    )
+    .await
+}
+
+/// The pods of a MiniCluster with ROLE (`lead` or `workers`), by the operator's labels.
+pub fn pods(ns: &str, mc: &str, role: &str) -> Result<Vec<Value>> {
+    let selector = format!("flux-framework.org/minicluster={mc},flux-framework.org/role={role}");
+    let list: Value = serde_json::from_str(&kubectl_in(
+        ns,
+        &["get", "pods", "-l", &selector, "-o", "json"],
+    )?)?;
+    Ok(list["items"].as_array().cloned().unwrap_or_default())
+}
+
+/// The lead broker's pod name (the label selector the README documents).
+pub fn lead_pod(ns: &str, mc: &str) -> Result<String> {
+    let leads = pods(ns, mc, "lead")?;
+    ensure!(leads.len() == 1, "expected one lead pod, found {}", leads.len());
+    Ok(leads[0]["metadata"]["name"].as_str().unwrap_or_default().to_string())
+}
+
+/// `kubectl exec POD -c CONTAINER -- CMD...` with Flux's commands on PATH, talking to the
+/// local broker (as the README tells users to reach the instance).
+pub fn flux_exec(ns: &str, pod: &str, container: &str, flux_args: &str) -> Result<String> {
+    let script = format!(
+        "export PATH=$PATH:/mnt/flux/view/bin FLUX_URI=local:///run/flux-operator/broker/local; {flux_args}"
+    );
+    kubectl_in(ns, &["exec", pod, "-c", container, "--", "bash", "-c", &script])
+}
+
+/// The installed operator's `/metrics`, through the API server's proxy to its Service.
+pub fn operator_metrics() -> Result<String> {
+    kubectl([
+        "get",
+        "--raw",
+        "/api/v1/namespaces/flux-operator/services/flux-operator-metrics:metrics/proxy/metrics",
+    ])
+}
+
+/// The count and sum of `flux_operator_minicluster_<NAME>_seconds` for NAMESPACE (0 if none).
+pub fn observed(metrics: &str, name: &str, namespace: &str) -> (f64, f64) {
+    let value = |part: &str| {
+        let prefix = format!("flux_operator_minicluster_{name}_seconds_{part}{{namespace=\"{namespace}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    (value("count"), value("sum"))
+}

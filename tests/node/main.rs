@@ -1,0 +1,20 @@
+//! The real-node tier: the whole product as a user runs it. A test cluster from `e2e/` whose
+//! real node is this machine (kubelet, containerd, bridge CNI, kube-proxy, CoreDNS; see
+//! `e2e/node.sh`), the operator installed by its Helm chart and running in a pod there under
+//! its own ServiceAccount, and MiniClusters whose pods run real Flux from the flux view image
+//! built from `../shared/vendor`. Every assertion is what a user would check with `kubectl`
+//! (logs, exec, get) and Flux's own commands.
+//!
+//! Run with `make test-node` (a fresh cluster, torn down after), or `make up` then
+//! `make test-node-running`. One test at a time: each runs real brokers on two cores.
+//!
+//! Keep this file a list of modules.
+
+#[path = "../e2e/common.rs"]
+mod common;
+
+mod cluster;
+
+mod go_examples;
+mod installed;
+mod interactive;
