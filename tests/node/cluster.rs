@@ -21,12 +21,16 @@ fn root() -> &'static Path {
 }
 
 fn bin(name: &str) -> PathBuf {
-    let base = std::env::var_os("E2E_BIN").map(PathBuf::from).unwrap_or_else(|| {
-        let cache = std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache"));
-        cache.join("flux-operator-rs/bin")
-    });
+    let base = std::env::var_os("E2E_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache")
+                });
+            cache.join("flux-operator-rs/bin")
+        });
     base.join(name)
 }
 
@@ -64,7 +68,10 @@ pub fn kubectl_in(ns: &str, args: &[&str]) -> Result<String> {
 
 /// `kubectl get -o json` of one object.
 pub fn get_json(ns: &str, what: &str) -> Result<Value> {
-    Ok(serde_json::from_str(&kubectl_in(ns, &["get", what, "-o", "json"])?)?)
+    Ok(serde_json::from_str(&kubectl_in(
+        ns,
+        &["get", what, "-o", "json"],
+    )?)?)
 }
 
 /// The operator, installed once for the whole tier as a user installs it: `helm install`
@@ -86,11 +93,21 @@ fn install() -> Result<()> {
     let mut helm = Command::new(bin("helm"));
     helm.args(["upgrade", "--install", "flux-operator"])
         .arg(root().join("charts/flux-operator"))
-        .args(["--namespace", OPERATOR_NAMESPACE, "--set", "image.pullPolicy=IfNotPresent"]);
+        .args([
+            "--namespace",
+            OPERATOR_NAMESPACE,
+            "--set",
+            "image.pullPolicy=IfNotPresent",
+        ]);
     run(helm)?;
     kubectl_in(
         OPERATOR_NAMESPACE,
-        &["rollout", "status", "deployment/flux-operator", "--timeout=180s"],
+        &[
+            "rollout",
+            "status",
+            "deployment/flux-operator",
+            "--timeout=180s",
+        ],
     )?;
     Ok(())
 }
@@ -151,8 +168,15 @@ pub fn pods(ns: &str, mc: &str, role: &str) -> Result<Vec<Value>> {
 /// The lead broker's pod name (the label selector the README documents).
 pub fn lead_pod(ns: &str, mc: &str) -> Result<String> {
     let leads = pods(ns, mc, "lead")?;
-    ensure!(leads.len() == 1, "expected one lead pod, found {}", leads.len());
-    Ok(leads[0]["metadata"]["name"].as_str().unwrap_or_default().to_string())
+    ensure!(
+        leads.len() == 1,
+        "expected one lead pod, found {}",
+        leads.len()
+    );
+    Ok(leads[0]["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string())
 }
 
 /// `kubectl exec POD -c CONTAINER -- CMD...` with Flux's commands on PATH, talking to the
@@ -161,7 +185,10 @@ pub fn flux_exec(ns: &str, pod: &str, container: &str, flux_args: &str) -> Resul
     let script = format!(
         "export PATH=$PATH:/mnt/flux/view/bin FLUX_URI=local:///run/flux-operator/broker/local; {flux_args}"
     );
-    kubectl_in(ns, &["exec", pod, "-c", container, "--", "bash", "-c", &script])
+    kubectl_in(
+        ns,
+        &["exec", pod, "-c", container, "--", "bash", "-c", &script],
+    )
 }
 
 /// The installed operator's `/metrics`, through the API server's proxy to its Service.
@@ -176,7 +203,9 @@ pub fn operator_metrics() -> Result<String> {
 /// The count and sum of `flux_operator_minicluster_<NAME>_seconds` for NAMESPACE (0 if none).
 pub fn observed(metrics: &str, name: &str, namespace: &str) -> (f64, f64) {
     let value = |part: &str| {
-        let prefix = format!("flux_operator_minicluster_{name}_seconds_{part}{{namespace=\"{namespace}\"}} ");
+        let prefix = format!(
+            "flux_operator_minicluster_{name}_seconds_{part}{{namespace=\"{namespace}\"}} "
+        );
         metrics
             .lines()
             .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())

@@ -23,7 +23,11 @@ const ARCHIVE: &str = "../shared/vendor/flux-operator-0d75cef8.tar.gz";
 /// `examples/tests` of the Go operator's archive, unpacked into DIR.
 fn unpack(dir: &Path) -> Result<PathBuf> {
     let archive = Path::new(env!("CARGO_MANIFEST_DIR")).join(ARCHIVE);
-    ensure!(archive.exists(), "{} is missing (see ../shared/vendor/README.md)", archive.display());
+    ensure!(
+        archive.exists(),
+        "{} is missing (see ../shared/vendor/README.md)",
+        archive.display()
+    );
     let status = std::process::Command::new("tar")
         .arg("-xzf")
         .arg(&archive)
@@ -32,12 +36,18 @@ fn unpack(dir: &Path) -> Result<PathBuf> {
         .args(["--wildcards", "*/examples/tests/*"])
         .status()?;
     ensure!(status.success(), "tar failed on {}", archive.display());
-    let top = std::fs::read_dir(dir)?.next().context("empty archive")??.path();
+    let top = std::fs::read_dir(dir)?
+        .next()
+        .context("empty archive")??
+        .path();
     Ok(top.join("examples/tests"))
 }
 
 /// check-output.sh for one test: the first pod's `flux-sample` logs equal the expected file.
-async fn check_output(name: &str, setup: impl FnOnce(&TestNamespace, &Path) -> Result<()>) -> Result<()> {
+async fn check_output(
+    name: &str,
+    setup: impl FnOnce(&TestNamespace, &Path) -> Result<()>,
+) -> Result<()> {
     let tmp = tempfile::tempdir()?;
     let tests = unpack(tmp.path())?;
     let dir = tests.join(name);
@@ -46,25 +56,49 @@ async fn check_output(name: &str, setup: impl FnOnce(&TestNamespace, &Path) -> R
     apply(&ns.name, &dir.join("minicluster.yaml"))?;
 
     // Its "first pod" is the first in name order: with JobSet names, the lead broker's.
-    let first = wait_for("the MiniCluster's pods", Duration::from_secs(120), || async {
-        let names = kubectl_in(&ns.name, &["get", "pod", "-o", "jsonpath={.items..metadata.name}"])?;
-        Ok(names.split_whitespace().next().map(str::to_string))
-    })
+    let first = wait_for(
+        "the MiniCluster's pods",
+        Duration::from_secs(120),
+        || async {
+            let names = kubectl_in(
+                &ns.name,
+                &["get", "pod", "-o", "jsonpath={.items..metadata.name}"],
+            )?;
+            Ok(names.split_whitespace().next().map(str::to_string))
+        },
+    )
     .await?;
-    ensure!(first.starts_with("flux-sample-lead-"), "first pod {first} is not the lead broker's");
-    let actual = wait_for("the Flux container to start", Duration::from_secs(180), || async {
-        Ok(kubectl_in(&ns.name, &["logs", &first, "-c", "flux-sample", "-f"]).ok())
-    })
+    ensure!(
+        first.starts_with("flux-sample-lead-"),
+        "first pod {first} is not the lead broker's"
+    );
+    let actual = wait_for(
+        "the Flux container to start",
+        Duration::from_secs(180),
+        || async { Ok(kubectl_in(&ns.name, &["logs", &first, "-c", "flux-sample", "-f"]).ok()) },
+    )
     .await?;
     let expected = std::fs::read_to_string(dir.join("test.out.correct"))?;
-    assert_eq!(actual.replace('\r', ""), expected.replace('\r', ""), "{name}: kubectl logs {first}");
+    assert_eq!(
+        actual.replace('\r', ""),
+        expected.replace('\r', ""),
+        "{name}: kubectl logs {first}"
+    );
 
     wait_phase(&ns.name, "flux-sample", "Succeeded").await?;
     let pods: Value = serde_json::from_str(&kubectl_in(&ns.name, &["get", "pod", "-o", "json"])?)?;
     for pod in pods["items"].as_array().into_iter().flatten() {
-        for status in pod["status"]["containerStatuses"].as_array().into_iter().flatten() {
+        for status in pod["status"]["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             if let Some(code) = status["state"]["terminated"]["exitCode"].as_i64() {
-                assert_eq!(code, 0, "{name}: {} {}", pod["metadata"]["name"], status["name"]);
+                assert_eq!(
+                    code, 0,
+                    "{name}: {} {}",
+                    pod["metadata"]["name"], status["name"]
+                );
             }
         }
     }
@@ -99,7 +133,10 @@ async fn go_operator_test_existing_volumes_lists_the_claimed_volume() -> Result<
     let data = tempfile::tempdir()?;
     let pv_name = std::sync::Mutex::new(String::new());
     let result = check_output("existing-volumes", |ns, tests| {
-        std::fs::copy(tests.join("data/pancakes.txt"), data.path().join("pancakes.txt"))?;
+        std::fs::copy(
+            tests.join("data/pancakes.txt"),
+            data.path().join("pancakes.txt"),
+        )?;
         let name = ns.unique_name("data");
         let pv = serde_json::json!({
             "apiVersion": "v1", "kind": "PersistentVolume",

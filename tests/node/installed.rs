@@ -33,17 +33,31 @@ async fn helm_installed_operator_is_available_on_the_real_node_through_its_readi
     ensure!(available == Some("True".into()), "{}", deployment["status"]);
     let list: Value = serde_json::from_str(&kubectl_in(
         OPERATOR_NAMESPACE,
-        &["get", "pods", "-l", "app.kubernetes.io/name=flux-operator", "-o", "json"],
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=flux-operator",
+            "-o",
+            "json",
+        ],
     )?)?;
     let pod = &list["items"][0];
-    assert_eq!(pod["spec"]["nodeName"], node_name().as_str(), "runs on the real node");
+    assert_eq!(
+        pod["spec"]["nodeName"],
+        node_name().as_str(),
+        "runs on the real node"
+    );
     assert_eq!(pod["spec"]["containers"][0]["image"], "flux-operator:dev");
     assert_eq!(pod["spec"]["serviceAccountName"], "flux-operator");
     // Ready because the kubelet ran the probe, not because something marked it.
     let ready = condition(pod, "Ready").expect("a Ready condition");
     assert_eq!(ready["status"], "True", "{}", pod["status"]);
     let probe = &pod["spec"]["containers"][0]["readinessProbe"];
-    ensure!(probe.is_object(), "the chart gives the operator a readiness probe");
+    ensure!(
+        probe.is_object(),
+        "the chart gives the operator a readiness probe"
+    );
     let status = &pod["status"]["containerStatuses"][0];
     assert_eq!(status["ready"], true);
     ensure!(status["state"]["running"].is_object(), "{status}");
@@ -77,32 +91,51 @@ async fn hello_world_logs_a_line_from_every_broker_host_succeeds_ends_all_pods_a
 
     // Every pod ends: the lead by its success, the followers when it shuts the instance down
     // (or JobSet deletes them with the completed JobSet's jobs).
-    wait_for("every pod of hello-world to end", Duration::from_secs(120), || async {
-        let mut live = Vec::new();
-        for role in ["lead", "workers"] {
-            for pod in pods(&ns.name, "hello-world", role)? {
-                let phase = pod["status"]["phase"].as_str().unwrap_or_default().to_string();
-                if phase != "Succeeded" && phase != "Failed" {
-                    live.push(format!("{} {phase}", pod["metadata"]["name"]));
+    wait_for(
+        "every pod of hello-world to end",
+        Duration::from_secs(120),
+        || async {
+            let mut live = Vec::new();
+            for role in ["lead", "workers"] {
+                for pod in pods(&ns.name, "hello-world", role)? {
+                    let phase = pod["status"]["phase"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    if phase != "Succeeded" && phase != "Failed" {
+                        live.push(format!("{} {phase}", pod["metadata"]["name"]));
+                    }
                 }
             }
-        }
-        Ok(live.is_empty().then_some(()))
-    })
+            Ok(live.is_empty().then_some(()))
+        },
+    )
     .await?;
 
     // The in-cluster operator measured it: scraped through the API server's proxy. (Its
     // cluster-up time is the interactive test's: this job may end before every follower's
     // readiness probe has run once after the join.)
-    let metrics = wait_for("the teardown observation", Duration::from_secs(60), || async {
-        let text = operator_metrics()?;
-        Ok(text.contains("flux_operator_minicluster_teardown_seconds_count").then_some(text))
-    })
+    let metrics = wait_for(
+        "the teardown observation",
+        Duration::from_secs(60),
+        || async {
+            let text = operator_metrics()?;
+            Ok(text
+                .contains("flux_operator_minicluster_teardown_seconds_count")
+                .then_some(text))
+        },
+    )
     .await?;
     for m in ["lead_ready", "teardown"] {
         let (count, sum) = observed(&metrics, m, &ns.name);
-        assert_eq!(count, 1.0, "{m}: one observation for this namespace\n{metrics}");
-        ensure!(sum > 0.0 && sum < 600.0, "{m} took {sum} s: not a real figure");
+        assert_eq!(
+            count, 1.0,
+            "{m}: one observation for this namespace\n{metrics}"
+        );
+        ensure!(
+            sum > 0.0 && sum < 600.0,
+            "{m} took {sum} s: not a real figure"
+        );
     }
     ns.cleanup().await;
     Ok(())

@@ -20,31 +20,55 @@ async fn interactive_cluster_answers_flux_resource_list_and_flux_run_across_all_
     wait_phase(&ns.name, "interactive", "Running").await?;
     let lead = lead_pod(&ns.name, "interactive")?;
 
-    let nodes = flux_exec(&ns.name, &lead, "interactive", "flux resource list -s up -no {nnodes}")?;
+    let nodes = flux_exec(
+        &ns.name,
+        &lead,
+        "interactive",
+        "flux resource list -s up -no {nnodes}",
+    )?;
     assert_eq!(nodes.trim(), "2", "both brokers' nodes are up");
     let hosts = flux_exec(&ns.name, &lead, "interactive", "flux run -N2 -n2 hostname")?;
     let hosts: BTreeSet<&str> = hosts.lines().collect();
     let mut expected = BTreeSet::new();
     for role in ["lead", "workers"] {
         for pod in pods(&ns.name, "interactive", role)? {
-            expected.insert(pod["spec"]["hostname"].as_str().unwrap_or_default().to_string());
+            expected.insert(
+                pod["spec"]["hostname"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
         }
     }
-    assert_eq!(hosts, expected.iter().map(String::as_str).collect(), "a task on each broker's host");
+    assert_eq!(
+        hosts,
+        expected.iter().map(String::as_str).collect(),
+        "a task on each broker's host"
+    );
 
     // The operator saw it up: a real cluster-up time, after the lead's.
-    let metrics = wait_for("the cluster-up observation", Duration::from_secs(30), || async {
-        let text = operator_metrics()?;
-        Ok((observed(&text, "up", &ns.name).0 > 0.0).then_some(text))
-    })
+    let metrics = wait_for(
+        "the cluster-up observation",
+        Duration::from_secs(30),
+        || async {
+            let text = operator_metrics()?;
+            Ok((observed(&text, "up", &ns.name).0 > 0.0).then_some(text))
+        },
+    )
     .await?;
     let (count, up) = observed(&metrics, "up", &ns.name);
     let (_, lead_ready) = observed(&metrics, "lead_ready", &ns.name);
     assert_eq!(count, 1.0, "one cluster-up observation\n{metrics}");
-    ensure!(up >= lead_ready && up > 0.0 && up < 600.0, "up {up} s, lead ready {lead_ready} s");
+    ensure!(
+        up >= lead_ready && up > 0.0 && up < 600.0,
+        "up {up} s, lead ready {lead_ready} s"
+    );
 
     // It stays up until told otherwise, then ends cleanly.
-    assert_eq!(get_json(&ns.name, "minicluster/interactive")?["status"]["phase"], "Running");
+    assert_eq!(
+        get_json(&ns.name, "minicluster/interactive")?["status"]["phase"],
+        "Running"
+    );
     flux_exec(&ns.name, &lead, "interactive", "flux shutdown --quiet")?;
     wait_phase(&ns.name, "interactive", "Succeeded").await?;
     ns.cleanup().await;
@@ -74,16 +98,36 @@ spec:
     apply(&ns.name, file.path())?;
 
     // The lead's broker runs while its followers sleep.
-    let lead = wait_for("the lead broker's socket", Duration::from_secs(180), || async {
-        let lead = lead_pod(&ns.name, "late-followers")?;
-        Ok(flux_exec(&ns.name, &lead, "late-followers", "flux getattr size").ok().map(|_| lead))
-    })
+    let lead = wait_for(
+        "the lead broker's socket",
+        Duration::from_secs(180),
+        || async {
+            let lead = lead_pod(&ns.name, "late-followers")?;
+            Ok(
+                flux_exec(&ns.name, &lead, "late-followers", "flux getattr size")
+                    .ok()
+                    .map(|_| lead),
+            )
+        },
+    )
     .await?;
-    let up_at_lead = flux_exec(&ns.name, &lead, "late-followers", "flux resource list -s up -no {nnodes}")?;
+    let up_at_lead = flux_exec(
+        &ns.name,
+        &lead,
+        "late-followers",
+        "flux resource list -s up -no {nnodes}",
+    )?;
     let mc = get_json(&ns.name, "minicluster/late-followers")?;
     let ready = ready_status(&mc);
-    ensure!(up_at_lead.trim() != "3", "the followers were still asleep; Flux says {up_at_lead}");
-    assert_eq!(ready, "False", "not Ready while followers are missing: {}", mc["status"]);
+    ensure!(
+        up_at_lead.trim() != "3",
+        "the followers were still asleep; Flux says {up_at_lead}"
+    );
+    assert_eq!(
+        ready, "False",
+        "not Ready while followers are missing: {}",
+        mc["status"]
+    );
 
     // Poll closely for the moment it turns Ready, and ask Flux right then.
     let start = Instant::now();
@@ -92,9 +136,22 @@ spec:
         Ok((ready_status(&mc) == "True").then_some(()))
     })
     .await?;
-    let up = flux_exec(&ns.name, &lead, "late-followers", "flux resource list -s up -no {nnodes}")?;
-    assert_eq!(up.trim(), "3", "Ready after {:?}, and Flux has every rank up", start.elapsed());
-    let _ = kubectl_in(&ns.name, &["delete", "minicluster", "late-followers", "--wait=false"]);
+    let up = flux_exec(
+        &ns.name,
+        &lead,
+        "late-followers",
+        "flux resource list -s up -no {nnodes}",
+    )?;
+    assert_eq!(
+        up.trim(),
+        "3",
+        "Ready after {:?}, and Flux has every rank up",
+        start.elapsed()
+    );
+    let _ = kubectl_in(
+        &ns.name,
+        &["delete", "minicluster", "late-followers", "--wait=false"],
+    );
     ns.cleanup().await;
     Ok(())
 }
