@@ -11,7 +11,7 @@ packages=(
   libsodium-dev libzmq3-dev pkg-config cmake  # the zmq crate (CURVE through libzmq)
   # flux-core and Fluxion for the real-Flux tier (e2e/build-flux.sh)
   autoconf automake libtool make uuid-dev libjansson-dev liblz4-dev libarchive-dev
-  libhwloc-dev libsqlite3-dev lua5.1 liblua5.1-dev lua-posix python3-dev python3-cffi
+  libhwloc-dev libsqlite3-dev lua5.1 liblua5.1-0-dev lua-posix python3-dev python3-cffi
   python3-ply python3-setuptools python3-yaml python3-jsonschema libboost-dev libboost-graph-dev libedit-dev
   libyaml-cpp-dev g++
   iproute2 util-linux  # the pod emulator: ip netns, unshare, nsenter, setpriv
