@@ -402,3 +402,32 @@ pub fn kueue_resource(kind: &str) -> ApiResource {
     };
     api_resource("kueue.x-k8s.io", "v1beta2", kind, plural)
 }
+
+/// The Go operator's source archive, relative to `CARGO_MANIFEST_DIR`.
+pub const GO_OPERATOR_ARCHIVE: &str = "../shared/vendor/flux-operator-0d75cef8.tar.gz";
+
+/// Unpack the members of the Go operator's archive that match the `tar --wildcards`
+/// PATTERNS into `dir`; return the archive's top directory there.
+pub fn unpack_go_operator(dir: &std::path::Path, patterns: &[&str]) -> Result<std::path::PathBuf> {
+    let archive = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(GO_OPERATOR_ARCHIVE);
+    anyhow::ensure!(
+        archive.exists(),
+        "the Go operator's source archive {} is missing (see ../shared/vendor/README.md)",
+        archive.display()
+    );
+    let status = std::process::Command::new("tar")
+        .arg("-xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(dir)
+        .arg("--wildcards")
+        .args(patterns)
+        .status()
+        .context("running tar")?;
+    anyhow::ensure!(status.success(), "tar failed on {}", archive.display());
+    let top = std::fs::read_dir(dir)?
+        .next()
+        .context("empty archive")??
+        .path();
+    Ok(top)
+}

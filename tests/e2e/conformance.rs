@@ -32,11 +32,9 @@ use serde_json::Value;
 
 use flux_operator::api::MiniCluster;
 
-use crate::common::{TestNamespace, jobset_resource, wait_for};
+use crate::common::{TestNamespace, jobset_resource, unpack_go_operator, wait_for};
 use crate::operator::{Operator, install_crd};
 
-/// The Go operator's source, relative to `CARGO_MANIFEST_DIR`.
-const ARCHIVE: &str = "../shared/vendor/flux-operator-0d75cef8.tar.gz";
 /// Its MiniCluster CRD, inside the archive's top directory.
 const GO_CRD: &str = "config/crd/bases/flux-framework.org_miniclusters.yaml";
 const PARALLEL: usize = 6;
@@ -177,26 +175,7 @@ impl Observed {
 
 /// Unpack the examples and the CRD from the archive into `dir`; return the top directory.
 fn unpack(dir: &Path) -> Result<PathBuf> {
-    let archive = Path::new(env!("CARGO_MANIFEST_DIR")).join(ARCHIVE);
-    anyhow::ensure!(
-        archive.exists(),
-        "the Go operator's source archive {} is missing (see ../shared/vendor/README.md)",
-        archive.display()
-    );
-    let status = std::process::Command::new("tar")
-        .arg("-xzf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(dir)
-        .args(["--wildcards", "*/examples/*", &format!("*/{GO_CRD}")])
-        .status()
-        .context("running tar")?;
-    anyhow::ensure!(status.success(), "tar failed on {}", archive.display());
-    let top = std::fs::read_dir(dir)?
-        .next()
-        .context("empty archive")??
-        .path();
-    Ok(top)
+    unpack_go_operator(dir, &["*/examples/*", &format!("*/{GO_CRD}")])
 }
 
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {

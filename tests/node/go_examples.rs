@@ -12,35 +12,15 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use serde_json::Value;
 
 use crate::cluster::{apply, kubectl, kubectl_in, namespace, wait_phase};
-use crate::common::{TestNamespace, wait_for};
-
-const ARCHIVE: &str = "../shared/vendor/flux-operator-0d75cef8.tar.gz";
+use crate::common::{TestNamespace, unpack_go_operator, wait_for};
 
 /// `examples/tests` of the Go operator's archive, unpacked into DIR.
 fn unpack(dir: &Path) -> Result<PathBuf> {
-    let archive = Path::new(env!("CARGO_MANIFEST_DIR")).join(ARCHIVE);
-    ensure!(
-        archive.exists(),
-        "{} is missing (see ../shared/vendor/README.md)",
-        archive.display()
-    );
-    let status = std::process::Command::new("tar")
-        .arg("-xzf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(dir)
-        .args(["--wildcards", "*/examples/tests/*"])
-        .status()?;
-    ensure!(status.success(), "tar failed on {}", archive.display());
-    let top = std::fs::read_dir(dir)?
-        .next()
-        .context("empty archive")??
-        .path();
-    Ok(top.join("examples/tests"))
+    Ok(unpack_go_operator(dir, &["*/examples/tests/*"])?.join("examples/tests"))
 }
 
 /// check-output.sh for one test: the first pod's `flux-sample` logs equal the expected file.

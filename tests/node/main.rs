@@ -15,6 +15,8 @@ mod common;
 
 mod cluster;
 
+mod elastic;
 mod go_examples;
 mod installed;
 mod interactive;
+mod services;
