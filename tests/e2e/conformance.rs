@@ -706,7 +706,9 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
         (
             "view",
             serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}],
-                "flux": {"container": {"name": "flux"}}}),
+                // The unnamed Flux container is named after the MiniCluster (as in the Go
+                // operator): the flux view init container cannot take that name too.
+                "flux": {"container": {"name": "view"}}}),
             "spec.flux.container.name",
             "InvalidSpec",
         ),
