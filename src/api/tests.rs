@@ -383,3 +383,18 @@ fn hooks_only_the_flux_container_runs_are_reported_on_other_containers() {
             .contains("only the Flux container runs it")
     );
 }
+
+#[test]
+fn a_curve_cert_that_is_not_a_certificate_is_refused_naming_the_field() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.flux.curve_cert = "not a certificate".to_string().into();
+    assert_eq!(fields(&mc), ["spec.flux.curveCert"], "{:?}", validate(&mc));
+    let good = crate::flux::curve::Certificate::generate("mc").unwrap();
+    mc.spec.flux.curve_cert = good.to_text().into();
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+    // A key of the wrong length is named too.
+    mc.spec.flux.curve_cert = good.to_text().replace(good.public_key(), "short").into();
+    let errors = validate(&mc);
+    assert_eq!(fields(&mc), ["spec.flux.curveCert"]);
+    assert!(errors[0].message.contains("public-key"), "{errors:?}");
+}

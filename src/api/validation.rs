@@ -224,6 +224,20 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
             format!("is not valid TOML: {}", e.message()),
         ));
     }
+    // The text is read here; whether its public key belongs to its secret key takes a CURVE
+    // handshake, done when its Secret is made (also reported as InvalidSpec).
+    let cert = spec.flux.curve_cert.as_str();
+    if !cert.trim().is_empty()
+        && let Err(e) = crate::flux::curve::Certificate::parse(cert)
+    {
+        errors.push(err(
+            "spec.flux.curveCert",
+            format!(
+                "is not a CURVE certificate as `flux keygen` writes it: {}",
+                e.to_string().trim_start_matches("spec.flux.curveCert: ")
+            ),
+        ));
+    }
     errors
 }
 

@@ -30,6 +30,9 @@ enum Stop {
     Foreign(String),
     /// The API server refused the change for good (invalid, or an admission webhook).
     Refused(String),
+    /// The spec turned out invalid while carrying the plan out (a `curveCert` whose keys do
+    /// not belong together, which only a CURVE handshake shows): "field: message".
+    Invalid(String),
     /// Anything else: retried with backoff.
     Retry(Error),
 }
@@ -73,6 +76,10 @@ pub(super) async fn execute(
             }
             Err(Stop::Refused(message)) => {
                 plan = plan::refused(mc, &message, now);
+                break;
+            }
+            Err(Stop::Invalid(message)) => {
+                plan = plan::invalid(mc, &message, now);
                 break;
             }
         }
@@ -270,7 +277,7 @@ async fn create_secret(mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
             .map_err(|e| Stop::Retry(Error::Internal(format!("certificate task: {e}"))))?;
     let certificate = match certificate {
         Ok(c) => c,
-        Err(e) if e.field().is_some() => return Err(Stop::Refused(e.to_string())),
+        Err(e) if e.field().is_some() => return Err(Stop::Invalid(e.to_string())),
         Err(e) => return Err(Stop::Retry(e.into())),
     };
     let secret = render::curve_secret(mc, &certificate.to_text());

@@ -489,6 +489,19 @@ fn waiting(mc: &MiniCluster, _now: Timestamp) -> Plan {
     }
 }
 
+/// The spec was found invalid while the plan was carried out (before anything was created
+/// from it): held, `InvalidSpec`, as if validation had found it.
+pub fn invalid(mc: &MiniCluster, message: &str, now: Timestamp) -> Plan {
+    held(
+        mc,
+        condition::INVALID_SPEC,
+        "InvalidSpec",
+        message,
+        None,
+        now,
+    )
+}
+
 /// The API server refused the operator's change (invalid, or an admission webhook said no):
 /// held, `Blocked`, until the spec or the webhook changes.
 pub fn refused(mc: &MiniCluster, message: &str, now: Timestamp) -> Plan {

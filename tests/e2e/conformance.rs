@@ -713,6 +713,23 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
             "InvalidSpec",
         ),
         (
+            // Not a certificate: found by validation, before the Secret is made.
+            "cert",
+            serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}],
+                "flux": {"curveCert": "not a certificate"}}),
+            "spec.flux.curveCert",
+            "InvalidSpec",
+        ),
+        (
+            // A certificate whose public key is another pair's: found by the CURVE handshake
+            // when its Secret would be made, and reported the same way.
+            "pair",
+            serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}],
+                "flux": {"curveCert": mismatched_certificate()?}}),
+            "spec.flux.curveCert: the public key does not belong to the secret key",
+            "InvalidSpec",
+        ),
+        (
             "net",
             serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}],
                 "network": {"headlessName": "Not_A_Label"}}),
@@ -764,6 +781,14 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
     }
     ns.cleanup().await;
     Ok(())
+}
+
+/// A well-formed CURVE certificate whose public key belongs to another keypair.
+fn mismatched_certificate() -> Result<String> {
+    use flux_operator::flux::curve::Certificate;
+    let one = Certificate::generate("pair")?;
+    let other = Certificate::generate("pair")?;
+    Ok(Certificate::from_keys("pair", other.public_key(), one.secret_key())?.to_text())
 }
 
 /// Every default the Go operator's CRD declares (e.g. the flux view image) is this CRD's
