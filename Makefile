@@ -13,6 +13,7 @@
 #   make flux-build   build flux-core and Fluxion from ../shared/vendor (cached)
 #   make bench        side by side on a cluster of its own: this operator, the bare JobSet
 #                     it renders, the Go operator from ../shared/vendor (figures, ~15 min)
+#   make lint         cargo fmt --check, clippy with warnings denied, shellcheck (CI runs it)
 #   make crds         regenerate crds/ (and the Helm chart's copy) from the Rust types
 #   make vendor-crds  refresh vendor-crds/ from the pinned JobSet and Kueue modules
 
@@ -33,7 +34,7 @@ CARGO_E2E := cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_T
 SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness \
-        test-e2e-running test-outage test-side-by-side lint-scripts demo crds flux-build test-flux \
+        test-e2e-running test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
         bench bench-flux go-operator-build images operator-release test-node test-node-running \
         test-demo
 
@@ -140,3 +141,9 @@ test-e2e-harness: lint-scripts e2e-build
 
 lint-scripts:
 	shellcheck $(SCRIPTS)
+
+# The gate CI runs before the tests: formatting, every clippy warning (Cargo.toml's [lints]
+# included) on every target and feature, and the scripts.
+lint: lint-scripts
+	cargo fmt --check
+	cargo clippy --all-targets --all-features --locked -- -D warnings

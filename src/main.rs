@@ -1,3 +1,6 @@
+//! `flux-operator`: runs the operator (`run`), or prints what it would create (`render`) and
+//! its CRD (`crd`) without a cluster.
+
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};

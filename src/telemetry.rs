@@ -6,8 +6,10 @@ use tracing_subscriber::EnvFilter;
 /// Log output format.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LogFormat {
+    /// One JSON object a line (for log collectors).
     #[default]
     Json,
+    /// Human-readable lines.
     Text,
 }
 

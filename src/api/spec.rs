@@ -433,6 +433,8 @@ fn default_app_image() -> String {
 
 /// Image pull policy of a container.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+// Variants undocumented on purpose: doc comments would turn the CRD's `enum` into `oneOf`.
+#[allow(missing_docs)]
 pub enum ImagePullPolicy {
     Always,
     IfNotPresent,
@@ -684,6 +686,8 @@ pub struct PodSpec {
 
 /// Pod restart policy allowed for Job pods.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+// Variants undocumented on purpose: doc comments would turn the CRD's `enum` into `oneOf`.
+#[allow(missing_docs)]
 pub enum RestartPolicy {
     Never,
     OnFailure,
@@ -902,6 +906,8 @@ pub struct FluxScheduler {
 /// Fluxion queue policy.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
+// Variants undocumented on purpose: doc comments would turn the CRD's `enum` into `oneOf`.
+#[allow(missing_docs)]
 pub enum QueuePolicy {
     Fcfs,
     Easy,

@@ -28,7 +28,9 @@ const HEALTHY_RUN: Duration = Duration::from_secs(2);
 /// What the election loop needs of a lease: wait until this replica's leadership changes
 /// (`Ok(is_leader)`), or fail (the API server could not be reached, ...).
 pub trait Lease {
+    /// Waits until this replica's leadership changes: whether it now leads.
     fn changed(&self) -> impl Future<Output = Result<bool, String>> + Send;
+    /// Gives the lease up (on shutdown), so a standby takes over at once.
     fn release(&self) -> impl Future<Output = ()> + Send;
 }
 

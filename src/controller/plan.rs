@@ -55,6 +55,7 @@ pub struct Observed {
 /// Whether an object of a given name exists, and whose it is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Presence {
+    /// No object of that name.
     #[default]
     Absent,
     /// Controlled by this MiniCluster.
@@ -80,6 +81,7 @@ impl Presence {
 /// An owned object the watches hold: its name and the hash it was applied with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OwnedObject {
+    /// The object's name.
     pub name: String,
     /// [`render::APPLIED_ANNOTATION`], if set.
     pub applied: Option<String>,
@@ -102,7 +104,9 @@ pub enum Step {
     CreateServicesJob(Box<Job>),
     /// The services pod's Job follows `spec.suspend`.
     UpdateServicesJob(serde_json::Value),
+    /// Delete an owned ConfigMap no JobSet uses any more.
     DeleteConfigMap(String),
+    /// Delete an owned Service the spec no longer asks for.
     DeleteService(String),
     /// `ttlSecondsAfterFinished` has passed since the recorded completion: delete the
     /// JobSet (its pods go with it).

@@ -12,7 +12,9 @@ use crate::render;
 
 /// What was observed about a MiniCluster's workload.
 pub struct Observed<'a> {
+    /// The MiniCluster's JobSet, if it exists.
     pub jobset: Option<&'a JobSet>,
+    /// The MiniCluster's pods.
     pub pods: &'a [Pod],
     /// Kueue's Workload admission, if the JobSet is queued.
     pub admission: Option<Admission>,
@@ -21,8 +23,11 @@ pub struct Observed<'a> {
 /// Kueue's verdict on the workload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Admission {
+    /// Whether the Workload is admitted.
     pub admitted: bool,
+    /// The reason of the Workload's Admitted (or QuotaReserved) condition.
     pub reason: String,
+    /// Its message.
     pub message: String,
     /// When Kueue admitted it (the Workload's Admitted condition).
     pub admitted_at: Option<Timestamp>,

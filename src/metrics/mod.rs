@@ -32,19 +32,23 @@ use crate::api::{MiniCluster, Phase};
 /// Labels of the per-namespace lifecycle histograms.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct NamespaceLabels {
+    /// The MiniCluster's namespace.
     pub namespace: String,
 }
 
 /// Labels of the phase gauge.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PhaseLabels {
+    /// The MiniClusters' namespace.
     pub namespace: String,
+    /// The phase counted.
     pub phase: String,
 }
 
 /// Labels of reconcile errors.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
+    /// The error's kind.
     pub reason: String,
 }
 
@@ -196,7 +200,7 @@ struct PhaseGauge {
 }
 
 impl Collector for PhaseGauge {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let family = Family::<PhaseLabels, Gauge>::default();
         if let Some(store) = self.store.get() {
             for mc in store.state() {

@@ -44,8 +44,11 @@ pub use self::services_pod::{
 /// Everything the operator creates for a MiniCluster except the certificate Secret.
 #[derive(Clone, Debug)]
 pub struct Desired {
+    /// The content-addressed ConfigMap with the broker config and scripts.
     pub config_map: ConfigMap,
+    /// The JobSet of the lead and follower brokers.
     pub jobset: crate::jobset::JobSet,
+    /// The Services: the pods' subdomain and those for containers with ports.
     pub services: Vec<Service>,
     /// The services pod's Job, with `spec.services`.
     pub services_job: Option<Job>,
@@ -58,6 +61,7 @@ pub type Environment = flux::Context;
 /// Why a MiniCluster cannot be rendered. Each names the field at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Flux's config or scripts could not be made.
     #[error(transparent)]
     Flux(#[from] flux::Error),
     /// A spec field makes an object impossible (e.g. a Service name that clashes).
