@@ -130,8 +130,14 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
     let force = PatchParams::apply(FIELD_MANAGER).force();
     match step {
         Step::CreateSecret => create_secret(mc, ctx).await,
-        Step::CreateConfigMap(cm) => {
-            create_unless_owned(&Api::<ConfigMap>::namespaced(client, ns), cm.as_ref(), mc).await
+        Step::CreateConfigMap(cm, recreated) => {
+            let api = Api::<ConfigMap>::namespaced(client, ns);
+            if create_unless_owned(&api, cm.as_ref(), mc).await?
+                && let Some(message) = recreated
+            {
+                publish(ctx, mc, &super::events::recreated(message)).await;
+            }
+            Ok(())
         }
         Step::ApplyService(svc) => {
             let api = Api::<Service>::namespaced(client, ns);
@@ -203,8 +209,8 @@ where
 }
 
 /// Create `obj` unless an object of its name exists: fine if it is this MiniCluster's (a
-/// watch that has not caught up), `Foreign` otherwise.
-async fn create_unless_owned<K>(api: &Api<K>, obj: &K, mc: &MiniCluster) -> Result<(), Stop>
+/// watch that has not caught up), `Foreign` otherwise. `Ok(true)` when this call made it.
+async fn create_unless_owned<K>(api: &Api<K>, obj: &K, mc: &MiniCluster) -> Result<bool, Stop>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -217,11 +223,11 @@ where
         ..Default::default()
     };
     match api.create(&params, obj).await {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(true),
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let name = obj.name_any();
             match api.get_metadata_opt(&name).await? {
-                Some(o) if controlled_by(&o, mc) => Ok(()),
+                Some(o) if controlled_by(&o, mc) => Ok(false),
                 Some(o) if o.metadata.deletion_timestamp.is_some() => Err(Stop::Retry(
                     Error::Internal(format!("{} {name} is still being deleted", K::kind(&()))),
                 )),
@@ -282,7 +288,7 @@ async fn create_secret(mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
     };
     let secret = render::curve_secret(mc, &certificate.to_text());
     let api = Api::<Secret>::namespaced(ctx.client.clone(), mc.namespace_or_default());
-    create_unless_owned(&api, &secret, mc).await
+    create_unless_owned(&api, &secret, mc).await.map(drop)
 }
 
 async fn write_status(

@@ -92,8 +92,10 @@ pub struct OwnedObject {
 pub enum Step {
     /// Generate the CURVE certificate and create its Secret (fails if the name is taken).
     CreateSecret,
-    /// Create the content-addressed ConfigMap.
-    CreateConfigMap(Box<ConfigMap>),
+    /// Create the content-addressed ConfigMap; with the Warning to publish if this create
+    /// makes one a running cluster's JobSet uses again (published only if the create made it:
+    /// a watch that has not caught up with the first create is no deletion).
+    CreateConfigMap(Box<ConfigMap>, Option<String>),
     /// Server-side apply (with force) of an owned Service.
     ApplyService(Box<Service>),
     /// Create the JobSet (server-side apply; never over an object someone else owns).
@@ -198,14 +200,20 @@ pub fn plan(
 
     // 3. The certificate: once. A user-supplied one is the same every time it is made.
     let mut curve_secret = old.curve_secret.clone();
+    // The brokers' certificate is gone for good: new pods could not start (see step 6).
+    let mut certificate_lost = false;
     match observed.secret {
         Presence::Owned => curve_secret = secret_name.clone(),
         _ if over => {}
-        _ if live_jobset.is_some() && mc.spec.flux.curve_cert.is_empty() => degraded.push(format!(
-            "Secret {secret_name} with the brokers' CURVE certificate was deleted while the \
-             cluster runs; no new keypair is made, because brokers started with one could not \
-             join brokers started with the other: delete and recreate the MiniCluster to start over"
-        )),
+        _ if live_jobset.is_some() && mc.spec.flux.curve_cert.is_empty() => {
+            certificate_lost = true;
+            degraded.push(format!(
+                "Secret {secret_name} with the brokers' CURVE certificate was deleted while the \
+                 cluster runs; no new keypair is made, because brokers started with one could \
+                 not join brokers started with the other: delete and recreate the MiniCluster \
+                 to start over"
+            ));
+        }
         _ => {
             steps.push(Step::CreateSecret);
             curve_secret = secret_name.clone();
@@ -220,7 +228,16 @@ pub fn plan(
     let have = |n: &str| observed.config_maps.iter().any(|c| c.name == n);
     if !have(&in_use) && !over {
         if in_use == desired_cm {
-            steps.push(Step::CreateConfigMap(Box::new(desired.config_map.clone())));
+            let recreated = jobset.is_some().then(|| {
+                format!(
+                    "ConfigMap {in_use}, with the brokers' config and scripts, was deleted; \
+                     it was made again with the same content"
+                )
+            });
+            steps.push(Step::CreateConfigMap(
+                Box::new(desired.config_map.clone()),
+                recreated,
+            ));
         } else {
             degraded.push(format!(
                 "ConfigMap {in_use}, with the scripts the brokers started with, was deleted; \
@@ -274,7 +291,15 @@ pub fn plan(
                     render::jobset::update(mc, (!queued).then_some(mc.spec.suspend))
                     && render::jobset::needs_update(js, &update)
                 {
-                    steps.push(Step::UpdateJobSet(update));
+                    if certificate_lost {
+                        degraded.push(
+                            "the change to the JobSet (size or suspend) is held: its new pods \
+                             would wait for the deleted certificate Secret"
+                                .to_string(),
+                        );
+                    } else {
+                        steps.push(Step::UpdateJobSet(update));
+                    }
                 }
             }
             Some(js)

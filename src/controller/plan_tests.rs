@@ -205,7 +205,8 @@ fn steps(plan: &Plan) -> Vec<String> {
         .iter()
         .map(|s| match s {
             Step::CreateSecret => "create Secret".to_string(),
-            Step::CreateConfigMap(_) => "create ConfigMap".to_string(),
+            Step::CreateConfigMap(_, None) => "create ConfigMap".to_string(),
+            Step::CreateConfigMap(_, Some(_)) => "create ConfigMap again".to_string(),
             Step::ApplyService(s) => format!("apply Service {}", s.name_any()),
             Step::CreateJobSet(_) => "create JobSet".to_string(),
             Step::UpdateJobSet(u) => format!("update JobSet {}", u["spec"]),
@@ -303,6 +304,20 @@ fn plans() {
             phase: Phase::Running,
             events: vec!["Degraded"],
             conditions_true: vec!["Degraded", "Ready"],
+        },
+        Case {
+            name: "a resize while the certificate Secret is missing is held: Degraded says why",
+            seen: {
+                let mut seen =
+                    Seen::everything(&Mc::new(2).max_size(4).running(), 2).without_secret();
+                seen.mc.spec.size = 4;
+                seen
+            },
+            steps: vec![],
+            phase: Phase::Running,
+            events: vec!["Degraded"],
+            // Not Ready: 2 of the 4 brokers asked for.
+            conditions_true: vec!["Degraded"],
         },
         Case {
             name: "a JobSet deleted under a running cluster is recreated, loudly, timestamps reset",
@@ -437,10 +452,11 @@ fn config_maps_nobody_uses_are_deleted_and_a_lost_one_the_pods_use_is_degraded()
 }
 
 #[test]
-fn a_deleted_config_map_with_the_same_content_is_made_again() {
+fn a_deleted_config_map_with_the_same_content_is_made_again_with_a_warning() {
     let mc = Mc::new(2).running();
     let plan = Seen::everything(&mc, 2).config_maps(&[]).plan();
-    assert_eq!(steps(&plan), vec!["create ConfigMap"]);
+    // "again": the executor publishes a Recreated Warning if its create makes it.
+    assert_eq!(steps(&plan), vec!["create ConfigMap again"]);
     assert!(!is_true(&plan, condition::DEGRADED));
 }
 
@@ -598,4 +614,18 @@ fn the_ttl_runs_from_the_recorded_completion_and_deletes_the_jobset_only_after_i
     )
     .unwrap();
     assert!(steps(&p).is_empty());
+}
+
+#[test]
+fn a_held_resize_names_the_missing_secret_and_goes_ahead_once_the_cluster_is_recreated() {
+    let mut seen = Seen::everything(&Mc::new(2).max_size(4).running(), 2).without_secret();
+    seen.mc.spec.size = 4;
+    let (_, message) = condition(&seen.plan(), "Degraded").unwrap();
+    assert!(
+        message.contains("Secret m-curve") && message.contains("is held"),
+        "{message}"
+    );
+    // With the Secret there (a cluster made again), the same resize is carried out.
+    let seen = seen.secret(Presence::Owned);
+    assert_eq!(steps(&seen.plan()).len(), 1, "{:?}", steps(&seen.plan()));
 }

@@ -21,10 +21,9 @@ async fn a_deleted_certificate_under_a_running_cluster_is_not_replaced_and_says_
         operator: _operator,
         mcs,
     } = setup("cert-lost").await?;
-    let name = mcs
-        .create(&PostParams::default(), &hello(&ns.name, 2)?)
-        .await?
-        .name_any();
+    let mut mc = hello(&ns.name, 2)?;
+    mc.spec.max_size = Some(3);
+    let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
     wait_phase(&mcs, &name, Phase::Running).await?;
     let secrets: Api<Secret> = ns.api();
     let secret = format!("{name}-curve");
@@ -51,6 +50,59 @@ async fn a_deleted_certificate_under_a_running_cluster_is_not_replaced_and_says_
         secrets.get_opt(&secret).await?.is_none(),
         "no new keypair was made"
     );
+
+    // A scale-up now would make pods that wait forever for the Secret: it is held, and the
+    // Degraded condition says so; the JobSet keeps its one follower.
+    mcs.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"size": 3}})),
+    )
+    .await?;
+    wait_for("the held resize in Degraded", TIMEOUT, || async {
+        let mc = mcs.get(&name).await?;
+        Ok(mc_condition(&mc, "Degraded").filter(|c| c.2.contains("is held")))
+    })
+    .await?;
+    let jobset = ns.api::<JobSet>().get(&name).await?;
+    let workers = jobset
+        .spec
+        .replicated_jobs
+        .iter()
+        .find(|r| r.name == "workers")
+        .and_then(|r| r.template.spec.as_ref()?.parallelism);
+    assert_eq!(workers, Some(1), "the followers' Job was not grown");
+    ns.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_config_map_deleted_under_a_running_cluster_is_made_again_with_a_warning() -> Result<()> {
+    let Setup {
+        ns,
+        operator: _operator,
+        mcs,
+    } = setup("cm-lost").await?;
+    let name = mcs
+        .create(&PostParams::default(), &hello(&ns.name, 2)?)
+        .await?
+        .name_any();
+    wait_phase(&mcs, &name, Phase::Running).await?;
+    let config_maps: Api<ConfigMap> = ns.api();
+    let owned = ListParams::default().labels(&format!("{NAME_LABEL}={name}"));
+    let before = config_maps.list(&owned).await?.items;
+    assert_eq!(before.len(), 1, "one ConfigMap");
+    let (cm, data) = (before[0].name_any(), before[0].data.clone());
+    config_maps.delete(&cm, &DeleteParams::default()).await?;
+
+    let notes = wait_for("a Recreated Warning", TIMEOUT, || async {
+        let notes = warnings(&ns, &name, "Recreated").await?;
+        Ok((!notes.is_empty()).then_some(notes))
+    })
+    .await?;
+    assert!(notes[0].contains(&format!("ConfigMap {cm}")), "{notes:?}");
+    let again = config_maps.get(&cm).await?;
+    assert_eq!(again.data, data, "made again with the same content");
     ns.cleanup().await;
     Ok(())
 }
