@@ -488,7 +488,13 @@ struct SidecarScript {
     command: Option<String>,
 }
 
-fn environment() -> Environment<'static> {
+/// The templates, parsed once for the process (minijinja's `Environment` is `Sync`).
+fn environment() -> &'static Environment<'static> {
+    static TEMPLATES: std::sync::OnceLock<Environment<'static>> = std::sync::OnceLock::new();
+    TEMPLATES.get_or_init(parse_templates)
+}
+
+fn parse_templates() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_syntax(
         minijinja::syntax::SyntaxConfig::builder()
