@@ -1,6 +1,8 @@
 //! Flux domain knowledge: everything that turns the pods of a MiniCluster into one working
-//! Flux instance (the contract is `flux-runtime.md`). Pure functions of the MiniCluster; the
-//! render module puts the results into the ConfigMap, Secret, JobSet and Services.
+//! Flux instance (the contract is the project's spec `flux-runtime.md`, kept outside this
+//! repository in `../shared/spec/`; what it asks is restated below). Pure functions of the
+//! MiniCluster; the render module puts the results into the ConfigMap, Secret, JobSet and
+//! Services.
 //!
 //! # Layout in the pod
 //!

@@ -64,6 +64,23 @@ async fn interactive_cluster_answers_flux_resource_list_and_flux_run_across_all_
         "up {up} s, lead ready {lead_ready} s"
     );
 
+    // As the README tells a user (and as the Go operator's users do it): a shell in the lead
+    // broker's Job, `flux-view.sh` sourced, `flux proxy $fluxsocket` into the instance.
+    let proxied = kubectl_in(
+        &ns.name,
+        &[
+            "exec",
+            "job/interactive-lead-0",
+            "-c",
+            "interactive",
+            "--",
+            "bash",
+            "-c",
+            ". /mnt/flux/flux-view.sh && flux proxy $fluxsocket flux resource list -s up -no {nnodes}",
+        ],
+    )?;
+    assert_eq!(proxied.trim(), "2", "flux proxy through flux-view.sh");
+
     // It stays up until told otherwise, then ends cleanly.
     assert_eq!(
         get_json(&ns.name, "minicluster/interactive")?["status"]["phase"],

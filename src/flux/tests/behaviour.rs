@@ -1255,3 +1255,44 @@ fn a_followers_job_completion_index_is_its_rank_as_in_the_go_operator() {
     ));
     assert_eq!(pod.env_seen()["JOB_COMPLETION_INDEX"], "0");
 }
+
+/// `flux-view.sh`, sourced by sh as a person's shell would, sets what it says for any mount
+/// path, quotes and `$` included: nothing in the path is run or expanded.
+#[test]
+fn flux_view_sh_puts_flux_on_path_and_points_at_the_broker_for_any_mount_path() {
+    for (mount, python) in [("/mnt/flux", ""), ("/mnt/it's $HOME `id`", "/opt/py's")] {
+        let mut mc = mc_command("mc", 2, "hostname");
+        mc.spec.flux.container.mount_path = mount.into();
+        mc.spec.flux.container.python_path = python.into();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("flux-view.sh");
+        std::fs::write(&file, crate::flux::scripts::shell_environment(&mc)).unwrap();
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(r#". "$1" && printf '%s\n' "$PATH" "${PYTHONPATH:-}" "$FLUX_URI" "$fluxsocket""#)
+            .arg("sh")
+            .arg(&file)
+            .env("PATH", "/usr/bin:/bin")
+            .env_remove("PYTHONPATH")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let lines: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let uri = format!("local://{}", crate::flux::SOCKET_PATH);
+        let want_python = if python.is_empty() { "" } else { python };
+        assert_eq!(
+            lines,
+            [
+                format!("/usr/bin:/bin:{mount}/view/bin"),
+                want_python.to_string(),
+                uri.clone(),
+                uri
+            ],
+            "{mount}"
+        );
+    }
+}
