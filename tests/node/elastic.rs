@@ -159,10 +159,13 @@ async fn kubectl_scale_grows_under_a_waiting_job_and_shrinks_with_a_drain_that_l
         "2",
         "ranks 2 and 3 left"
     );
+    // `flux submit` prints ids as `f...`, `flux jobs` as `ƒ...` where the locale allows:
+    // compare them in one spelling.
+    let plain = |id: &str| id.replacen('ƒ', "f", 1);
     let all = lead.flux("jobs -a -no {id}")?;
     for id in [&wide, &short, &blocker, &long, &requeued] {
         ensure!(
-            all.lines().any(|l| l == id),
+            all.lines().any(|l| plain(l) == plain(id)),
             "job {id} is not in flux jobs -a:\n{all}"
         );
     }
