@@ -19,4 +19,5 @@ mod elastic;
 mod go_examples;
 mod installed;
 mod interactive;
+mod network;
 mod services;
