@@ -16,6 +16,7 @@ mod common;
 mod cluster;
 
 mod elastic;
+mod failure;
 mod go_examples;
 mod installed;
 mod interactive;
