@@ -21,4 +21,5 @@ mod go_examples;
 mod installed;
 mod interactive;
 mod network;
+mod nonroot;
 mod services;
