@@ -617,7 +617,7 @@ fn the_ttl_runs_from_the_recorded_completion_and_deletes_the_jobset_only_after_i
 }
 
 #[test]
-fn a_held_resize_names_the_missing_secret_and_goes_ahead_once_the_cluster_is_recreated() {
+fn a_held_resize_names_the_missing_secret_and_goes_ahead_once_the_secret_is_back() {
     let mut seen = Seen::everything(&Mc::new(2).max_size(4).running(), 2).without_secret();
     seen.mc.spec.size = 4;
     let (_, message) = condition(&seen.plan(), "Degraded").unwrap();
@@ -625,7 +625,7 @@ fn a_held_resize_names_the_missing_secret_and_goes_ahead_once_the_cluster_is_rec
         message.contains("Secret m-curve") && message.contains("is held"),
         "{message}"
     );
-    // With the Secret there (a cluster made again), the same resize is carried out.
+    // With the Secret there again, the same resize is carried out.
     let seen = seen.secret(Presence::Owned);
     assert_eq!(steps(&seen.plan()).len(), 1, "{:?}", steps(&seen.plan()));
 }

@@ -1283,12 +1283,11 @@ fn flux_view_sh_puts_flux_on_path_and_points_at_the_broker_for_any_mount_path() 
             .map(str::to_string)
             .collect();
         let uri = format!("local://{}", crate::flux::SOCKET_PATH);
-        let want_python = if python.is_empty() { "" } else { python };
         assert_eq!(
             lines,
             [
                 format!("/usr/bin:/bin:{mount}/view/bin"),
-                want_python.to_string(),
+                python.to_string(),
                 uri.clone(),
                 uri
             ],
