@@ -20,18 +20,26 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn bin(name: &str) -> PathBuf {
-    let base = std::env::var_os("E2E_BIN")
+/// The harness's cache (`~/.cache/flux-operator-rs`, as the Makefile sets it).
+fn cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| {
-                    PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache")
-                });
-            cache.join("flux-operator-rs/bin")
-        });
-    base.join(name)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache"))
+        .join("flux-operator-rs")
+}
+
+/// The test cluster's state directory (`E2E_STATE`).
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("E2E_STATE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache_dir().join("cluster"))
+}
+
+fn bin(name: &str) -> PathBuf {
+    std::env::var_os("E2E_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache_dir().join("bin"))
+        .join(name)
 }
 
 fn run(mut cmd: Command) -> Result<String> {
@@ -132,6 +140,13 @@ pub fn apply(ns: &str, file: &Path) -> Result<()> {
     kubectl_in(ns, &["apply", "-f", &file.to_string_lossy()]).map(drop)
 }
 
+/// `kubectl apply -f` of a manifest given as text, into NS.
+pub fn apply_yaml(ns: &str, yaml: &str) -> Result<()> {
+    let file = tempfile::NamedTempFile::new()?;
+    std::fs::write(file.path(), yaml)?;
+    apply(ns, file.path())
+}
+
 /// An example of this repository, `examples/<name>.yaml`.
 pub fn example(name: &str) -> PathBuf {
     root().join(format!("examples/{name}.yaml"))
@@ -189,6 +204,41 @@ pub fn flux_exec(ns: &str, pod: &str, container: &str, flux_args: &str) -> Resul
         ns,
         &["exec", pod, "-c", container, "--", "bash", "-c", &script],
     )
+}
+
+/// The lead broker of MiniCluster `mc`, asked with Flux's commands through `kubectl exec`.
+pub struct Lead {
+    ns: String,
+    pod: String,
+    mc: String,
+}
+
+impl Lead {
+    /// The lead pod of `mc` in `ns` (by its labels).
+    pub fn of(ns: &str, mc: &str) -> Result<Self> {
+        Ok(Self {
+            ns: ns.to_string(),
+            pod: lead_pod(ns, mc)?,
+            mc: mc.to_string(),
+        })
+    }
+
+    /// `flux ARGS` in the Flux container (named after the MiniCluster); its output, trimmed.
+    pub fn flux(&self, args: &str) -> Result<String> {
+        Ok(
+            flux_exec(&self.ns, &self.pod, &self.mc, &format!("flux {args}"))?
+                .trim()
+                .to_string(),
+        )
+    }
+
+    /// Until `flux ARGS` prints WANT.
+    pub async fn wait(&self, args: &str, want: &str, timeout: Duration) -> Result<()> {
+        wait_for(&format!("flux {args} to say {want}"), timeout, || async {
+            Ok((self.flux(args)? == want).then_some(()))
+        })
+        .await
+    }
 }
 
 /// The installed operator's `/metrics`, through the API server's proxy to its Service.

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
 
-use crate::cluster::{apply, flux_exec, kubectl_in, lead_pod, namespace, pods, wait_phase};
+use crate::cluster::{Lead, apply_yaml, kubectl_in, namespace, pods, wait_phase};
 use crate::common::wait_for;
 
 const MC: &str = "elastic";
@@ -27,38 +27,13 @@ spec:
     - image: ubuntu:noble
 "#;
 
-struct Lead {
-    ns: String,
-    pod: String,
-}
-
-impl Lead {
-    fn flux(&self, args: &str) -> Result<String> {
-        Ok(flux_exec(&self.ns, &self.pod, MC, &format!("flux {args}"))?
-            .trim()
-            .to_string())
-    }
-
-    async fn wait(&self, args: &str, want: &str, timeout: Duration) -> Result<()> {
-        wait_for(&format!("flux {args} to say {want}"), timeout, || async {
-            Ok((self.flux(args)? == want).then_some(()))
-        })
-        .await
-    }
-}
-
 #[tokio::test]
 async fn kubectl_scale_grows_under_a_waiting_job_and_shrinks_with_a_drain_that_loses_no_job()
 -> Result<()> {
     let ns = namespace("elastic").await?;
-    let file = tempfile::NamedTempFile::new()?;
-    std::fs::write(file.path(), YAML)?;
-    apply(&ns.name, file.path())?;
+    apply_yaml(&ns.name, YAML)?;
     wait_phase(&ns.name, MC, "Running").await?;
-    let lead = Lead {
-        ns: ns.name.clone(),
-        pod: lead_pod(&ns.name, MC)?,
-    };
+    let lead = Lead::of(&ns.name, MC)?;
     let minute = Duration::from_secs(60);
 
     // Grow: a job for 4 nodes waits on a cluster of 2, and runs once the new ranks join.

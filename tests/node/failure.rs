@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Result, ensure};
 
-use crate::cluster::{
-    apply, flux_exec, get_json, kubectl_in, lead_pod, namespace, pods, wait_phase,
-};
+use crate::cluster::{Lead, apply_yaml, get_json, kubectl_in, namespace, pods, wait_phase};
 use crate::common::wait_for;
 
 const MC: &str = "lost";
@@ -39,35 +37,24 @@ fn followers_at(ns: &str, index: usize) -> Result<Vec<String>> {
 async fn a_follower_pod_deleted_under_a_job_fails_that_job_and_its_replacement_takes_the_rank_back()
 -> Result<()> {
     let ns = namespace("follower-lost").await?;
-    let file = tempfile::NamedTempFile::new()?;
-    std::fs::write(file.path(), YAML)?;
-    apply(&ns.name, file.path())?;
+    apply_yaml(&ns.name, YAML)?;
     wait_phase(&ns.name, MC, "Running").await?;
-    let lead = lead_pod(&ns.name, MC)?;
-    let flux = |args: &str| -> Result<String> {
-        Ok(flux_exec(&ns.name, &lead, MC, &format!("flux {args}"))?
-            .trim()
-            .to_string())
-    };
+    let lead = Lead::of(&ns.name, MC)?;
     let minute = Duration::from_secs(60);
 
     // A job on rank 2, the broker of the followers' index 1.
-    let job = flux("submit -N1 --requires=rank:2 sleep 600")?;
-    wait_for("the job to run", minute, || async {
-        Ok((flux(&format!("jobs -no {{state}} {job}"))? == "RUN").then_some(()))
-    })
-    .await?;
+    let job = lead.flux("submit -N1 --requires=rank:2 sleep 600")?;
+    lead.wait(&format!("jobs -no {{state}} {job}"), "RUN", minute)
+        .await?;
     let victim = followers_at(&ns.name, 1)?;
     ensure!(victim.len() == 1, "{victim:?}");
     kubectl_in(&ns.name, &["delete", "pod", &victim[0], "--wait=false"])?;
 
     // The Job replaces the pod at once; the new broker takes rank 2 over, so Flux counts the
     // old one lost and the job on it fails with a node failure (no drain: see the README).
-    wait_for("the job to fail", 2 * minute, || async {
-        Ok((flux(&format!("jobs -no {{result}} {job}"))? == "FAILED").then_some(()))
-    })
-    .await?;
-    let eventlog = flux(&format!("job eventlog {job}"))?;
+    lead.wait(&format!("jobs -no {{result}} {job}"), "FAILED", 2 * minute)
+        .await?;
+    let eventlog = lead.flux(&format!("job eventlog {job}"))?;
     ensure!(
         eventlog.contains(&format!("node failure on {MC}-workers-0-1 (rank 2)")),
         "{eventlog}"
@@ -83,7 +70,10 @@ async fn a_follower_pod_deleted_under_a_job_fails_that_job_and_its_replacement_t
     .await?;
     let mc = get_json(&ns.name, &format!("minicluster/{MC}"))?;
     assert_eq!(mc["status"]["phase"], "Running", "{}", mc["status"]);
-    let hosts = flux("run -N3 -n3 hostname")?;
+    // (A broker that has joined is up in the scheduler a moment later.)
+    lead.wait("resource list -s up -no {nnodes}", "3", minute)
+        .await?;
+    let hosts = lead.flux("run -N3 -n3 hostname")?;
     let hosts: BTreeSet<&str> = hosts.lines().collect();
     assert_eq!(hosts.len(), 3, "{hosts:?}");
     ns.cleanup().await;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, ensure};
 
 use crate::cluster::{
-    apply, example, flux_exec, get_json, kubectl_in, lead_pod, namespace, observed,
+    apply, apply_yaml, example, flux_exec, get_json, kubectl_in, lead_pod, namespace, observed,
     operator_metrics, pods, wait_phase,
 };
 use crate::common::wait_for;
@@ -110,9 +110,7 @@ spec:
       commands:
         workerPre: sleep 25
 "#;
-    let file = tempfile::NamedTempFile::new()?;
-    std::fs::write(file.path(), yaml)?;
-    apply(&ns.name, file.path())?;
+    apply_yaml(&ns.name, yaml)?;
 
     // The lead's broker runs while its followers sleep.
     let lead = wait_for(

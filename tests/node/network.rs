@@ -2,12 +2,11 @@
 //! this machine. Tests send no traffic to outside addresses, so what stops it is read, not
 //! probed: the guard `e2e/node.sh` installs, the CNI configuration, and a pod's own route.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result, ensure};
 
-use crate::cluster::{OPERATOR_NAMESPACE, installed_operator, kubectl_in};
+use crate::cluster::{OPERATOR_NAMESPACE, installed_operator, kubectl_in, state_dir};
 
 const POD_CIDR: &str = "10.244.0.0/24";
 const BRIDGE: &str = "flux-e2e0";
@@ -19,15 +18,6 @@ fn iptables(args: &[&str]) -> Result<String> {
         .context("running iptables")?;
     ensure!(out.status.success(), "iptables {args:?}: {out:?}");
     Ok(String::from_utf8(out.stdout)?)
-}
-
-fn state_dir() -> PathBuf {
-    std::env::var_os("E2E_STATE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/flux-operator-rs/cluster")
-        })
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 
-use crate::cluster::{apply, get_json, kubectl_in, lead_pod, namespace, pods, wait_phase};
+use crate::cluster::{apply_yaml, get_json, kubectl_in, lead_pod, namespace, pods, wait_phase};
 
 const YAML: &str = r#"
 apiVersion: flux-framework.org/v1alpha2
@@ -28,9 +28,7 @@ spec:
 #[tokio::test]
 async fn brokers_run_as_the_pods_non_root_user_and_so_does_the_job() -> Result<()> {
     let ns = namespace("nonroot").await?;
-    let file = tempfile::NamedTempFile::new()?;
-    std::fs::write(file.path(), YAML)?;
-    apply(&ns.name, file.path())?;
+    apply_yaml(&ns.name, YAML)?;
     wait_phase(&ns.name, "nonroot", "Succeeded").await?;
 
     // The securityContext the README promises: the user's, on every broker pod.

@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 
-use crate::cluster::{apply, kubectl_in, lead_pod, namespace, wait_phase};
+use crate::cluster::{apply_yaml, kubectl_in, lead_pod, namespace, wait_phase};
 
 #[tokio::test]
 async fn the_job_reaches_the_services_pod_by_dns_and_a_sidecar_lists_the_jobs_through_fluxsocket()
@@ -35,9 +35,7 @@ spec:
 "#,
         ns = ns.name
     );
-    let file = tempfile::NamedTempFile::new()?;
-    std::fs::write(file.path(), yaml)?;
-    apply(&ns.name, file.path())?;
+    apply_yaml(&ns.name, &yaml)?;
     wait_phase(&ns.name, "svc", "Succeeded").await?;
 
     let lead = lead_pod(&ns.name, "svc")?;
