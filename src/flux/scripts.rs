@@ -401,6 +401,8 @@ struct BrokerScript {
     run_mount: &'static str,
     broker_subdir: &'static str,
     socket_name: &'static str,
+    /// [`REJOIN_MARKER`].
+    rejoin_marker: &'static str,
     resource: Option<ResourceFile>,
     cert_key: &'static str,
     view: Option<String>,
@@ -556,6 +558,11 @@ fn broker_subdir() -> &'static str {
         .expect("BROKER_DIR is inside RUN_MOUNT")
 }
 
+/// The file a stopping lead leaves in each follower's broker directory (through `flux exec`)
+/// when its pod goes alone: the follower's broker then ends cleanly, but the instance is not
+/// finished, so the follower starts its broker again to join the lead the Job starts next.
+const REJOIN_MARKER: &str = "rejoin-the-next-lead";
+
 /// The socket's file name in [`BROKER_DIR`].
 fn socket_name() -> &'static str {
     SOCKET_PATH
@@ -671,6 +678,7 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
         run_mount: RUN_MOUNT,
         broker_subdir: broker_subdir(),
         socket_name: socket_name(),
+        rejoin_marker: REJOIN_MARKER,
         resource: resource_hosts(mc).map(|hosts| ResourceFile {
             file: RESOURCE_PATH
                 .strip_prefix(BROKER_DIR)

@@ -151,6 +151,11 @@ fn replicated_job(mc: &MiniCluster, role: Role, pods: i32, config_map: &str) -> 
                 completion_mode: Some("Indexed".to_string()),
                 active_deadline_seconds: Some(mc.spec.deadline_seconds),
                 backoff_limit: Some(mc.spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT)),
+                // A broker's pod that goes alone (deleted, evicted) is replaced only once it
+                // has ended: a follower has drained its rank and requeued its jobs by then, and
+                // a lead has saved the queue, so the next broker never races the old one for
+                // its rank or its archive. The brokers' entrypoints exit non-zero when stopped.
+                pod_replacement_policy: Some("Failed".to_string()),
                 template: pod_template(mc, role, config_map),
                 ..JobSpec::default()
             }),
