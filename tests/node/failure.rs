@@ -1,81 +1,160 @@
-//! A follower's pod deleted by hand under a running job, with a real kubelet and Job
+//! A broker's pod deleted by hand under a running instance, with a real kubelet and Job
 //! controller: what a user sees in Flux and in `kubectl get minicluster`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
+use serde_json::Value;
 
 use crate::cluster::{Lead, apply_yaml, get_json, kubectl_in, namespace, pods, wait_phase};
 use crate::common::wait_for;
 
-const MC: &str = "lost";
-const YAML: &str = r#"
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// An interactive cluster of 3 whose followers drain for 5 s.
+fn yaml(mc: &str) -> String {
+    format!(
+        r#"
 apiVersion: flux-framework.org/v1alpha2
 kind: MiniCluster
 metadata:
-  name: lost
+  name: {mc}
 spec:
   size: 3
   interactive: true
+  drainGracePeriodSeconds: 5
   containers:
     - image: ubuntu:noble
-"#;
+"#
+    )
+}
 
-/// The follower pods of index `index` (`lost-workers-0-<index>-*`), by name.
-fn followers_at(ns: &str, index: usize) -> Result<Vec<String>> {
-    let prefix = format!("{MC}-workers-0-{index}-");
-    Ok(pods(ns, MC, "workers")?
-        .iter()
+fn names(pods: &[Value]) -> BTreeSet<String> {
+    pods.iter()
         .filter_map(|p| p["metadata"]["name"].as_str())
-        .filter(|n| n.starts_with(&prefix))
         .map(str::to_string)
+        .collect()
+}
+
+/// The follower pods of index `index` (`<mc>-workers-0-<index>-*`), by name.
+fn followers_at(ns: &str, mc: &str, index: usize) -> Result<BTreeSet<String>> {
+    let prefix = format!("{mc}-workers-0-{index}-");
+    Ok(names(&pods(ns, mc, "workers")?)
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
         .collect())
 }
 
-#[tokio::test]
-async fn a_follower_pod_deleted_under_a_job_fails_that_job_and_its_replacement_takes_the_rank_back()
--> Result<()> {
-    let ns = namespace("follower-lost").await?;
-    apply_yaml(&ns.name, YAML)?;
-    wait_phase(&ns.name, MC, "Running").await?;
-    let lead = Lead::of(&ns.name, MC)?;
-    let minute = Duration::from_secs(60);
+/// `status.failed` of the Job of replicated job JOB (`lead` or `workers`).
+fn job_failed(ns: &str, mc: &str, job: &str) -> Result<i64> {
+    let job = get_json(ns, &format!("job/{mc}-{job}-0"))?;
+    Ok(job["status"]["failed"].as_i64().unwrap_or(0))
+}
 
-    // A job on rank 2, the broker of the followers' index 1.
-    let job = lead.flux("submit -N1 --requires=rank:2 sleep 600")?;
-    lead.wait(&format!("jobs -no {{state}} {job}"), "RUN", minute)
-        .await?;
-    let victim = followers_at(&ns.name, 1)?;
-    ensure!(victim.len() == 1, "{victim:?}");
-    kubectl_in(&ns.name, &["delete", "pod", &victim[0], "--wait=false"])?;
-
-    // The Job replaces the pod at once; the new broker takes rank 2 over, so Flux counts the
-    // old one lost and the job on it fails with a node failure (no drain: see the README).
-    lead.wait(&format!("jobs -no {{result}} {job}"), "FAILED", 2 * minute)
-        .await?;
-    let eventlog = lead.flux(&format!("job eventlog {job}"))?;
-    ensure!(
-        eventlog.contains(&format!("node failure on {MC}-workers-0-1 (rank 2)")),
-        "{eventlog}"
-    );
-
-    // The replacement joins: every broker ready again, the phase never left Running, and a
-    // job across all three ranks runs.
-    wait_for("all three brokers ready again", 2 * minute, || async {
-        let mc = get_json(&ns.name, &format!("minicluster/{MC}"))?;
-        let back = followers_at(&ns.name, 1)?.iter().any(|p| p != &victim[0]);
-        Ok((back && mc["status"]["readyBrokers"] == 3).then_some(mc))
+/// Until the MiniCluster reports all `size` brokers ready; the phase then.
+async fn all_ready(ns: &str, mc: &str, size: i64) -> Result<Value> {
+    wait_for(&format!("{size} brokers ready"), 3 * MINUTE, || async {
+        let obj = get_json(ns, &format!("minicluster/{mc}"))?;
+        Ok((obj["status"]["readyBrokers"] == size).then(|| obj["status"]["phase"].clone()))
     })
-    .await?;
-    let mc = get_json(&ns.name, &format!("minicluster/{MC}"))?;
-    assert_eq!(mc["status"]["phase"], "Running", "{}", mc["status"]);
-    // (A broker that has joined is up in the scheduler a moment later.)
-    lead.wait("resource list -s up -no {nnodes}", "3", minute)
-        .await?;
+    .await
+}
+
+/// Three distinct hosts answer a job across every rank.
+fn runs_on_every_rank(lead: &Lead) -> Result<()> {
     let hosts = lead.flux("run -N3 -n3 hostname")?;
     let hosts: BTreeSet<&str> = hosts.lines().collect();
-    assert_eq!(hosts.len(), 3, "{hosts:?}");
+    ensure!(hosts.len() == 3, "{hosts:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_follower_pod_deleted_under_a_job_drains_and_requeues_it_and_the_replacement_runs_it()
+-> Result<()> {
+    let mc = "lost";
+    let ns = namespace("follower-lost").await?;
+    apply_yaml(&ns.name, &yaml(mc))?;
+    wait_phase(&ns.name, mc, "Running").await?;
+    let lead = Lead::of(&ns.name, mc)?;
+
+    // A job that only rank 2 (the followers' index 1) may run.
+    let job = lead.flux("submit -N1 --requires=rank:2 sleep 600")?;
+    lead.wait(&format!("jobs -no {{state}} {job}"), "RUN", MINUTE)
+        .await?;
+    let victim = followers_at(&ns.name, mc, 1)?;
+    ensure!(victim.len() == 1, "{victim:?}");
+    let victim = victim.into_iter().next().unwrap_or_default();
+    kubectl_in(&ns.name, &["delete", "pod", &victim, "--wait=false"])?;
+
+    // The rank drains, the job gets its 5 s, then it is submitted again and the old id is
+    // canceled with a note naming the new one.
+    lead.wait(&format!("jobs -no {{result}} {job}"), "CANCELED", MINUTE)
+        .await?;
+    let eventlog = lead.flux(&format!("job eventlog {job}"))?;
+    let requeued = eventlog
+        .split("requeued as ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| c == ':' || c.is_whitespace()).next())
+        .with_context(|| format!("no requeue note in\n{eventlog}"))?
+        .to_string();
+
+    // The Job starts the replacement only once the old pod has ended (exit 143: a failure,
+    // not a success); its broker takes rank 2 back, undrains it, and the requeued job runs.
+    let phase = all_ready(&ns.name, mc, 3).await?;
+    ensure!(phase == "Running", "phase {phase}");
+    let now = followers_at(&ns.name, mc, 1)?;
+    ensure!(!now.contains(&victim), "{victim} still listed: {now:?}");
+    ensure!(
+        job_failed(&ns.name, mc, "workers")? == 1,
+        "workers Job failed count"
+    );
+    lead.wait(&format!("jobs -no {{state}} {requeued}"), "RUN", 2 * MINUTE)
+        .await?;
+    lead.flux(&format!("cancel {requeued}"))?;
+    runs_on_every_rank(&lead)?;
+    ns.cleanup().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_lead_pod_deleted_starts_a_new_lead_that_every_follower_rejoins() -> Result<()> {
+    let mc = "headless";
+    let ns = namespace("lead-lost").await?;
+    apply_yaml(&ns.name, &yaml(mc))?;
+    wait_phase(&ns.name, mc, "Running").await?;
+    let old = Lead::of(&ns.name, mc)?;
+    runs_on_every_rank(&old)?;
+    let followers = names(&pods(&ns.name, mc, "workers")?);
+    let old_pod = crate::cluster::lead_pod(&ns.name, mc)?;
+    kubectl_in(&ns.name, &["delete", "pod", &old_pod, "--wait=false"])?;
+
+    // The old lead ends (a failure: 143), then the Job starts a new one; the followers, told
+    // by the old lead before it stopped, start their brokers again and join it.
+    let new_pod = wait_for("a new lead pod", 2 * MINUTE, || async {
+        let pod = crate::cluster::lead_pod(&ns.name, mc)?;
+        Ok((pod != old_pod).then_some(pod))
+    })
+    .await?;
+    let phase = all_ready(&ns.name, mc, 3).await?;
+    ensure!(phase == "Running", "phase {phase}");
+    ensure!(
+        job_failed(&ns.name, mc, "lead")? == 1,
+        "lead Job failed count"
+    );
+    let lead = Lead::of(&ns.name, mc)?;
+    lead.wait("resource list -s up -no {nnodes}", "3", 2 * MINUTE)
+        .await?;
+    runs_on_every_rank(&lead)?;
+    // The same follower pods: they rejoined, nothing replaced them.
+    let now = names(&pods(&ns.name, mc, "workers")?);
+    ensure!(now == followers, "followers {followers:?} became {now:?}");
+    let log = kubectl_in(
+        &ns.name,
+        &["logs", followers.iter().next().map_or("", |s| s), "-c", mc],
+    )?;
+    ensure!(log.contains("rejoining its replacement"), "{log}");
+    ensure!(new_pod != old_pod);
     ns.cleanup().await;
     Ok(())
 }
