@@ -7,6 +7,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::core::ApiResource;
 use serde_json::Value;
 
 use crate::common::{TestNamespace, wait_for};
@@ -262,4 +264,42 @@ pub fn observed(metrics: &str, name: &str, namespace: &str) -> (f64, f64) {
             .unwrap_or(0.0)
     };
     (value("count"), value("sum"))
+}
+
+/// A PersistentVolumeClaim CLAIM in the test namespace, bound to a hostPath volume of the real
+/// node in a fresh directory under the cluster's state directory (removed by `make down`);
+/// the volume goes with the namespace. The directory, as the test process sees it.
+pub fn claim_on_the_node(ns: &mut TestNamespace, claim: &str) -> Result<PathBuf> {
+    let pv = ns.unique_name(claim);
+    let dir = state_dir().join("volumes").join(&pv);
+    let yaml = format!(
+        r#"
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: {pv}
+spec:
+  capacity: {{storage: 1Gi}}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  claimRef: {{namespace: {ns}, name: {claim}}}
+  hostPath: {{path: {dir}, type: DirectoryOrCreate}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: {claim}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  volumeName: {pv}
+  resources: {{requests: {{storage: 1Gi}}}}
+"#,
+        ns = ns.name,
+        dir = dir.display(),
+    );
+    apply_yaml(&ns.name, &yaml)?;
+    ns.track_cluster_object(&ApiResource::erase::<PersistentVolume>(&()), &pv);
+    Ok(dir)
 }

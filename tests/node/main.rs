@@ -15,11 +15,13 @@ mod common;
 
 mod cluster;
 
+mod archive;
 mod elastic;
 mod failure;
 mod go_examples;
 mod installed;
 mod interactive;
+mod kueue;
 mod network;
 mod nonroot;
 mod services;

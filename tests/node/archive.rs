@@ -1,0 +1,142 @@
+//! `spec.archive` on a PersistentVolumeClaim of the real node: a cluster deleted with
+//! `kubectl delete` saves its queue there, and a smaller cluster restores it.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, ensure};
+
+use crate::cluster::{
+    Lead, apply_yaml, claim_on_the_node, get_json, kubectl_in, namespace, pods, wait_phase,
+};
+use crate::common::wait_for;
+
+const MC: &str = "resume";
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// A MiniCluster of SIZE whose archive is on the claim `flux-state`; running jobs get 20 s.
+fn minicluster(size: i32) -> String {
+    format!(
+        r#"
+apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata:
+  name: {MC}
+spec:
+  size: {size}
+  interactive: true
+  archive:
+    path: /state/flux.tar.gz
+    runningJobs: Finish
+    gracePeriodSeconds: 20
+  containers:
+    - image: ubuntu:noble
+      volumes:
+        state:
+          path: /state
+          claimName: flux-state
+"#
+    )
+}
+
+/// `flux submit ARGS`: the new id, spelled as `{id.f58plain}` spells it (ASCII `f`).
+fn submit(lead: &Lead, args: &str) -> Result<String> {
+    Ok(lead.flux(&format!("submit {args}"))?.replace('ƒ', "f"))
+}
+
+/// Every job of the instance: id -> `state result`.
+fn jobs(lead: &Lead) -> Result<BTreeMap<String, String>> {
+    Ok(lead
+        .flux("jobs -a -no '{id.f58plain} {state} {result}'")?
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(id, rest)| (id.to_string(), rest.trim().to_string()))
+        .collect())
+}
+
+/// How many times job ID started (its eventlog's `start` events).
+fn starts(lead: &Lead, id: &str) -> Result<usize> {
+    let log = lead.flux(&format!("job eventlog {id}"))?;
+    Ok(log
+        .lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("start"))
+        .count())
+}
+
+#[tokio::test]
+async fn a_deleted_cluster_saves_its_queue_on_a_pvc_and_a_smaller_one_runs_every_job_once()
+-> Result<()> {
+    let mut ns = namespace("archive-pvc").await?;
+    let dir = claim_on_the_node(&mut ns, "flux-state")?;
+    apply_yaml(&ns.name, &minicluster(3))?;
+    wait_phase(&ns.name, MC, "Running").await?;
+    let lead = Lead::of(&ns.name, MC)?;
+
+    // Three nodes busy: two jobs that end inside the save's 20 s, one that cannot; four
+    // more wait in the queue.
+    let short: Vec<String> = (0..2)
+        .map(|_| submit(&lead, "-N1 sleep 8"))
+        .collect::<Result<_>>()?;
+    let long = submit(&lead, "-N1 sleep 600")?;
+    let queued: Vec<String> = (0..4)
+        .map(|i| submit(&lead, &format!("-N1 echo queued-{i}")))
+        .collect::<Result<_>>()?;
+    lead.wait("jobs -n --filter=running | wc -l", "3", MINUTE)
+        .await?;
+
+    // kubectl delete: the lead stops the queue, gives the running jobs 20 s, cancels what
+    // still runs with a note, and the dump lands on the claim.
+    let deleted = Instant::now();
+    kubectl_in(&ns.name, &["delete", "minicluster", MC, "--wait=false"])?;
+    wait_for("every pod gone", 2 * MINUTE, || async {
+        Ok(
+            (pods(&ns.name, MC, "lead")?.is_empty() && pods(&ns.name, MC, "workers")?.is_empty())
+                .then_some(()),
+        )
+    })
+    .await?;
+    let save = deleted.elapsed();
+    ensure!(
+        dir.join("flux.tar.gz").exists(),
+        "no archive in {}",
+        dir.display()
+    );
+    eprintln!(
+        "saved and gone {:.1} s after kubectl delete",
+        save.as_secs_f64()
+    );
+
+    // A cluster of 2 restores it: every id there, the ended ones as they ended, the queued
+    // ones run once each.
+    apply_yaml(&ns.name, &minicluster(2))?;
+    wait_phase(&ns.name, MC, "Running").await?;
+    let mc = get_json(&ns.name, &format!("minicluster/{MC}"))?;
+    let restore = &mc["status"]["restore"];
+    ensure!(restore["pendingJobs"] == 4, "{restore}");
+    ensure!(restore["canceledJobs"] == 1, "{restore}");
+    let lead = Lead::of(&ns.name, MC)?;
+    lead.wait("jobs -n --filter=pending,running | wc -l", "0", 2 * MINUTE)
+        .await?;
+    let all = jobs(&lead)?;
+    ensure!(all.len() == 7, "{all:?}");
+    for id in short.iter().chain(&queued) {
+        ensure!(
+            all.get(id).map(String::as_str) == Some("INACTIVE COMPLETED"),
+            "{id}: {all:?}"
+        );
+        ensure!(starts(&lead, id)? == 1, "{id} started more than once");
+    }
+    ensure!(
+        all.get(&long).map(String::as_str) == Some("INACTIVE CANCELED"),
+        "{all:?}"
+    );
+    let note = lead.flux(&format!("job eventlog {long}"))?;
+    ensure!(
+        note.contains("still running when the instance was saved"),
+        "{note}"
+    );
+    let out = lead.flux(&format!("job attach {}", queued[3]))?;
+    ensure!(out == "queued-3", "{out}");
+    ns.cleanup().await;
+    Ok(())
+}
