@@ -213,6 +213,11 @@ fn garde_errors_use_the_api_field_names() {
         api_path("containers[0].environment[MY_VAR]"),
         "containers[0].environment[MY_VAR]"
     );
+    // Volume names are map keys: spelled as written.
+    assert_eq!(
+        api_path("containers[0].volumes.my_data.host_path"),
+        "containers[0].volumes.my_data.hostPath"
+    );
     let mut mc = minicluster(HELLO);
     mc.spec.network.headless_name = "Not_A_Label".into();
     assert_eq!(
@@ -397,4 +402,241 @@ fn a_curve_cert_that_is_not_a_certificate_is_refused_naming_the_field() {
     let errors = validate(&mc);
     assert_eq!(fields(&mc), ["spec.flux.curveCert"]);
     assert!(errors[0].message.contains("public-key"), "{errors:?}");
+}
+
+/// Whether `mc` is accepted and renders whole (what the controller does next).
+fn accepted_and_rendered(mc: &MiniCluster) -> bool {
+    let env = crate::render::Environment {
+        cluster_domain: "cluster.local".to_string(),
+    };
+    validate(mc).is_empty() && crate::render::desired(mc, &env).is_ok()
+}
+
+/// The one error of `mc`: its field and message.
+fn only_error(mc: &MiniCluster) -> (String, String) {
+    let errors = validate(mc);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    (errors[0].field.clone(), errors[0].message.clone())
+}
+
+#[test]
+fn a_nul_in_a_command_is_refused_naming_the_field() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].command = "echo a\0b".into();
+    let (field, message) = only_error(&mc);
+    assert_eq!(field, "spec.containers[0].command");
+    assert!(message.contains("NUL"), "{message}");
+    // In a container that does not run Flux, and in a service, too.
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].run_flux = true;
+    mc.spec.containers.push(MiniClusterContainer {
+        name: "side".into(),
+        command: "serve\0".into(),
+        ..Default::default()
+    });
+    mc.spec.services.push(MiniClusterContainer {
+        name: "db".into(),
+        command: "\0".into(),
+        ..Default::default()
+    });
+    assert_eq!(
+        fields(&mc),
+        ["spec.containers[1].command", "spec.services[0].command"]
+    );
+    mc.spec.containers[1].command = "serve".into();
+    mc.spec.services[0].command = "db".into();
+    assert!(accepted_and_rendered(&mc), "{:?}", validate(&mc));
+}
+
+#[test]
+fn a_nul_in_the_batch_logs_directory_is_refused_naming_the_field() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].batch = true;
+    mc.spec.containers[0].logs = "/tmp/out\0".into();
+    assert_eq!(only_error(&mc).0, "spec.containers[0].logs");
+    mc.spec.containers[0].logs = "/tmp/out".into();
+    assert!(accepted_and_rendered(&mc), "{:?}", validate(&mc));
+}
+
+#[test]
+fn a_nul_in_an_environment_value_is_refused_naming_the_variable() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0]
+        .environment
+        .insert("GREETING".into(), "hi\0".into());
+    mc.spec
+        .flux
+        .environment
+        .insert("FLUX_X".into(), "\0".into());
+    assert_eq!(
+        fields(&mc),
+        [
+            "spec.containers[0].environment.GREETING",
+            "spec.flux.environment.FLUX_X"
+        ]
+    );
+    mc.spec.containers[0]
+        .environment
+        .insert("GREETING".into(), "hi there".into());
+    mc.spec.flux.environment.insert("FLUX_X".into(), "1".into());
+    assert!(accepted_and_rendered(&mc), "{:?}", validate(&mc));
+}
+
+#[test]
+fn a_nul_in_the_wrapper_prefix_or_flux_wrap_is_refused_naming_the_field() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].commands.prefix = "time\0".into();
+    mc.spec.flux.wrap = "strace,\0".into();
+    assert_eq!(
+        fields(&mc),
+        ["spec.containers[0].commands.prefix", "spec.flux.wrap"]
+    );
+    mc.spec.containers[0].commands.prefix = "time".into();
+    mc.spec.flux.wrap = "strace,-e,network".into();
+    assert!(accepted_and_rendered(&mc), "{:?}", validate(&mc));
+}
+
+#[test]
+fn a_nul_in_a_hook_or_script_is_refused_naming_the_hook() {
+    let mut mc = minicluster(HELLO);
+    let c = &mut mc.spec.containers[0];
+    c.command.clear();
+    c.commands.init = "echo init\0".into();
+    c.commands.pre = "\0".into();
+    c.commands.broker_pre = "a\0".into();
+    c.commands.worker_pre = "b\0".into();
+    c.commands.post = "c\0".into();
+    c.commands.script = "#!/bin/bash\n\0".into();
+    assert_eq!(
+        fields(&mc),
+        [
+            "spec.containers[0].commands.init",
+            "spec.containers[0].commands.pre",
+            "spec.containers[0].commands.brokerPre",
+            "spec.containers[0].commands.workerPre",
+            "spec.containers[0].commands.post",
+            "spec.containers[0].commands.script",
+        ]
+    );
+    let c = &mut mc.spec.containers[0];
+    for hook in [
+        &mut c.commands.init,
+        &mut c.commands.pre,
+        &mut c.commands.broker_pre,
+        &mut c.commands.worker_pre,
+        &mut c.commands.post,
+        &mut c.commands.script,
+    ] {
+        *hook = hook.replace('\0', "");
+    }
+    assert!(accepted_and_rendered(&mc), "{:?}", validate(&mc));
+}
+
+#[test]
+fn option_flags_that_do_not_split_into_words_are_refused_naming_the_field() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.flux.option_flags = "-o 'cpu-affinity=per-task".into();
+    let (field, message) = only_error(&mc);
+    assert_eq!(field, "spec.flux.optionFlags");
+    assert!(message.contains("cannot split"), "{message}");
+    mc.spec.flux.option_flags = "-o 'cpu-affinity=per-task'".into();
+    assert!(accepted_and_rendered(&mc), "{:?}", validate(&mc));
+}
+
+#[test]
+fn a_submit_command_that_does_not_split_into_words_is_refused_naming_the_field() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.flux.submit_command = "flux \"run".into();
+    assert_eq!(only_error(&mc).0, "spec.flux.submitCommand");
+    mc.spec.flux.submit_command = "flux run".into();
+    assert!(accepted_and_rendered(&mc), "{:?}", validate(&mc));
+}
+
+#[test]
+fn a_wrapper_prefix_that_does_not_split_into_words_is_refused_naming_the_field() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].commands.prefix = "mpirun \"-np 2".into();
+    assert_eq!(only_error(&mc).0, "spec.containers[0].commands.prefix");
+    mc.spec.containers[0].commands.prefix = "mpirun -np 2".into();
+    assert!(accepted_and_rendered(&mc), "{:?}", validate(&mc));
+}
+
+#[test]
+fn a_cluster_domain_that_is_not_a_dns_name_is_refused_naming_the_field() {
+    for bad in ["bad domain", "a..b", "-x.local", ".", "a_b.local", "x\0y"] {
+        let mut mc = minicluster(HELLO);
+        mc.spec.network.cluster_domain = bad.into();
+        let (field, message) = only_error(&mc);
+        assert_eq!(field, "spec.network.clusterDomain", "{bad:?}");
+        assert!(message.contains("not a DNS domain"), "{message}");
+    }
+    let mut mc = minicluster(HELLO);
+    mc.spec.network.cluster_domain = "hpc.example.".into();
+    assert!(accepted_and_rendered(&mc), "{:?}", validate(&mc));
+}
+
+#[test]
+fn a_minimal_service_with_a_tree_topology_is_refused_naming_the_field() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.flux.minimal_service = true;
+    mc.spec.flux.topology = "kary:2".into();
+    let (field, message) = only_error(&mc);
+    assert_eq!(field, "spec.flux.minimalService");
+    assert!(message.contains("flat topology"), "{message}");
+    mc.spec.flux.topology = "kary:0".into();
+    assert!(accepted_and_rendered(&mc), "{:?}", validate(&mc));
+}
+
+#[test]
+fn a_name_that_is_not_a_dns_label_is_refused_naming_the_field() {
+    for bad in ["Hello", "bad.name", "bad_name", "1abc"] {
+        let mut mc = minicluster(HELLO);
+        mc.metadata.name = Some(bad.into());
+        assert_eq!(only_error(&mc).0, "metadata.name", "{bad:?}");
+    }
+}
+
+#[test]
+fn a_service_for_ports_that_takes_the_subdomains_name_is_refused_naming_the_container() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].run_flux = true;
+    mc.spec.containers.push(MiniClusterContainer {
+        name: "web".into(),
+        command: "serve".into(),
+        ports: vec![8080],
+        ..Default::default()
+    });
+    mc.spec.network.headless_name = "web".into();
+    let (field, message) = only_error(&mc);
+    assert_eq!(field, "spec.containers[1].name");
+    assert!(message.contains("subdomain"), "{message}");
+    mc.spec.network.headless_name = "net".into();
+    assert!(accepted_and_rendered(&mc), "{:?}", validate(&mc));
+}
+
+#[test]
+fn map_keys_that_are_not_one_path_segment_are_quoted_in_field_paths() {
+    let mut mc = minicluster(HELLO);
+    mc.spec.containers[0].volumes.insert(
+        String::new(),
+        ContainerVolume {
+            path: "relative".into(),
+            claim_name: "data".into(),
+            ..Default::default()
+        },
+    );
+    mc.spec.containers[0]
+        .environment
+        .insert("A.B".into(), "\0".into());
+    let fields = fields(&mc);
+    for expected in [
+        r#"spec.containers[0].volumes[""].path"#,
+        r#"spec.containers[0].volumes[""]"#,
+        r#"spec.containers[0].environment["A.B"]"#,
+    ] {
+        assert!(
+            fields.iter().any(|f| f == expected),
+            "{expected}: {fields:?}"
+        );
+    }
 }

@@ -91,6 +91,15 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
         ));
     }
     let name = mc.name();
+    // The CRD's CEL rule; the broker config makes host names of it.
+    if !super::is_dns_label(name) || !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        errors.push(err(
+            "metadata.name",
+            format!(
+                "{name:?} is not a DNS label (lower-case letters, digits, '-', starting with a letter): it becomes the broker host names"
+            ),
+        ));
+    }
     let longest = longest_pod_name(name, max_size);
     if longest > MAX_POD_NAME {
         errors.push(err(
@@ -159,6 +168,7 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
             ));
         }
         check_container(&field, c, &mut names, &reserved, &mut errors);
+        check_texts(&field, c, is_runner, &mut errors);
         let operator = if is_runner {
             crate::render::flux_pod::flux_container_mounts(mc)
         } else {
@@ -211,10 +221,14 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
             }
         }
         check_container(&field, s, &mut names, &reserved, &mut errors);
+        check_texts(&field, s, false, &mut errors);
         let operator =
             crate::render::flux_pod::sidecar_mounts(mc, crate::flux::Sidecar::Service(i));
         check_mount_paths(&field, s, &operator, &mut errors);
     }
+
+    check_flux_texts(mc, &mut errors);
+    check_as_the_renderer_does(mc, &mut errors);
 
     if !spec.flux.broker_config.is_empty()
         && let Err(e) = spec.flux.broker_config.parse::<toml::Table>()
@@ -239,6 +253,162 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
         ));
     }
     errors
+}
+
+/// The field of key `key` in map `map`: `map.key`, or `map["key"]` for a key that would not
+/// read as one path segment (empty, or with characters other than letters, digits, `-`, `_`).
+fn key_field(map: &str, key: &str) -> String {
+    if !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        format!("{map}.{key}")
+    } else {
+        format!("{map}[{key:?}]")
+    }
+}
+
+/// Refuses a NUL character in `text` (the renderer's own check,
+/// [`check_no_nul`](crate::flux::command::check_no_nul)); whether there was none.
+fn no_nul(field: impl Into<String>, text: &str, errors: &mut Vec<FieldError>) -> bool {
+    match crate::flux::command::check_no_nul(text) {
+        Ok(()) => true,
+        Err(message) => {
+            errors.push(err(
+                field,
+                format!(
+                    "{message}, which no command line, environment variable or script can carry"
+                ),
+            ));
+            false
+        }
+    }
+}
+
+/// Refuses text the scripts split into words as bash would (without expanding anything) but
+/// that does not split: unbalanced quotes ([`split_words`](crate::flux::command::split_words),
+/// as the renderer splits it). A NUL is refused first.
+fn splits_into_words(field: String, text: &str, errors: &mut Vec<FieldError>) {
+    if no_nul(field.clone(), text, errors)
+        && let Err(message) = crate::flux::command::split_words(text)
+    {
+        errors.push(err(field, message));
+    }
+}
+
+/// The text of a container that reaches a command line, an environment or a script: no NUL
+/// anywhere, and the Flux container's `commands.prefix` splits into words (the lead's
+/// entrypoint runs `flux start` under those words).
+fn check_texts(
+    field: &str,
+    c: &MiniClusterContainer,
+    is_runner: bool,
+    errors: &mut Vec<FieldError>,
+) {
+    let commands = &c.commands;
+    for (name, text) in [
+        ("command", &c.command),
+        ("workingDir", &c.working_dir),
+        ("logs", &c.logs),
+        ("commands.init", &commands.init),
+        ("commands.pre", &commands.pre),
+        ("commands.brokerPre", &commands.broker_pre),
+        ("commands.workerPre", &commands.worker_pre),
+        ("commands.servicePre", &commands.service_pre),
+        ("commands.post", &commands.post),
+        ("commands.script", &commands.script),
+    ] {
+        no_nul(format!("{field}.{name}"), text, errors);
+    }
+    let prefix = format!("{field}.commands.prefix");
+    if is_runner {
+        splits_into_words(prefix, &commands.prefix, errors);
+    } else {
+        // Ignored outside the Flux container ([`unsupported`]), but still no NUL.
+        no_nul(prefix, &commands.prefix, errors);
+    }
+    for (name, value) in &c.environment {
+        no_nul(
+            key_field(&format!("{field}.environment"), name),
+            value,
+            errors,
+        );
+    }
+}
+
+/// The same for `spec.flux`: `optionFlags` and `submitCommand` split into words, and no NUL
+/// in them, in `wrap`, the environment or the flux view's paths.
+fn check_flux_texts(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
+    let flux = &mc.spec.flux;
+    splits_into_words("spec.flux.optionFlags".into(), &flux.option_flags, errors);
+    splits_into_words(
+        "spec.flux.submitCommand".into(),
+        &flux.submit_command,
+        errors,
+    );
+    let view = &flux.container;
+    for (name, text) in [
+        ("wrap", &flux.wrap),
+        ("container.mountPath", &view.mount_path),
+        ("container.pythonPath", &view.python_path),
+        ("container.workingDir", &view.working_dir),
+    ] {
+        no_nul(format!("spec.flux.{name}"), text, errors);
+    }
+    for (name, value) in &flux.environment {
+        no_nul(key_field("spec.flux.environment", name), value, errors);
+    }
+}
+
+/// The renderer's own checks, called here so that both agree: a domain the broker addresses
+/// can end in, the flat topology a lead-only Service needs, and the names of the Services for
+/// containers' ports. Each is reported unless its field already has an error.
+fn check_as_the_renderer_does(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
+    if !mc.spec.network.cluster_domain.is_empty() {
+        // Only the spec's domain is checked: the operator's own is not the spec's fault.
+        let operator = crate::flux::Context {
+            cluster_domain: String::new(),
+        };
+        if let Err(e) = crate::flux::config::cluster_domain(mc, &operator) {
+            push_new(errors, flux_refusal(e));
+        }
+    }
+    if let Err(e) = crate::flux::pod::check_minimal_service(mc) {
+        push_new(errors, flux_refusal(e));
+    }
+    if let Err(e) = crate::render::sidecar_services(mc) {
+        push_new(errors, render_refusal(e));
+    }
+}
+
+/// Adds `error` unless its field already has one (a check reused from the renderer may find
+/// again what a check here found first).
+fn push_new(errors: &mut Vec<FieldError>, error: FieldError) {
+    if !errors.iter().any(|e| e.field == error.field) {
+        errors.push(error);
+    }
+}
+
+/// A refusal of one of the renderer's checks, as a field error.
+fn flux_refusal(e: crate::flux::Error) -> FieldError {
+    use crate::flux::Error;
+    match e {
+        Error::Field { field, message } => err(field, message),
+        Error::ClusterDomain { field, message } | Error::Certificate { field, message } => {
+            err(field, message)
+        }
+        // Not a spec problem; no reused check returns one, but never drop it.
+        other @ (Error::Curve(_) | Error::Template { .. }) => err("spec", other.to_string()),
+    }
+}
+
+/// The same for a check of the render module.
+fn render_refusal(e: crate::render::Error) -> FieldError {
+    match e {
+        crate::render::Error::Field { field, message } => err(field, message),
+        crate::render::Error::Flux(e) => flux_refusal(e),
+    }
 }
 
 /// Fields of a MiniCluster manifest (as JSON) that the CRD's schema does not declare, by
@@ -312,12 +482,50 @@ fn unnamed_runner_with(mc: &MiniCluster, name: &str) -> bool {
 }
 
 /// A garde path (`network.headless_name`) in the API's spelling (`network.headlessName`):
-/// snake_case field names become camelCase; map keys and indexes (in brackets) stay.
+/// snake_case field names become camelCase; indexes (in brackets) stay, and so do the keys of
+/// the maps garde looks into (`volumes.<name>`, spelled as [`key_field`] does).
 pub fn api_path(path: &str) -> String {
+    /// Maps garde validates entry by entry: the segment after one is a key.
+    const MAPS: &[&str] = &["volumes"];
+    let mut segments = Vec::new();
+    let mut segment = String::new();
+    let mut depth = 0usize;
+    for ch in path.chars() {
+        match ch {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            '.' if depth == 0 => {
+                segments.push(std::mem::take(&mut segment));
+                continue;
+            }
+            _ => {}
+        }
+        segment.push(ch);
+    }
+    segments.push(segment);
     let mut out = String::with_capacity(path.len());
+    let mut key_next = false;
+    for (i, segment) in segments.iter().enumerate() {
+        if key_next {
+            out = key_field(&out, segment);
+            key_next = false;
+            continue;
+        }
+        if i > 0 {
+            out.push('.');
+        }
+        out.push_str(&camel_case(segment));
+        key_next = MAPS.contains(&segment.as_str());
+    }
+    out
+}
+
+/// `headless_name` as `headlessName`; what is in brackets stays.
+fn camel_case(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
     let mut depth = 0usize;
     let mut upper = false;
-    for ch in path.chars() {
+    for ch in segment.chars() {
         match ch {
             '[' => depth += 1,
             ']' => depth = depth.saturating_sub(1),
@@ -362,7 +570,7 @@ fn check_container(
         }
     }
     for (vname, v) in &c.volumes {
-        let vfield = format!("{field}.volumes.{vname}");
+        let vfield = key_field(&format!("{field}.volumes"), vname);
         if !super::is_dns_label(vname) {
             errors.push(err(vfield.clone(), "volume names must be DNS labels"));
         }
@@ -439,13 +647,13 @@ fn check_mount_paths(
                 seen.insert(key, Some(vname));
             }
             Some(None) => errors.push(err(
-                format!("{field}.volumes.{vname}.path"),
+                format!("{}.path", key_field(&format!("{field}.volumes"), vname)),
                 format!(
                     "{path:?} is where the operator mounts its own volume in this container (the broker config, certificate, socket or flux view); pick another path"
                 ),
             )),
             Some(Some(other)) => errors.push(err(
-                format!("{field}.volumes.{vname}.path"),
+                format!("{}.path", key_field(&format!("{field}.volumes"), vname)),
                 format!(
                     "{path:?} is also where volume {other} is mounted (an emptyDir without path mounts at {}); a container cannot mount two volumes at one path",
                     crate::render::DEFAULT_EMPTY_DIR_PATH
