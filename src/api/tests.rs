@@ -640,3 +640,5 @@ fn map_keys_that_are_not_one_path_segment_are_quoted_in_field_paths() {
         );
     }
 }
+
+mod accepted_renders;
