@@ -13,6 +13,8 @@
 #   make flux-build   build flux-core and Fluxion from ../shared/vendor (cached)
 #   make bench        side by side on a cluster of its own: this operator, the bare JobSet
 #                     it renders, the Go operator from ../shared/vendor (figures, ~15 min)
+#   make bench-node   this operator and the Go operator on the real node, real Flux: from
+#                     kubectl apply to the first job done, and teardown (~20 min)
 #   make lint         cargo fmt --check, clippy with warnings denied, shellcheck (CI runs it)
 #   make crds         regenerate crds/ (and the Helm chart's copy) from the Rust types
 #   make vendor-crds  refresh vendor-crds/ from the pinned JobSet and Kueue modules
@@ -35,7 +37,7 @@ SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness \
         test-e2e-running test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
-        bench bench-flux go-operator-build images operator-release test-node test-node-running \
+        bench bench-node bench-flux go-operator-build images operator-release test-node test-node-running \
         test-demo
 
 setup:
@@ -107,6 +109,12 @@ bench: e2e-build go-operator-build
 	cargo bench --features e2e --bench operators --no-run
 	E2E_STATE=$(BENCH_STATE) E2E_CLUSTER=$(BENCH_CLUSTER) E2E_NODES=$(BENCH_NODES) \
 	  e2e/run-tests.sh cargo bench --features e2e --bench operators
+
+# The real-node benchmark (benches/node.rs; not part of `make test`): this operator and the Go
+# operator on a fresh cluster with its real node, real Flux; BENCH_NODE_SIZES, BENCH_NODE_ROUNDS.
+bench-node: e2e-build images go-operator-build
+	cargo bench --features e2e --bench node --no-run
+	E2E_REAL_NODE=1 e2e/run-tests.sh cargo bench --features e2e --bench node
 
 go-operator-build:
 	e2e/build-go-operator.sh > /dev/null

@@ -9,8 +9,9 @@
 #               image and an application image of the same distribution.
 #   application images   = base, tagged with the names the examples and the Go operator's
 #               tests use (APP_IMAGES: ubuntu:noble, ...). They are Debian, not Ubuntu.
-#   flux view images     = base + /opt/software/flux and /opt/view from e2e/build-flux.sh,
-#               laid out as the Go operator's view images are (VIEW_IMAGES).
+#   flux view images     = base + /opt/software/flux and the view from e2e/build-flux.sh,
+#               laid out as the Go operator's view images are (VIEW_IMAGES), so that both
+#               operators' init containers find it.
 #   flux-operator:dev    = base + the operator's release binary (the Helm chart's default
 #               image), user 65532, as the Dockerfile builds it.
 #   the pause image      a static binary that waits for a signal (containerd's sandbox_image).
@@ -115,7 +116,13 @@ tar_layer() { # OUT DIR PATHS...: a layer of PATHS under DIR, owned by root
   tar -C "$d" --owner=0 --group=0 --numeric-owner --sort=name -cf "$o" "$@"
 }
 tar_layer "$work/pause.tar" "$work/pause" pause
-tar_layer "$work/flux.tar" "$flux_root" opt/software opt/view
+# The view where the Go operator's view images keep it (/opt/views/._view/<hash>, with
+# /opt/view a link to it): its init container copies from there, this operator's from /opt/view.
+tar_layer "$work/flux.tar" "$flux_root" --transform='s,^opt/view,opt/views/._view/flux,S' \
+  opt/software opt/view
+mkdir -p "$work/link/opt"
+ln -s views/._view/flux "$work/link/opt/view"
+tar_layer "$work/link.tar" "$work/link" opt/view
 install -m 0755 "$operator_bin" "$work/operator/usr/local/bin/flux-operator"
 tar_layer "$work/operator.tar" "$work/operator" usr
 
@@ -126,7 +133,7 @@ jq -n --arg base "$base" --arg work "$work" --arg path "PATH=$path" \
   --arg operator "$OPERATOR_IMAGE" --arg pause "$PAUSE_IMAGE" '
   {images: [
     {names: $apps, layers: [$base], config: {Env: [$path], Cmd: ["/bin/bash"]}},
-    {names: $views, layers: [$base, ($work + "/flux.tar")], config: {Env: [$path], Cmd: ["/bin/bash"]}},
+    {names: $views, layers: [$base, ($work + "/flux.tar"), ($work + "/link.tar")], config: {Env: [$path], Cmd: ["/bin/bash"]}},
     {names: [$operator], layers: [$base, ($work + "/operator.tar")],
      config: {Env: [$path], User: "65532:65532", Entrypoint: ["/usr/local/bin/flux-operator"], Cmd: ["run"]}},
     {names: [$pause], layers: [($work + "/pause.tar")], config: {Entrypoint: ["/pause"]}}

@@ -18,7 +18,7 @@ pub const OPERATOR_NAMESPACE: &str = "flux-operator";
 /// How long a MiniCluster of real brokers may take to reach a phase on this machine.
 pub const PHASE_TIMEOUT: Duration = Duration::from_secs(240);
 
-fn root() -> &'static Path {
+pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -123,7 +123,7 @@ fn install() -> Result<()> {
 }
 
 /// Pods of NS select the real node and tolerate its taint (`e2e/node.sh namespace`).
-fn on_real_node(ns: &str) -> Result<()> {
+pub fn on_real_node(ns: &str) -> Result<()> {
     let mut cmd = Command::new(root().join("e2e/node.sh"));
     cmd.args(["namespace", ns]);
     run(cmd).map(drop)

@@ -1,0 +1,329 @@
+//! Real-node benchmark (issue 19): this operator and the Go Flux Operator, on the same real
+//! node, the same images and the same MiniCluster file, sizes `BENCH_NODE_SIZES` (default
+//! 1,2,4,8), `BENCH_NODE_ROUNDS` (default 3) interleaved rounds (the arms' order alternates).
+//! Printed figures, not a timed test: `make bench-node` (a fresh cluster with its real node,
+//! torn down after), or `cargo bench --features e2e --bench node` against `make up`.
+//!
+//! Both operators run as processes beside the cluster (this one limited to the run's
+//! namespace, the Go one built by `e2e/build-go-operator.sh` from `../shared/vendor`), one
+//! at a time, each started fresh and ready before its run. The MiniCluster is interactive,
+//! of size N, with the flux view image the node has. The Go operator's build has no CURVE
+//! generator (CGO off), so its file carries `flux.curveCert` (generated here); this operator
+//! generates its own, as it does for users.
+//!
+//! - **up**: from `kubectl apply` to the end of the first job, `flux run -N N true`, as Flux
+//!   stamps it (`t_inactive`). The job is submitted through `kubectl exec` in the lead pod
+//!   once its container runs and Flux reports N nodes up.
+//! - **down**: from `kubectl delete minicluster` to no pod left in the namespace.
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail, ensure};
+use serde_json::Value;
+
+#[allow(dead_code)]
+#[path = "../tests/node/cluster.rs"]
+mod cluster;
+#[path = "../tests/e2e/common.rs"]
+mod common;
+#[allow(dead_code, unused_imports)]
+#[path = "../tests/e2e/operator.rs"]
+mod operator;
+
+use cluster::{apply_yaml, kubectl, kubectl_in, on_real_node, root};
+use common::{TestNamespace, wait_for};
+use flux_operator::flux::curve::Certificate;
+
+const MC: &str = "bench";
+const VIEW: &str = "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble";
+const CRD: &str = "miniclusters.flux-framework.org";
+const GO_CRD: &str = "src/config/crd/bases/flux-framework.org_miniclusters.yaml";
+const LIMIT: Duration = Duration::from_secs(300);
+
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Arm {
+    Operator,
+    Go,
+}
+
+impl Arm {
+    fn title(self) -> &'static str {
+        match self {
+            Arm::Operator => "operator",
+            Arm::Go => "Go operator",
+        }
+    }
+
+    /// Where the lead broker listens, and its pod's name prefix.
+    fn socket_and_lead(self) -> (&'static str, String) {
+        match self {
+            Arm::Operator => ("/run/flux-operator/broker/local", format!("{MC}-lead-0-0-")),
+            Arm::Go => ("/mnt/flux/config/run/flux/local", format!("{MC}-0-")),
+        }
+    }
+}
+
+/// An operator process, killed when dropped.
+enum Running {
+    /// Held for its `Drop`, which kills it.
+    Ours(#[allow(dead_code)] operator::Operator),
+    Go(Child),
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Running::Go(child) = self {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+struct Bench {
+    go_dir: std::path::PathBuf,
+    crd: Option<Arm>,
+}
+
+impl Bench {
+    /// Install ARM's MiniCluster CRD, replacing the other one (no operator runs meanwhile).
+    fn use_crd(&mut self, arm: Arm) -> Result<()> {
+        if self.crd == Some(arm) {
+            return Ok(());
+        }
+        kubectl(["delete", "crd", CRD, "--ignore-not-found", "--wait=true"])?;
+        let file = match arm {
+            Arm::Operator => root().join("crds/flux-framework.org_miniclusters.yaml"),
+            Arm::Go => self.go_dir.join(GO_CRD),
+        };
+        kubectl(["create", "-f", &file.to_string_lossy()])?;
+        kubectl(["wait", "--for=condition=Established", &format!("crd/{CRD}")])?;
+        self.crd = Some(arm);
+        Ok(())
+    }
+
+    async fn start(&self, arm: Arm, ns: &str) -> Result<Running> {
+        match arm {
+            Arm::Operator => {
+                let op = operator::Operator::start(ns)?;
+                wait_for("the operator ready", LIMIT, || async {
+                    Ok(operator::http_get(op.metrics_port, "/readyz")
+                        .await
+                        .ok()
+                        .map(drop))
+                })
+                .await?;
+                Ok(Running::Ours(op))
+            }
+            Arm::Go => {
+                let log = std::env::temp_dir().join(format!("go-operator-{ns}.log"));
+                let out = std::fs::File::create(&log)?;
+                let child = Command::new(self.go_dir.join("bin/manager"))
+                    .args(["--metrics-bind-address=0", "--health-probe-bind-address=0"])
+                    .arg("-zap-devel=false")
+                    .stdin(Stdio::null())
+                    .stdout(out.try_clone()?)
+                    .stderr(out)
+                    .spawn()
+                    .context("starting the Go operator")?;
+                let running = Running::Go(child);
+                // controller-runtime starts its workers once its caches have synced.
+                wait_for("the Go operator's workers", LIMIT, || async {
+                    let text = std::fs::read_to_string(&log)?;
+                    Ok(text.contains("Starting workers").then_some(()))
+                })
+                .await?;
+                Ok(running)
+            }
+        }
+    }
+}
+
+fn minicluster(arm: Arm, size: u32) -> Result<String> {
+    let mut yaml = format!(
+        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: {MC}\n\
+         spec:\n  size: {size}\n  interactive: true\n  containers:\n    - image: ubuntu:noble\n\
+         \x20 flux:\n    container:\n      image: {VIEW}\n"
+    );
+    if arm == Arm::Go {
+        let cert = Certificate::generate(MC)?.to_text();
+        yaml.push_str("    curveCert: |\n");
+        for line in cert.lines() {
+            yaml.push_str(&format!("      {line}\n"));
+        }
+    }
+    Ok(yaml)
+}
+
+fn now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn pods(ns: &str) -> Result<Vec<Value>> {
+    let list: Value = serde_json::from_str(&kubectl_in(ns, &["get", "pods", "-o", "json"])?)?;
+    Ok(list["items"].as_array().cloned().unwrap_or_default())
+}
+
+/// The lead pod, once its main container runs.
+async fn running_lead(ns: &str, prefix: &str) -> Result<String> {
+    wait_for("the lead container running", LIMIT, || async {
+        Ok(pods(ns)?.into_iter().find_map(|p| {
+            let name = p["metadata"]["name"].as_str()?;
+            let running = p["status"]["containerStatuses"]
+                .as_array()?
+                .iter()
+                .any(|c| c["name"] == MC && c["state"]["running"].is_object());
+            (name.starts_with(prefix) && running).then(|| name.to_string())
+        }))
+    })
+    .await
+}
+
+/// up and down, in seconds, for one MiniCluster of SIZE under ARM.
+async fn run(bench: &mut Bench, arm: Arm, size: u32) -> Result<(f64, f64)> {
+    bench.use_crd(arm)?;
+    let ns = TestNamespace::create(&format!("bench-{}", size)).await?;
+    on_real_node(&ns.name)?;
+    let _operator = bench.start(arm, &ns.name).await?;
+    let yaml = minicluster(arm, size)?;
+    let (socket, prefix) = arm.socket_and_lead();
+
+    let t0 = now();
+    apply_yaml(&ns.name, &yaml)?;
+    let lead = running_lead(&ns.name, &prefix).await?;
+    let script = format!(
+        "export PATH=$PATH:/mnt/flux/view/bin FLUX_URI=local://{socket}\n\
+         until [ \"$(flux resource list -s up -no {{nnodes}} 2>/dev/null)\" = {size} ]; do sleep 0.1; done\n\
+         flux run -N{size} true && flux jobs -a -no '{{t_inactive}}' | head -n 1"
+    );
+    let out = kubectl_in(
+        &ns.name,
+        &["exec", &lead, "-c", MC, "--", "bash", "-c", &script],
+    )?;
+    let done: f64 = out
+        .trim()
+        .parse()
+        .with_context(|| format!("t_inactive: {out}"))?;
+    let up = done - t0;
+
+    let t1 = Instant::now();
+    kubectl_in(&ns.name, &["delete", "minicluster", MC, "--wait=false"])?;
+    wait_for("every pod gone", LIMIT, || async {
+        Ok(pods(&ns.name)?.is_empty().then_some(()))
+    })
+    .await?;
+    let down = t1.elapsed().as_secs_f64();
+    ns.cleanup().await;
+    ensure!(up > 0.0, "the job ended before the apply: {up}");
+    Ok((up, down))
+}
+
+fn stats(v: &[f64]) -> String {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match (s.first(), s.last()) {
+        (Some(min), Some(max)) => format!("{min:.2} / {:.2} / {max:.2}", s[s.len() / 2]),
+        _ => "-".into(),
+    }
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn env_list(name: &str, default: &str) -> Result<Vec<u32>> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .map(|s| s.trim().parse().with_context(|| format!("{name}: {s}")))
+        .collect()
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    if std::env::args().any(|a| a == "--list") {
+        return Ok(());
+    }
+    let sizes = env_list("BENCH_NODE_SIZES", "1,2,4,8")?;
+    let rounds = env_list("BENCH_NODE_ROUNDS", "3")?[0];
+    let out = Command::new(root().join("e2e/build-go-operator.sh")).output()?;
+    if !out.status.success() {
+        bail!(
+            "e2e/build-go-operator.sh: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let go_dir = String::from_utf8(out.stdout)?.trim().into();
+    let mut bench = Bench { go_dir, crd: None };
+    let started = load();
+    // (arm, size) -> per round (up, down)
+    let mut figures: BTreeMap<(u32, Arm), Vec<(f64, f64)>> = BTreeMap::new();
+    for round in 0..rounds {
+        for (i, &size) in sizes.iter().enumerate() {
+            let mut arms = [Arm::Operator, Arm::Go];
+            if (round as usize + i) % 2 == 1 {
+                arms.reverse();
+            }
+            for arm in arms {
+                let (up, down) = run(&mut bench, arm, size)
+                    .await
+                    .with_context(|| format!("{} size {size} round {}", arm.title(), round + 1))?;
+                eprintln!(
+                    "round {} size {size} {}: up {up:.2} s, down {down:.2} s",
+                    round + 1,
+                    arm.title()
+                );
+                figures.entry((size, arm)).or_default().push((up, down));
+            }
+        }
+    }
+    bench.use_crd(Arm::Operator)?;
+    print_table(&figures, &sizes, rounds, &started);
+    Ok(())
+}
+
+fn print_table(
+    figures: &BTreeMap<(u32, Arm), Vec<(f64, f64)>>,
+    sizes: &[u32],
+    rounds: u32,
+    started: &str,
+) {
+    println!(
+        "\nReal node, {rounds} interleaved rounds; load average at start {started}, at end {}\n",
+        load()
+    );
+    println!(
+        "| N | up: operator | up: Go operator | up ratio per round | down: operator | down: Go operator | down ratio per round |"
+    );
+    println!("|--:|--:|--:|--:|--:|--:|--:|");
+    for &size in sizes {
+        let ours = figures
+            .get(&(size, Arm::Operator))
+            .cloned()
+            .unwrap_or_default();
+        let go = figures.get(&(size, Arm::Go)).cloned().unwrap_or_default();
+        let col = |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| v.iter().map(f).collect::<Vec<_>>();
+        let ratios = |f: fn(&(f64, f64)) -> f64| {
+            ours.iter()
+                .zip(&go)
+                .map(|(a, b)| format!("{:.2}", f(a) / f(b)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        println!(
+            "| {size} | {} | {} | {} | {} | {} | {} |",
+            stats(&col(&ours, |x| x.0)),
+            stats(&col(&go, |x| x.0)),
+            ratios(|x| x.0),
+            stats(&col(&ours, |x| x.1)),
+            stats(&col(&go, |x| x.1)),
+            ratios(|x| x.1),
+        );
+    }
+}
