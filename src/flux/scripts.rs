@@ -685,7 +685,11 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
                 .and_then(|rest| rest.strip_prefix('/'))
                 .expect("RESOURCE_PATH is inside BROKER_DIR"),
             hosts: quote(&format!("--hosts={hosts}")).into_owned(),
-            rank_set: format!("0-{}", mc.max_size() - 1),
+            // An RFC 22 idset: `0-0` is not one, so a lone lead is `0`.
+            rank_set: match mc.max_size() {
+                1 => "0".to_string(),
+                n => format!("0-{}", n - 1),
+            },
             quorum: quorum(mc).unwrap_or(mc.max_size()),
             ranks: mc.max_size(),
         }),

@@ -280,6 +280,9 @@ impl MiniClusterRun {
 
     /// Start follower pods by index (rank = index + 1), as the followers' Job would.
     pub fn start_workers(&mut self, indices: &[i32]) {
+        if indices.is_empty() {
+            return; // a lone lead (size 1) has no followers' Job
+        }
         let spec = self.worker_spec.clone().expect("a workers job");
         let prefix = flux::config::worker_hostname_prefix(&self.mc);
         // Pods start together, as the Job controller creates them.

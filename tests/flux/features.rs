@@ -28,6 +28,15 @@ fn non_root_brokers_with_fs_group_start_and_run_the_job_as_that_user() {
 }
 
 #[test]
+fn a_cluster_of_size_one_runs_its_job_on_the_lead_alone() {
+    let run = MiniClusterRun::start(minicluster(&mc("alone", 1, "", "")), Start::default());
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+    assert!(run.workers.is_empty());
+    let log = run.lead_log();
+    assert!(log.lines().any(|l| l.trim() == "0"), "the job ran (id -u):\n{}", run.debug());
+}
+
+#[test]
 fn user_supplied_curve_certificate_is_the_one_the_brokers_use() {
     let cert = Certificate::generate("user-cert").unwrap();
     let indented: String = cert
