@@ -31,7 +31,7 @@ async fn brokers_run_as_the_pods_non_root_user_and_so_does_the_job() -> Result<(
     apply_yaml(&ns.name, YAML)?;
     wait_phase(&ns.name, "nonroot", "Succeeded").await?;
 
-    // The securityContext the README promises: the user's, on every broker pod.
+    // The securityContext the user guide promises (docs/user-guide.md): the user's, on every broker pod.
     for role in ["lead", "workers"] {
         for pod in pods(&ns.name, "nonroot", role)? {
             let sc = &pod["spec"]["securityContext"];
