@@ -183,7 +183,7 @@ async fn running_lead(ns: &str, prefix: &str) -> Result<String> {
 }
 
 /// up and down, in seconds, for one MiniCluster of SIZE under ARM.
-async fn run(bench: &mut Bench, arm: Arm, size: u32) -> Result<(f64, f64)> {
+async fn run(bench: &mut Bench, arm: Arm, size: u32) -> Result<Run> {
     bench.use_crd(arm)?;
     let ns = TestNamespace::create(&format!("bench-{}", size)).await?;
     on_real_node(&ns.name)?;
@@ -197,17 +197,32 @@ async fn run(bench: &mut Bench, arm: Arm, size: u32) -> Result<(f64, f64)> {
     let script = format!(
         "export PATH=$PATH:/mnt/flux/view/bin FLUX_URI=local://{socket}\n\
          until [ \"$(flux resource list -s up -no {{nnodes}} 2>/dev/null)\" = {size} ]; do sleep 0.1; done\n\
-         flux run -N{size} true && flux jobs -a -no '{{t_inactive}}' | head -n 1"
+         flux run -N{size} true\n\
+         echo $(flux getattr broker.starttime) $(flux jobs -a -no '{{t_submit}} {{t_inactive}}' | head -n 1)"
     );
-    let out = kubectl_in(
-        &ns.name,
-        &["exec", &lead, "-c", MC, "--", "bash", "-c", &script],
-    )?;
-    let done: f64 = out
-        .trim()
-        .parse()
-        .with_context(|| format!("t_inactive: {out}"))?;
-    let up = done - t0;
+    // (The kubelet may report the container running a moment before exec finds it.)
+    let out = wait_for("the first job", LIMIT, || async {
+        kubectl_in(
+            &ns.name,
+            &["exec", &lead, "-c", MC, "--", "bash", "-c", &script],
+        )
+        .map(Some)
+    })
+    .await?;
+    let stamps: Vec<f64> = out
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("broker.starttime, t_submit, t_inactive: {out}"))?;
+    let [started, submitted, done] = stamps[..] else {
+        bail!("broker.starttime, t_submit, t_inactive: {out}");
+    };
+    let phases = Phases {
+        up: done - t0,
+        lead: started - t0,
+        joined: submitted - started,
+        job: done - submitted,
+    };
 
     let t1 = Instant::now();
     kubectl_in(&ns.name, &["delete", "minicluster", MC, "--wait=false"])?;
@@ -217,8 +232,33 @@ async fn run(bench: &mut Bench, arm: Arm, size: u32) -> Result<(f64, f64)> {
     .await?;
     let down = t1.elapsed().as_secs_f64();
     ns.cleanup().await;
-    ensure!(up > 0.0, "the job ended before the apply: {up}");
-    Ok((up, down))
+    ensure!(
+        phases.up > 0.0,
+        "the job ended before the apply: {phases:?}"
+    );
+    Ok(Run { phases, down })
+}
+
+/// Where the time to the first job went, in seconds.
+#[derive(Clone, Copy, Debug)]
+struct Phases {
+    /// `kubectl apply` to the end of the first job.
+    up: f64,
+    /// `kubectl apply` to the lead broker's start (`broker.starttime`): the operator, JobSet,
+    /// the Job controller, the scheduler, the kubelet, the init container and the entrypoint.
+    lead: f64,
+    /// The lead broker's start to every broker up (the job's `t_submit`: submitted as soon
+    /// as a poll every 0.1 s saw N nodes up).
+    joined: f64,
+    /// `t_submit` to `t_inactive` of `flux run -N N true`.
+    job: f64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    phases: Phases,
+    /// `kubectl delete minicluster` to no pod left.
+    down: f64,
 }
 
 fn stats(v: &[f64]) -> String {
@@ -262,8 +302,8 @@ async fn main() -> Result<()> {
     let go_dir = String::from_utf8(out.stdout)?.trim().into();
     let mut bench = Bench { go_dir, crd: None };
     let started = load();
-    // (arm, size) -> per round (up, down)
-    let mut figures: BTreeMap<(u32, Arm), Vec<(f64, f64)>> = BTreeMap::new();
+    // (size, arm) -> its runs, in round order
+    let mut figures: BTreeMap<(u32, Arm), Vec<Run>> = BTreeMap::new();
     for round in 0..rounds {
         for (i, &size) in sizes.iter().enumerate() {
             let mut arms = [Arm::Operator, Arm::Go];
@@ -271,15 +311,21 @@ async fn main() -> Result<()> {
                 arms.reverse();
             }
             for arm in arms {
-                let (up, down) = run(&mut bench, arm, size)
+                let r = run(&mut bench, arm, size)
                     .await
                     .with_context(|| format!("{} size {size} round {}", arm.title(), round + 1))?;
+                let p = r.phases;
                 eprintln!(
-                    "round {} size {size} {}: up {up:.2} s, down {down:.2} s",
+                    "round {} size {size} {}: up {:.2} s (lead broker {:.2}, all joined +{:.2}, job +{:.2}), down {:.2} s",
                     round + 1,
-                    arm.title()
+                    arm.title(),
+                    p.up,
+                    p.lead,
+                    p.joined,
+                    p.job,
+                    r.down
                 );
-                figures.entry((size, arm)).or_default().push((up, down));
+                figures.entry((size, arm)).or_default().push(r);
             }
         }
     }
@@ -289,7 +335,7 @@ async fn main() -> Result<()> {
 }
 
 fn print_table(
-    figures: &BTreeMap<(u32, Arm), Vec<(f64, f64)>>,
+    figures: &BTreeMap<(u32, Arm), Vec<Run>>,
     sizes: &[u32],
     rounds: u32,
     started: &str,
@@ -302,14 +348,11 @@ fn print_table(
         "| N | up: operator | up: Go operator | up ratio per round | down: operator | down: Go operator | down ratio per round |"
     );
     println!("|--:|--:|--:|--:|--:|--:|--:|");
+    let runs = |size, arm| figures.get(&(size, arm)).cloned().unwrap_or_default();
+    let col = |v: &[Run], f: fn(&Run) -> f64| v.iter().map(f).collect::<Vec<_>>();
     for &size in sizes {
-        let ours = figures
-            .get(&(size, Arm::Operator))
-            .cloned()
-            .unwrap_or_default();
-        let go = figures.get(&(size, Arm::Go)).cloned().unwrap_or_default();
-        let col = |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| v.iter().map(f).collect::<Vec<_>>();
-        let ratios = |f: fn(&(f64, f64)) -> f64| {
+        let (ours, go) = (runs(size, Arm::Operator), runs(size, Arm::Go));
+        let ratios = |f: fn(&Run) -> f64| {
             ours.iter()
                 .zip(&go)
                 .map(|(a, b)| format!("{:.2}", f(a) / f(b)))
@@ -318,12 +361,35 @@ fn print_table(
         };
         println!(
             "| {size} | {} | {} | {} | {} | {} | {} |",
-            stats(&col(&ours, |x| x.0)),
-            stats(&col(&go, |x| x.0)),
-            ratios(|x| x.0),
-            stats(&col(&ours, |x| x.1)),
-            stats(&col(&go, |x| x.1)),
-            ratios(|x| x.1),
+            stats(&col(&ours, |r| r.phases.up)),
+            stats(&col(&go, |r| r.phases.up)),
+            ratios(|r| r.phases.up),
+            stats(&col(&ours, |r| r.down)),
+            stats(&col(&go, |r| r.down)),
+            ratios(|r| r.down),
         );
+    }
+    println!(
+        "\nWhere the time to the first job goes (medians, s): apply to the lead broker's start, \
+         then to every broker up, then the job\n"
+    );
+    println!("| N | operator: lead / joined / job | Go operator: lead / joined / job |");
+    println!("|--:|--:|--:|");
+    for &size in sizes {
+        let cell = |arm| {
+            let v = runs(size, arm);
+            let median = |f: fn(&Run) -> f64| {
+                let mut x = col(&v, f);
+                x.sort_by(f64::total_cmp);
+                x.get(x.len() / 2).copied().unwrap_or(f64::NAN)
+            };
+            format!(
+                "{:.2} / {:.2} / {:.2}",
+                median(|r| r.phases.lead),
+                median(|r| r.phases.joined),
+                median(|r| r.phases.job)
+            )
+        };
+        println!("| {size} | {} | {} |", cell(Arm::Operator), cell(Arm::Go));
     }
 }
