@@ -20,6 +20,7 @@ mod reconcile;
 pub mod status;
 #[cfg(test)]
 mod tests;
+mod trigger;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,16 +36,17 @@ use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
-use crate::api::{MiniCluster, NAME_LABEL};
+use crate::api::MiniCluster;
 use crate::jobset::JobSet;
 use crate::metrics::{self, Health, Metrics};
 
 pub use cluster_domain::discover_cluster_domain;
 pub use context::{Context, FIELD_MANAGER};
 
-/// A reconcile waits this long after the first change it is woken for, so a burst of
-/// changes (pods of a cluster coming up) makes one reconcile.
-pub const DEBOUNCE: Duration = Duration::from_millis(250);
+/// An existing MiniCluster's reconcile waits until this long passed without another change
+/// for it, so a burst of changes (pods of a cluster coming up) makes one reconcile; a new
+/// MiniCluster, or a changed spec, is reconciled at once (see [`trigger`]).
+pub use trigger::DEBOUNCE;
 /// How often what is kept per MiniCluster is pruned of deleted MiniClusters.
 const PRUNE: Duration = Duration::from_secs(60);
 
@@ -189,22 +191,19 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         true,
         "services",
     );
-    let by_label = |meta: &kube::api::ObjectMeta| {
-        let ns = meta.namespace.as_deref().unwrap_or("default");
-        meta.labels
-            .as_ref()
-            .and_then(|l| l.get(NAME_LABEL))
-            .map(|name| ObjectRef::<MiniCluster>::new(name).within(ns))
-    };
-    let mut controller = Controller::for_stream(mc_stream, mc_store.clone())
-        // Bursts of pod changes (a cluster coming up) make one reconcile, not one each.
-        .with_config(controller::Config::default().debounce(DEBOUNCE))
-        .owns_stream(jobset_stream)
-        .owns_stream(job_stream)
-        .watches_stream(secret_stream, move |s| by_label(&s.metadata))
-        .watches_stream(config_map_stream, move |c| by_label(&c.metadata))
-        .watches_stream(service_stream, move |s| by_label(&s.metadata))
-        .watches_stream(pod_stream, move |p: Pod| by_label(&p.metadata));
+    // What wakes a reconcile, and how soon (see `trigger`): a new MiniCluster or a changed
+    // spec at once; the watches of its objects and pods, and its own status coming back,
+    // debounced together per MiniCluster.
+    let (mc_now, mc_later) = trigger::split(mc_stream);
+    let mut later: Vec<futures::stream::BoxStream<'static, ObjectRef<MiniCluster>>> = vec![
+        mc_later.boxed(),
+        trigger::of_owned(jobset_stream).boxed(),
+        trigger::of_owned(job_stream).boxed(),
+        trigger::of_labelled(secret_stream).boxed(),
+        trigger::of_labelled(config_map_stream).boxed(),
+        trigger::of_labelled(service_stream).boxed(),
+        trigger::of_labelled(pod_stream).boxed(),
+    ];
     let mut workloads = None;
     if kueue_installed {
         // A Workload changing (admitted, evicted, still pending for a new reason) wakes the
@@ -222,21 +221,35 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             "workloads",
         );
         workloads = Some(reader);
-        controller = controller.watches_stream_with(
-            stream,
-            |wl: DynamicObject| {
-                let ns = wl.namespace();
-                wl.owner_references()
-                    .iter()
-                    .find(|o| o.kind == "JobSet")
-                    .map(|o| {
-                        ObjectRef::<MiniCluster>::new(&o.name)
-                            .within(ns.as_deref().unwrap_or("default"))
-                    })
-            },
-            resource,
+        later.push(
+            stream
+                .flat_map(|item| {
+                    let refs: Vec<ObjectRef<MiniCluster>> = item
+                        .map(|wl| {
+                            let ns = wl.namespace();
+                            wl.owner_references()
+                                .iter()
+                                .filter(|o| o.kind == "JobSet")
+                                .map(|o| {
+                                    ObjectRef::<MiniCluster>::new(&o.name)
+                                        .within(ns.as_deref().unwrap_or("default"))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    futures::stream::iter(refs)
+                })
+                .boxed(),
         );
     }
+    let controller = Controller::for_stream(mc_now, mc_store.clone())
+        // No debounce in the controller: its requeues come when due, and what is debounced
+        // is chosen above.
+        .with_config(controller::Config::default())
+        .reconcile_on(trigger::debounced(
+            futures::stream::select_all(later),
+            DEBOUNCE,
+        ));
     let controller = controller.graceful_shutdown_on(stop_controller);
     metrics.count_phases_from(mc_store.clone());
     let recorder = Recorder::new(
