@@ -1,10 +1,13 @@
 //! Carrying out a [`Plan`]: its writes in order, then its Events, then the status, once.
 //!
 //! Creation is the only place the executor reads: the watches see only labelled objects, so
-//! before the operator creates an object it makes sure no object of that name belongs to
-//! something else (a create that finds the name taken, or a GET before a server-side apply).
-//! Owned objects are applied with force: a field someone changed by hand is set back.
+//! the operator creates an object with a create, never an apply, that fails if the name is
+//! taken; only then does it look at whose the object is (a 409, then a GET). A Service is
+//! server-side applied (it may change later) after a GET that makes sure no one else's has
+//! that name. Owned objects are applied with force: a field someone changed by hand is set
+//! back. What a create made is remembered ([`super::made`]) until its watch shows it.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use jiff::Timestamp;
@@ -18,8 +21,9 @@ use serde_json::json;
 
 use super::context::{Context, Error, FIELD_MANAGER, RESYNC, UPDATE_MANAGER};
 use super::durations::observe_durations;
+use super::made::Object;
 use super::owned::controlled_by;
-use super::plan::{self, Observed, Plan, Step};
+use super::plan::{self, Observed, OwnedObject, Plan, Step};
 use crate::api::{MiniCluster, MiniClusterStatus};
 use crate::jobset::JobSet;
 use crate::render;
@@ -129,10 +133,16 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
     let client = ctx.client.clone();
     let force = PatchParams::apply(FIELD_MANAGER).force();
     match step {
-        Step::CreateSecret => create_secret(mc, ctx).await,
+        Step::CreateSecret => {
+            create_secret(mc, ctx).await?;
+            ctx.made(mc, Object::Secret);
+            Ok(())
+        }
         Step::CreateConfigMap(cm, recreated) => {
             let api = Api::<ConfigMap>::namespaced(client, ns);
-            if create_unless_owned(&api, cm.as_ref(), mc).await?
+            let made = create_unless_owned(&api, cm.as_ref(), mc).await?;
+            ctx.made(mc, Object::ConfigMap(cm.name_any()));
+            if made.is_some()
                 && let Some(message) = recreated
             {
                 publish(ctx, mc, &super::events::recreated(message)).await;
@@ -144,14 +154,22 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
             refuse_foreign(&api, &svc.name_any(), mc).await?;
             api.patch(&svc.name_any(), &force, &Patch::Apply(svc.as_ref()))
                 .await?;
+            ctx.made(
+                mc,
+                Object::Service(OwnedObject {
+                    name: svc.name_any(),
+                    applied: svc.annotations().get(render::APPLIED_ANNOTATION).cloned(),
+                }),
+            );
             Ok(())
         }
         Step::CreateJobSet(js) => {
-            let api = Api::<JobSet>::namespaced(client.clone(), ns);
-            refuse_foreign(&api, &js.name_any(), mc).await?;
-            subdomain_is_free(mc, ctx).await?;
-            api.patch(&js.name_any(), &force, &Patch::Apply(js.as_ref()))
-                .await?;
+            // A create, not an apply: it fails if the name is taken, so no lookup first.
+            // (The pods' subdomain was checked by the plan, from the Service watch.)
+            let api = Api::<JobSet>::namespaced(client, ns);
+            if let Some(made) = create_unless_owned(&api, js.as_ref(), mc).await? {
+                ctx.made(mc, Object::JobSet(Arc::new(made)));
+            }
             Ok(())
         }
         Step::UpdateJobSet(update) => {
@@ -166,9 +184,9 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
         }
         Step::CreateServicesJob(job) => {
             let api = Api::<Job>::namespaced(client, ns);
-            refuse_foreign(&api, &job.name_any(), mc).await?;
-            api.patch(&job.name_any(), &force, &Patch::Apply(job.as_ref()))
-                .await?;
+            if let Some(made) = create_unless_owned(&api, job.as_ref(), mc).await? {
+                ctx.made(mc, Object::ServicesJob(Arc::new(made)));
+            }
             Ok(())
         }
         Step::UpdateServicesJob(update) => {
@@ -209,8 +227,9 @@ where
 }
 
 /// Create `obj` unless an object of its name exists: fine if it is this MiniCluster's (a
-/// watch that has not caught up), `Foreign` otherwise. `Ok(true)` when this call made it.
-async fn create_unless_owned<K>(api: &Api<K>, obj: &K, mc: &MiniCluster) -> Result<bool, Stop>
+/// watch that has not caught up), `Foreign` otherwise. `Ok(Some(made))` when this call made
+/// it, `Ok(None)` when it was there already.
+async fn create_unless_owned<K>(api: &Api<K>, obj: &K, mc: &MiniCluster) -> Result<Option<K>, Stop>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -223,11 +242,16 @@ where
         ..Default::default()
     };
     match api.create(&params, obj).await {
-        Ok(_) => Ok(true),
+        Ok(made) => Ok(Some(made)),
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let name = obj.name_any();
+            tracing::debug!(
+                kind = K::kind(&()).as_ref(),
+                %name,
+                "create found the name taken; looking at whose it is"
+            );
             match api.get_metadata_opt(&name).await? {
-                Some(o) if controlled_by(&o, mc) => Ok(false),
+                Some(o) if controlled_by(&o, mc) => Ok(None),
                 Some(o) if o.metadata.deletion_timestamp.is_some() => Err(Stop::Retry(
                     Error::Internal(format!("{} {name} is still being deleted", K::kind(&()))),
                 )),
@@ -237,28 +261,6 @@ where
             }
         }
         Err(e) => Err(e.into()),
-    }
-}
-
-/// The pods' subdomain is a headless Service JobSet creates (owned by the JobSet) unless one
-/// of that name exists: another MiniCluster's Service of that name (`app` with a service
-/// `web` makes `app-web`) would silently serve as this cluster's subdomain.
-async fn subdomain_is_free(mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
-    let subdomain = mc.subdomain();
-    let api = Api::<Service>::namespaced(ctx.client.clone(), mc.namespace_or_default());
-    let Some(svc) = api.get_metadata_opt(subdomain).await? else {
-        return Ok(());
-    };
-    let ours = svc.metadata.owner_references.iter().flatten().any(|o| {
-        (o.kind == "JobSet" && o.name == mc.name())
-            || (o.kind == "MiniCluster" && Some(&o.uid) == mc.metadata.uid.as_ref())
-    });
-    if ours {
-        Ok(())
-    } else {
-        Err(Stop::Foreign(format!(
-            "Service {subdomain} (the pods' subdomain; spec.network.headlessName can name another)"
-        )))
     }
 }
 

@@ -3,14 +3,17 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
+use tokio::sync::watch;
 
 use super::durations::Sightings;
 use super::index::Index;
+use super::made::{self, Made, Object};
+use super::plan::Observed;
 use crate::api::{MiniCluster, MiniClusterStatus};
 use crate::metrics::SharedMetrics;
 use crate::render::{self, Environment};
@@ -37,7 +40,17 @@ pub struct Context {
     /// The status this process last wrote, per MiniCluster UID: the watch cache can lag
     /// behind it, and transitions (Events, metrics) must start from what was written.
     written: Mutex<HashMap<String, MiniClusterStatus>>,
+    /// What this process made, per MiniCluster UID, that the watches have not shown yet.
+    made: Mutex<HashMap<String, Made>>,
+    /// True once every watch has listed what it watches (or has had its time to):
+    /// reconciles wait for it, so an object that exists is never taken for missing.
+    synced: watch::Receiver<bool>,
 }
+
+/// How long reconciles wait for the watches' first lists before going ahead with what the
+/// stores hold (a watch that cannot list, e.g. for want of a permission, holds nothing up
+/// for longer).
+pub const SYNC_WAIT: Duration = Duration::from_secs(30);
 
 impl Context {
     /// Build the context.
@@ -57,7 +70,46 @@ impl Context {
             failures: Mutex::default(),
             sightings: Sightings::default(),
             written: Mutex::default(),
+            made: Mutex::default(),
+            synced: watch::channel(true).1,
         }
+    }
+
+    /// Reconciles wait until `synced` is true (see [`SYNC_WAIT`]).
+    pub fn with_sync(mut self, synced: watch::Receiver<bool>) -> Self {
+        self.synced = synced;
+        self
+    }
+
+    /// Wait until the watches have listed what they watch (at once after the start).
+    pub(super) async fn synced(&self) {
+        if *self.synced.borrow() {
+            return;
+        }
+        tracing::debug!("waiting for the watches' first lists");
+        let _ = self.synced.clone().wait_for(|s| *s).await;
+    }
+
+    /// Remember that this process made `object` for `mc`.
+    pub(super) fn made(&self, mc: &MiniCluster, object: Object) {
+        if let (Some(uid), Ok(mut made)) = (mc.uid(), self.made.lock()) {
+            made.entry(uid).or_default().push((object, Instant::now()));
+        }
+    }
+
+    /// Complete `observed` with what this process made for `mc` that the watches do not show
+    /// yet ([`made::fill_in`]); how long until the first of those is no longer taken for
+    /// granted.
+    pub(super) fn fill_in(&self, mc: &MiniCluster, observed: &mut Observed) -> Option<Duration> {
+        let (Some(uid), Ok(mut made)) = (mc.uid(), self.made.lock()) else {
+            return None;
+        };
+        let entry = made.get_mut(&uid)?;
+        let wait = made::fill_in(observed, entry, Instant::now());
+        if entry.is_empty() {
+            made.remove(&uid);
+        }
+        wait
     }
 
     /// Remember the status just written for `mc`.
@@ -88,6 +140,9 @@ impl Context {
         if let Ok(mut written) = self.written.lock() {
             written.retain(|uid, _| uids.contains(uid));
         }
+        if let Ok(mut made) = self.made.lock() {
+            made.retain(|uid, _| uids.contains(uid));
+        }
         self.sightings.retain(&uids);
         if let Ok(mut failures) = self.failures.lock() {
             failures.retain(|key, _| refs.contains(key));
@@ -96,7 +151,9 @@ impl Context {
 
     /// How many MiniClusters this process keeps something for (tests: nothing leaks).
     pub fn tracked(&self) -> usize {
-        self.written.lock().map(|w| w.len()).unwrap_or_default() + self.sightings.len()
+        self.written.lock().map(|w| w.len()).unwrap_or_default()
+            + self.made.lock().map(|m| m.len()).unwrap_or_default()
+            + self.sightings.len()
     }
 }
 

@@ -9,12 +9,15 @@
 //! reach the controller's own trigger backoff, which would delay every watch at once.
 //!
 //! What is watched, and why:
-//! - JobSets, Jobs (the services pod), Secrets, ConfigMaps and Services carrying the
-//!   operator's name label: whether
-//!   each owned object exists and is as the operator applied it. Secrets, ConfigMaps and
-//!   Services as metadata only (`Api<PartialObjectMeta<_>>`: the certificate never enters
-//!   this process's memory through a watch; the annotation
-//!   [`crate::render::APPLIED_ANNOTATION`] says what was applied).
+//! - JobSets, Jobs (the services pod), Secrets and ConfigMaps carrying the operator's name
+//!   label: whether each owned object exists and is as the operator applied it. Secrets and
+//!   ConfigMaps as metadata only (`Api<PartialObjectMeta<_>>`: the certificate never enters
+//!   this process's memory through a watch).
+//! - Services, all of them, as metadata only and trimmed ([`trim_service`]): the owned ones
+//!   (the annotation [`crate::render::APPLIED_ANNOTATION`] says what was applied), and
+//!   whether a Service named as a new cluster's pods' subdomain exists and whose it is
+//!   ([`Presence::of_subdomain`]): JobSet would take any Service of that name, labelled or
+//!   not, and this answers without a lookup per new MiniCluster.
 //! - Pods carrying the name label: readiness and phases for status.
 //! - Kueue Workloads, when Kueue is installed: admission for status.
 
@@ -157,6 +160,32 @@ pub fn trim_pod(pod: &mut Pod) {
     pod.spec = None;
 }
 
+/// A Service as the reconciler reads it: its name, owners, deletion, the name label and the
+/// applied annotation (a `kubectl apply` annotation, other labels and annotations of Services
+/// the operator did not make are never read).
+pub fn trim_service(svc: &mut PartialObjectMeta<Service>) {
+    let meta = &mut svc.metadata;
+    meta.labels = meta
+        .labels
+        .take()
+        .map(|mut l| {
+            l.retain(|k, _| k == NAME_LABEL);
+            l
+        })
+        .filter(|l| !l.is_empty());
+    meta.annotations = meta
+        .annotations
+        .take()
+        .map(|mut a| {
+            a.retain(|k, _| k == crate::render::APPLIED_ANNOTATION);
+            a
+        })
+        .filter(|a| !a.is_empty());
+    meta.finalizers = None;
+    meta.creation_timestamp = None;
+    meta.generate_name = None;
+}
+
 /// The objects of a metadata store that `mine` selects and `mc` controls, with the hash
 /// each was applied with.
 fn owned_objects<K>(
@@ -250,6 +279,12 @@ impl Index {
         let services_job = self
             .jobs
             .get(&ObjectRef::new(&crate::render::services_job_name(mc)).within(&ns));
+        let subdomain = Presence::of_subdomain(
+            self.services
+                .get(&ObjectRef::new(mc.subdomain()).within(&ns))
+                .as_deref(),
+            mc,
+        );
         Observed {
             jobset,
             services_job,
@@ -258,6 +293,7 @@ impl Index {
             secret,
             config_maps,
             services,
+            subdomain,
         }
     }
 }

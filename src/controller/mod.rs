@@ -14,6 +14,7 @@ mod events;
 mod index;
 pub mod kueue;
 pub mod leader;
+mod made;
 mod owned;
 pub mod plan;
 mod reconcile;
@@ -186,10 +187,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         true,
         "configmaps",
     );
-    let (services, service_stream) = index::watch_objects(
+    // All Services, not only labelled ones: the pods' subdomain (see index).
+    let (services, service_stream) = index::watch_trimmed(
         scoped::<PartialObjectMeta<Service>>(&client, ns),
-        true,
+        false,
         "services",
+        index::trim_service,
     );
     // What wakes a reconcile, and how soon (see `trigger`): a new MiniCluster or a changed
     // spec at once; the watches of its objects and pods, and its own status coming back,
@@ -268,13 +271,25 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         services,
         workloads,
     };
-    let ctx = Arc::new(Context::new(
-        client,
-        recorder,
-        metrics,
-        index,
-        cluster_domain,
-    ));
+    // Reconciles wait for every watch's first list (SYNC_WAIT at most): before it, a store
+    // would take an object that exists for missing (a create answered 409, a lookup).
+    let (synced_tx, synced_rx) = watch::channel(false);
+    let sync = tokio::spawn({
+        let index = index.clone();
+        async move {
+            tokio::select! {
+                () = index.wait_until_ready() => tracing::info!("watches synced"),
+                () = tokio::time::sleep(context::SYNC_WAIT) => tracing::warn!(
+                    wait = ?context::SYNC_WAIT,
+                    "not every watch has listed yet; reconciling with what the stores hold"
+                ),
+            }
+            let _ = synced_tx.send(true);
+        }
+    });
+    let ctx = Arc::new(
+        Context::new(client, recorder, metrics, index, cluster_domain).with_sync(synced_rx),
+    );
     // What is kept per MiniCluster in this process goes with the MiniCluster.
     let pruner = tokio::spawn({
         let ctx = ctx.clone();
@@ -304,6 +319,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         })
         .await;
     pruner.abort();
+    sync.abort();
     tracing::info!("controller stopped");
 
     if let Some((rx, task)) = leader {

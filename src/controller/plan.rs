@@ -50,6 +50,9 @@ pub struct Observed {
     pub config_maps: Vec<OwnedObject>,
     /// Services this MiniCluster owns.
     pub services: Vec<OwnedObject>,
+    /// The Service named as the pods' subdomain ([`MiniCluster::subdomain`]), whoever made
+    /// it ([`Presence::of_subdomain`]).
+    pub subdomain: Presence,
 }
 
 /// Whether an object of a given name exists, and whose it is.
@@ -76,6 +79,28 @@ impl Presence {
             Some(_) => Presence::Foreign,
         }
     }
+
+    /// Whose the Service `svc` named as `mc`'s pods' subdomain is. JobSet makes that headless
+    /// Service (owned by the JobSet) unless one of that name exists, and then silently uses
+    /// the one there: another MiniCluster's Service of that name (`app` with a service `web`
+    /// makes `app-web`), or anyone's, would serve as this cluster's subdomain. `Owned`: made
+    /// for this MiniCluster (by its JobSet, of its name, or by the operator for it).
+    pub fn of_subdomain(svc: Option<&impl kube::Resource>, mc: &MiniCluster) -> Self {
+        let Some(svc) = svc else {
+            return Presence::Absent;
+        };
+        let ours = svc.meta().owner_references.iter().flatten().any(|o| {
+            (o.kind == "JobSet" && o.name == mc.name())
+                || (o.kind == "MiniCluster" && Some(&o.uid) == mc.metadata.uid.as_ref())
+        });
+        if ours {
+            Presence::Owned
+        } else if svc.meta().deletion_timestamp.is_some() {
+            Presence::Terminating
+        } else {
+            Presence::Foreign
+        }
+    }
 }
 
 /// An owned object the watches hold: its name and the hash it was applied with.
@@ -98,11 +123,12 @@ pub enum Step {
     CreateConfigMap(Box<ConfigMap>, Option<String>),
     /// Server-side apply (with force) of an owned Service.
     ApplyService(Box<Service>),
-    /// Create the JobSet (server-side apply; never over an object someone else owns).
+    /// Create the JobSet (a create: never over an object someone else owns, and no lookup
+    /// before it).
     CreateJobSet(Box<JobSet>),
     /// The later change of a running JobSet: the followers' size, `suspend` outside Kueue.
     UpdateJobSet(serde_json::Value),
-    /// Create the services pod's Job (server-side apply; never over someone else's).
+    /// Create the services pod's Job (a create: never over someone else's).
     CreateServicesJob(Box<Job>),
     /// The services pod's Job follows `spec.suspend`.
     UpdateServicesJob(serde_json::Value),
@@ -189,6 +215,22 @@ pub fn plan(
         Presence::Terminating => return Ok(waiting(mc, now)),
         Presence::Foreign => return Ok(foreign(mc, &format!("Secret {secret_name}"), now)),
         Presence::Absent | Presence::Owned => {}
+    }
+
+    // The pods' subdomain, before the JobSet that takes it is made (from the watch of all
+    // Services: no lookup).
+    if jobset.is_none() && old.completion_time.is_none() {
+        match observed.subdomain {
+            Presence::Terminating => return Ok(waiting(mc, now)),
+            Presence::Foreign => {
+                let object = format!(
+                    "Service {} (the pods' subdomain; spec.network.headlessName can name another)",
+                    mc.subdomain()
+                );
+                return Ok(foreign(mc, &object, now));
+            }
+            Presence::Absent | Presence::Owned => {}
+        }
     }
 
     let mut steps = Vec::new();

@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Owne
 use super::*;
 use crate::api::{LEAD_JOB, ROLE_LABEL};
 use crate::jobset::JobSetStatus;
+use kube::api::PartialObjectMeta;
 
 const UID: &str = "uid-mc";
 
@@ -164,6 +165,10 @@ impl Seen {
         self.observed.secret = p;
         self
     }
+    fn subdomain(mut self, p: Presence) -> Self {
+        self.observed.subdomain = p;
+        self
+    }
     fn jobset(mut self, f: impl FnOnce(&mut JobSet)) -> Self {
         let mut js = self.observed.jobset.as_deref().cloned().unwrap();
         f(&mut js);
@@ -288,6 +293,22 @@ fn plans() {
             phase: Phase::Pending,
             events: vec!["Blocked", "Pending"],
             conditions_true: vec!["Blocked"],
+        },
+        Case {
+            name: "a Service named as its pods' subdomain that is someone else's blocks it",
+            seen: Seen::nothing(&Mc::new(2)).subdomain(Presence::Foreign),
+            steps: vec![],
+            phase: Phase::Pending,
+            events: vec!["Blocked", "Pending"],
+            conditions_true: vec!["Blocked"],
+        },
+        Case {
+            name: "the subdomain is looked at only before the JobSet is made",
+            seen: Seen::everything(&Mc::new(2).running(), 2).subdomain(Presence::Foreign),
+            steps: vec![],
+            phase: Phase::Running,
+            events: vec![],
+            conditions_true: vec!["Ready"],
         },
         Case {
             name: "a JobSet of its name that someone else owns blocks it",
@@ -628,4 +649,63 @@ fn a_held_resize_names_the_missing_secret_and_goes_ahead_once_the_secret_is_back
     // With the Secret there again, the same resize is carried out.
     let seen = seen.secret(Presence::Owned);
     assert_eq!(steps(&seen.plan()).len(), 1, "{:?}", steps(&seen.plan()));
+}
+
+#[test]
+fn the_subdomain_service_is_ours_when_our_jobset_or_this_minicluster_made_it() {
+    let by = |kind: &str, name: &str, uid: &str| OwnerReference {
+        api_version: "x/v1".into(),
+        kind: kind.into(),
+        name: name.into(),
+        uid: uid.into(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    };
+    let svc = |owners: Vec<OwnerReference>, deleting: bool| PartialObjectMeta::<Service> {
+        metadata: ObjectMeta {
+            name: Some("m".into()),
+            owner_references: Some(owners),
+            deletion_timestamp: deleting.then(|| Time(now())),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mc = Mc::new(2).0;
+    // (what it proves, the Service of the subdomain's name, whose it is)
+    let cases = [
+        ("no Service: JobSet makes it", None, Presence::Absent),
+        (
+            "the headless Service of its JobSet (by name: a JobSet made again has a new UID)",
+            Some(svc(vec![by("JobSet", "m", "any")], false)),
+            Presence::Owned,
+        ),
+        (
+            "a Service the operator made for this MiniCluster (flux.minimalService)",
+            Some(svc(vec![by("MiniCluster", "m", UID)], false)),
+            Presence::Owned,
+        ),
+        (
+            "another JobSet's headless Service",
+            Some(svc(vec![by("JobSet", "other", "u")], false)),
+            Presence::Foreign,
+        ),
+        (
+            "a MiniCluster of the same name deleted before: another UID",
+            Some(svc(vec![by("MiniCluster", "m", "old")], false)),
+            Presence::Foreign,
+        ),
+        (
+            "anyone's, unowned",
+            Some(svc(vec![], false)),
+            Presence::Foreign,
+        ),
+        (
+            "anyone's, being deleted: waited for",
+            Some(svc(vec![], true)),
+            Presence::Terminating,
+        ),
+    ];
+    for (what, svc, want) in cases {
+        assert_eq!(Presence::of_subdomain(svc.as_ref(), &mc), want, "{what}");
+    }
 }

@@ -67,19 +67,27 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
     if cached.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
+    ctx.synced().await;
     let mc = ctx.latest(cached);
     ctx.sightings.saw(&mc, Instant::now(), Timestamp::now());
     let mut observed = ctx.index.observe(&mc);
+    // What this process made and the watches do not show yet is there: no second create,
+    // no lookup (see `made`); look again by the time that is no longer taken for granted.
+    let awaited = ctx.fill_in(&mc, &mut observed);
     confirm_absence(&mc, &mut observed, ctx).await?;
     // The moment this reconcile saw the state the new status is computed from.
     let seen = Instant::now();
-    let plan = plan::plan(&mc, &observed, &ctx.env, Timestamp::now())?;
+    let mut plan = plan::plan(&mc, &observed, &ctx.env, Timestamp::now())?;
+    if let Some(wait) = awaited {
+        plan.requeue = Some(plan.requeue.map_or(wait, |r| r.min(wait)));
+    }
     apply::execute(&mc, &observed, plan, ctx, seen).await
 }
 
 /// Where the index lacks an object the status says exists (the JobSet, the certificate
-/// Secret), ask the API server: a watch that has not caught up with the operator's own
-/// create must not read as a deletion (a recreated JobSet, a lost certificate).
+/// Secret) and this process did not just make it, ask the API server: a watch that has not
+/// caught up with a create (another replica's, or before a restart) must not read as a
+/// deletion (a recreated JobSet, a lost certificate).
 async fn confirm_absence(
     mc: &MiniCluster,
     observed: &mut Observed,
@@ -88,12 +96,14 @@ async fn confirm_absence(
     let status = mc.status.clone().unwrap_or_default();
     let ns = mc.namespace_or_default();
     if observed.jobset.is_none() && !status.job_set.is_empty() {
+        tracing::debug!(jobset = %status.job_set, "JobSet in the status, not in the watch: looking");
         observed.jobset = Api::<JobSet>::namespaced(ctx.client.clone(), ns)
             .get_opt(mc.name())
             .await?
             .map(Arc::new);
     }
     if observed.secret == Presence::Absent && !status.curve_secret.is_empty() {
+        tracing::debug!(secret = %status.curve_secret, "Secret in the status, not in the watch: looking");
         let found = Api::<Secret>::namespaced(ctx.client.clone(), ns)
             .get_metadata_opt(&status.curve_secret)
             .await?;

@@ -228,24 +228,19 @@ async fn a_new_minicluster_makes_its_objects_then_one_status_write() {
         vec![
             "POST secrets".to_string(),
             cm.clone().unwrap_or_default(),
-            "PATCH jobsets/m".to_string(),
+            "POST jobsets".to_string(),
             "PATCH miniclusters/m/status".to_string(),
         ],
         "Secret, ConfigMap, JobSet, then the status once"
     );
-    // Reads only where something is created: the JobSet's name and the pods' subdomain.
+    // No lookup: a create fails if the name is taken, and the pods' subdomain is in the
+    // Service watch.
     let reads: Vec<&str> = calls
         .iter()
         .filter(|c| c.method == Method::GET)
         .map(|c| c.path.as_str())
         .collect();
-    assert_eq!(
-        reads,
-        vec![
-            "/apis/jobset.x-k8s.io/v1alpha2/namespaces/ns/jobsets/m",
-            "/api/v1/namespaces/ns/services/m",
-        ]
-    );
+    assert!(reads.is_empty(), "{reads:?}");
     let status = status_patch(&calls).unwrap();
     assert_eq!(status["jobSet"], "m");
     assert_eq!(status["curveSecret"], "m-curve");
@@ -266,6 +261,12 @@ async fn a_new_minicluster_makes_its_objects_then_one_status_write() {
 async fn a_jobset_of_its_name_owned_by_someone_else_is_never_applied() {
     let (client, calls) = fake_api(vec![
         route(
+            Method::POST,
+            "/jobsets",
+            StatusCode::CONFLICT,
+            status_body(409, "AlreadyExists", "jobsets \"m\" already exists"),
+        ),
+        route(
             Method::GET,
             "/jobsets/m",
             StatusCode::OK,
@@ -281,6 +282,10 @@ async fn a_jobset_of_its_name_owned_by_someone_else_is_never_applied() {
     assert!(
         !calls.iter().any(|c| c.is(&Method::PATCH, "/jobsets/m")),
         "the other JobSet was not touched: {calls:?}"
+    );
+    assert!(
+        calls.iter().any(|c| c.is(&Method::GET, "/jobsets/m")),
+        "its owner looked at after the create found the name taken: {calls:?}"
     );
     let status = status_patch(&calls).expect("a status write");
     let (on, message) = condition(&status, "Blocked").unwrap();
@@ -302,8 +307,8 @@ async fn a_jobset_of_its_name_owned_by_someone_else_is_never_applied() {
 async fn an_admission_refusal_holds_the_cluster_instead_of_retrying_forever() {
     let (client, calls) = fake_api(vec![
         route(
-            Method::PATCH,
-            "/jobsets/m",
+            Method::POST,
+            "/jobsets",
             StatusCode::FORBIDDEN,
             status_body(
                 403,
@@ -320,6 +325,117 @@ async fn an_admission_refusal_holds_the_cluster_instead_of_retrying_forever() {
     let (on, message) = condition(&status, "Blocked").unwrap();
     assert_eq!(on, "True");
     assert!(message.contains("denied the request"), "{message}");
+}
+
+/// The calls other than Events.
+fn writes_and_reads(calls: &[Call]) -> Vec<String> {
+    calls
+        .iter()
+        .filter(|c| !c.path.contains("/events"))
+        .map(|c| format!("{} {}", c.method, c.path))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_reconciles_after_a_create_make_no_call_while_the_watches_catch_up() {
+    let (client, calls) = fake_api(vec![echo_writes()]);
+    let (index, mut stores) = index();
+    let ctx = context(client, index);
+    // The cached MiniCluster as the watch first delivered it: no status. Every reconcile
+    // here starts from it (the MiniCluster watch lags too).
+    let cached = Arc::new(minicluster());
+    reconcile::reconcile(cached.clone(), ctx.clone())
+        .await
+        .unwrap();
+    let first = calls_of(&calls);
+    assert_eq!(
+        first.iter().filter(|c| c.path.ends_with("/status")).count(),
+        1
+    );
+    let made: Vec<Value> = first
+        .iter()
+        .filter(|c| c.method == Method::POST && !c.path.contains("/events"))
+        .map(|c| c.body.clone())
+        .collect();
+    calls.lock().unwrap().clear();
+
+    // Woken by the first watch event (say the Secret's) while no store shows anything yet:
+    // the Secret, ConfigMap and JobSet it made are there, the status it wrote is the old one.
+    reconcile::reconcile(cached.clone(), ctx.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        writes_and_reads(&calls_of(&calls)),
+        Vec::<String>::new(),
+        "no second create, no lookup, no second status write"
+    );
+
+    // The watches catch up: the same, from the stores.
+    for body in made {
+        let mut meta: kube::api::ObjectMeta =
+            serde_json::from_value(body["metadata"].clone()).unwrap();
+        meta.namespace = Some("ns".into());
+        match body["kind"].as_str() {
+            Some("Secret") => {
+                stores
+                    .secrets
+                    .apply_watcher_event(&watcher::Event::Apply(PartialObjectMeta::<Secret> {
+                        metadata: meta,
+                        ..Default::default()
+                    }))
+            }
+            Some("ConfigMap") => stores
+                .config_maps
+                .apply_watcher_event(&watcher::Event::Apply(PartialObjectMeta::<ConfigMap> {
+                    metadata: meta,
+                    ..Default::default()
+                })),
+            Some("JobSet") => {
+                let mut js: JobSet = serde_json::from_value(body.clone()).unwrap();
+                js.metadata.namespace = Some("ns".into());
+                stores
+                    .jobsets
+                    .apply_watcher_event(&watcher::Event::Apply(js))
+            }
+            other => panic!("made {other:?}"),
+        }
+    }
+    reconcile::reconcile(cached, ctx.clone()).await.unwrap();
+    assert_eq!(writes_and_reads(&calls_of(&calls)), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_service_named_as_the_subdomain_blocks_a_new_cluster_without_a_lookup() {
+    let (client, calls) = fake_api(vec![echo_writes()]);
+    let (index, mut stores) = index();
+    // Anyone's Service of the MiniCluster's name (its pods' subdomain), unlabelled: only the
+    // watch of all Services shows it.
+    stores
+        .services
+        .apply_watcher_event(&watcher::Event::Apply(PartialObjectMeta::<Service> {
+            metadata: kube::api::ObjectMeta {
+                name: Some("m".into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }));
+    reconcile::reconcile(Arc::new(minicluster()), context(client, index))
+        .await
+        .unwrap();
+    let calls = calls_of(&calls);
+    assert_eq!(
+        writes_and_reads(&calls),
+        ["PATCH /apis/flux-framework.org/v1alpha2/namespaces/ns/miniclusters/m/status"],
+        "nothing made, nothing looked up"
+    );
+    let status = status_patch(&calls).unwrap();
+    let (on, message) = condition(&status, "Blocked").unwrap();
+    assert_eq!(on, "True");
+    assert!(
+        message.contains("Service m (the pods' subdomain"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -414,4 +530,39 @@ fn a_failing_watch_retries_within_seconds_however_long_it_fails() {
     assert!(delays[0] <= std::time::Duration::from_secs(1), "{delays:?}");
     backoff.reset();
     assert!(backoff.next().unwrap() <= std::time::Duration::from_secs(1));
+}
+
+#[test]
+fn a_service_from_the_watch_keeps_only_what_the_reconciler_reads() {
+    let mut svc: PartialObjectMeta<Service> = serde_json::from_value(json!({
+        "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+        "metadata": {
+            "name": "web", "namespace": "ns", "uid": "u", "generation": 1,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"flux-framework.org/minicluster": "m", "app": "web"},
+            "annotations": {"flux-framework.org/applied": "h1",
+                "kubectl.kubernetes.io/last-applied-configuration": "{\"a\": \"large\"}"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "x"}],
+            "finalizers": ["f"]
+        }
+    }))
+    .unwrap();
+    super::index::trim_service(&mut svc);
+    assert_eq!(
+        serde_json::to_value(&svc.metadata).unwrap(),
+        json!({"name": "web", "namespace": "ns", "uid": "u", "generation": 1,
+            "labels": {"flux-framework.org/minicluster": "m"},
+            "annotations": {"flux-framework.org/applied": "h1"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "x", "uid": "x"}]})
+    );
+    // Someone else's Service: its name and owners only.
+    let mut other: PartialObjectMeta<Service> = serde_json::from_value(json!({
+        "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+        "metadata": {"name": "db", "namespace": "ns", "labels": {"app": "db"},
+            "annotations": {"note": "x"}}
+    }))
+    .unwrap();
+    super::index::trim_service(&mut other);
+    assert_eq!(other.metadata.labels, None);
+    assert_eq!(other.metadata.annotations, None);
 }
