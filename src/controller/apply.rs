@@ -37,6 +37,8 @@ enum Stop {
     /// The spec turned out invalid while carrying the plan out (a `curveCert` whose keys do
     /// not belong together, which only a CURVE handshake shows): "field: message".
     Invalid(String),
+    /// The MiniCluster's namespace is being deleted: nothing can be made in it any more.
+    Terminating,
     /// Anything else: retried with backoff.
     Retry(Error),
 }
@@ -44,6 +46,7 @@ enum Stop {
 impl From<kube::Error> for Stop {
     fn from(e: kube::Error) -> Self {
         match &e {
+            e if namespace_terminating(e) => Stop::Terminating,
             kube::Error::Api(s)
                 if s.code == 400
                     || s.code == 422
@@ -54,6 +57,33 @@ impl From<kube::Error> for Stop {
             _ => Stop::Retry(e.into()),
         }
     }
+}
+
+/// Whether the API server refused a write because the namespace is being deleted: the
+/// NamespaceLifecycle admission's answer to a create there (403 `Forbidden`, "unable to
+/// create new content in namespace ... because it is being terminated", with the cause
+/// `NamespaceTerminating`). Final for every MiniCluster in that namespace.
+pub(super) fn namespace_terminating(error: &kube::Error) -> bool {
+    let kube::Error::Api(s) = error else {
+        return false;
+    };
+    s.code == 403
+        && (s.message.contains("because it is being terminated")
+            || s.details
+                .iter()
+                .any(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")))
+}
+
+/// The namespace of `mc` is being deleted: remember it (no more writes for its MiniClusters)
+/// and stop, without an error to retry.
+fn stop_for_terminating_namespace(mc: &MiniCluster, ctx: &Context) -> Action {
+    let doomed = ctx.doom(mc);
+    tracing::info!(
+        namespace = mc.namespace_or_default(),
+        miniclusters = doomed,
+        "namespace is being terminated: nothing more is written for its MiniClusters"
+    );
+    Action::await_change()
 }
 
 /// Carry out `plan` for `mc` (whose status is the one the plan started from).
@@ -73,6 +103,7 @@ pub(super) async fn execute(
         };
         match outcome {
             Ok(()) => {}
+            Err(Stop::Terminating) => return Ok(stop_for_terminating_namespace(mc, ctx)),
             Err(Stop::Retry(e)) => return Err(e),
             Err(Stop::Foreign(object)) => {
                 plan = plan::found_foreign(mc, &object, now);
@@ -92,7 +123,9 @@ pub(super) async fn execute(
     // Events before the status: a crash in between publishes them again next time, never
     // loses them (they come from the status transition).
     for note in &plan.events {
-        publish(ctx, mc, note).await;
+        if !publish(ctx, mc, note).await {
+            return Ok(stop_for_terminating_namespace(mc, ctx));
+        }
     }
     let old = mc.status.clone().unwrap_or_default();
     if plan.status != old {
@@ -144,8 +177,9 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
             ctx.made(mc, Object::ConfigMap(cm.name_any()));
             if made.is_some()
                 && let Some(message) = recreated
+                && !publish(ctx, mc, &super::events::recreated(message)).await
             {
-                publish(ctx, mc, &super::events::recreated(message)).await;
+                return Err(Stop::Terminating);
             }
             Ok(())
         }
@@ -313,7 +347,9 @@ async fn write_status(
     Ok(())
 }
 
-async fn publish(ctx: &Context, mc: &MiniCluster, note: &super::events::Note) {
+/// Publish an Event about `mc`. False if its namespace is being terminated (nothing more is
+/// published or written there); other failures are logged, not retried.
+async fn publish(ctx: &Context, mc: &MiniCluster, note: &super::events::Note) -> bool {
     let event = Event {
         type_: note.type_(),
         reason: note.reason.into(),
@@ -321,12 +357,15 @@ async fn publish(ctx: &Context, mc: &MiniCluster, note: &super::events::Note) {
         action: note.action.into(),
         secondary: None,
     };
-    if let Err(error) = ctx.recorder.publish(&event, &mc.object_ref(&())).await {
-        tracing::warn!(%error, "could not publish event");
+    match ctx.recorder.publish(&event, &mc.object_ref(&())).await {
+        Err(error) if namespace_terminating(&error) => return false,
+        Err(error) => tracing::warn!(%error, "could not publish event"),
+        Ok(()) => {}
     }
     if note.warning {
         tracing::warn!(reason = note.reason, message = %note.message, "event");
     } else {
         tracing::info!(reason = note.reason, message = %note.message, "event");
     }
+    true
 }

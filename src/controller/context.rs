@@ -42,6 +42,8 @@ pub struct Context {
     written: Mutex<HashMap<String, MiniClusterStatus>>,
     /// What this process made, per MiniCluster UID, that the watches have not shown yet.
     made: Mutex<HashMap<String, Made>>,
+    /// MiniClusters (UIDs) whose namespace is being terminated: nothing is written for them.
+    doomed: Mutex<HashSet<String>>,
     /// True once every watch has listed what it watches (or has had its time to):
     /// reconciles wait for it, so an object that exists is never taken for missing.
     synced: watch::Receiver<bool>,
@@ -71,6 +73,7 @@ impl Context {
             sightings: Sightings::default(),
             written: Mutex::default(),
             made: Mutex::default(),
+            doomed: Mutex::default(),
             synced: watch::channel(true).1,
         }
     }
@@ -88,6 +91,38 @@ impl Context {
         }
         tracing::debug!("waiting for the watches' first lists");
         let _ = self.synced.clone().wait_for(|s| *s).await;
+    }
+
+    /// `mc`'s namespace is being terminated: no more writes for it, nor for the other
+    /// MiniClusters the store holds in that namespace (all were made before the deletion
+    /// began: a terminating namespace takes no new object; a namespace of the same name made
+    /// later has MiniClusters of other UIDs). How many MiniClusters that is.
+    pub(super) fn doom(&self, mc: &MiniCluster) -> usize {
+        let ns = mc.namespace_or_default();
+        let mut uids: HashSet<String> = self
+            .index
+            .miniclusters
+            .state()
+            .iter()
+            .filter(|m| m.namespace_or_default() == ns)
+            .filter_map(|m| m.uid())
+            .collect();
+        uids.extend(mc.uid());
+        let n = uids.len();
+        if let Ok(mut doomed) = self.doomed.lock() {
+            doomed.extend(uids);
+        }
+        n
+    }
+
+    /// Whether `mc`'s namespace was found being terminated ([`Context::doom`]).
+    pub(super) fn is_doomed(&self, mc: &MiniCluster) -> bool {
+        mc.uid().is_some_and(|uid| {
+            self.doomed
+                .lock()
+                .map(|d| d.contains(&uid))
+                .unwrap_or(false)
+        })
     }
 
     /// Remember that this process made `object` for `mc`.
@@ -143,6 +178,9 @@ impl Context {
         if let Ok(mut made) = self.made.lock() {
             made.retain(|uid, _| uids.contains(uid));
         }
+        if let Ok(mut doomed) = self.doomed.lock() {
+            doomed.retain(|uid| uids.contains(uid));
+        }
         self.sightings.retain(&uids);
         if let Ok(mut failures) = self.failures.lock() {
             failures.retain(|key, _| refs.contains(key));
@@ -153,6 +191,7 @@ impl Context {
     pub fn tracked(&self) -> usize {
         self.written.lock().map(|w| w.len()).unwrap_or_default()
             + self.made.lock().map(|m| m.len()).unwrap_or_default()
+            + self.doomed.lock().map(|d| d.len()).unwrap_or_default()
             + self.sightings.len()
     }
 }

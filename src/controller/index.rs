@@ -44,6 +44,8 @@ use crate::jobset::JobSet;
 /// The watches' stores.
 #[derive(Clone)]
 pub struct Index {
+    /// The MiniClusters themselves (the controller's own store).
+    pub(super) miniclusters: Store<MiniCluster>,
     pub(super) jobsets: Store<JobSet>,
     /// The services pods' Jobs (`spec.services`).
     pub(super) jobs: Store<Job>,

@@ -263,6 +263,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         },
     );
     let index = index::Index {
+        miniclusters: mc_store.clone(),
         jobsets,
         jobs,
         pods,

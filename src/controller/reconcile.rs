@@ -64,7 +64,14 @@ pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> A
 }
 
 async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, Error> {
+    // Going away, or in a namespace going away: nothing is written for it any more (the
+    // objects it owns go with it).
     if cached.metadata.deletion_timestamp.is_some() {
+        tracing::debug!("being deleted: nothing to do");
+        return Ok(Action::await_change());
+    }
+    if ctx.is_doomed(cached) {
+        tracing::debug!("its namespace is being terminated: nothing to do");
         return Ok(Action::await_change());
     }
     ctx.synced().await;

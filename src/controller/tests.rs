@@ -124,6 +124,7 @@ fn partial(name: &str, owner_uid: Option<&str>) -> Value {
 
 /// Stores with these objects in them.
 struct Stores {
+    miniclusters: Writer<MiniCluster>,
     jobsets: Writer<JobSet>,
     pods: Writer<Pod>,
     secrets: Writer<PartialObjectMeta<Secret>>,
@@ -132,6 +133,7 @@ struct Stores {
 }
 
 fn index() -> (Index, Stores) {
+    let (miniclusters, mw) = reflector::store();
     let (jobsets, jw) = reflector::store();
     let (jobs, _) = reflector::store::<Job>();
     let (pods, pw) = reflector::store();
@@ -140,6 +142,7 @@ fn index() -> (Index, Stores) {
     let (services, vw) = reflector::store();
     (
         Index {
+            miniclusters,
             jobsets,
             jobs,
             pods,
@@ -149,6 +152,7 @@ fn index() -> (Index, Stores) {
             workloads: None,
         },
         Stores {
+            miniclusters: mw,
             jobsets: jw,
             pods: pw,
             secrets: sw,
@@ -565,4 +569,143 @@ fn a_service_from_the_watch_keeps_only_what_the_reconciler_reads() {
     super::index::trim_service(&mut other);
     assert_eq!(other.metadata.labels, None);
     assert_eq!(other.metadata.annotations, None);
+}
+
+/// The API server's answer to a create in a namespace being deleted.
+fn terminating_answer() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 403, "reason": "Forbidden",
+        "message": "secrets \"m-curve\" is forbidden: unable to create new content in namespace ns because it is being terminated",
+        "details": {"name": "m-curve", "kind": "secrets",
+            "causes": [{"reason": "NamespaceTerminating", "message": "namespace ns is being terminated", "field": "metadata.namespace"}]}})
+}
+
+#[test]
+fn the_namespace_terminating_answer_is_told_from_other_refusals() {
+    let api = |body: Value| -> kube::Error {
+        kube::Error::Api(Box::new(serde_json::from_value(body).unwrap()))
+    };
+    let cases = [
+        ("the NamespaceLifecycle answer", terminating_answer(), true),
+        (
+            "its message alone",
+            status_body(
+                403,
+                "Forbidden",
+                "configmaps \"x\" is forbidden: unable to create new content in namespace ns because it is being terminated",
+            ),
+            true,
+        ),
+        (
+            "its cause alone",
+            json!({"code": 403, "reason": "Forbidden", "message": "forbidden",
+                "details": {"causes": [{"reason": "NamespaceTerminating"}]}}),
+            true,
+        ),
+        (
+            "an admission webhook's refusal",
+            status_body(
+                403,
+                "Forbidden",
+                "admission webhook \"vjobset.kb.io\" denied the request: no",
+            ),
+            false,
+        ),
+        (
+            "a missing permission",
+            status_body(
+                403,
+                "Forbidden",
+                "secrets is forbidden: User \"x\" cannot create resource \"secrets\"",
+            ),
+            false,
+        ),
+        (
+            "a name taken",
+            status_body(409, "AlreadyExists", "being terminated"),
+            false,
+        ),
+    ];
+    for (what, body, want) in cases {
+        assert_eq!(
+            super::apply::namespace_terminating(&api(body)),
+            want,
+            "{what}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn in_a_namespace_being_terminated_nothing_more_is_written_and_nothing_retried() {
+    let (client, calls) = fake_api(vec![
+        route(
+            Method::POST,
+            "/secrets",
+            StatusCode::FORBIDDEN,
+            terminating_answer(),
+        ),
+        echo_writes(),
+    ]);
+    let (index, mut stores) = index();
+    let mc = minicluster();
+    let mut neighbour = minicluster();
+    neighbour.metadata.name = Some("n".into());
+    neighbour.metadata.uid = Some("uid-n".into());
+    let mut elsewhere = neighbour.clone();
+    elsewhere.metadata.namespace = Some("other".into());
+    elsewhere.metadata.uid = Some("uid-e".into());
+    for m in [&mc, &neighbour, &elsewhere] {
+        stores
+            .miniclusters
+            .apply_watcher_event(&watcher::Event::Apply(m.clone()));
+    }
+    let ctx = context(client, index);
+
+    let action = reconcile::reconcile(Arc::new(mc.clone()), ctx.clone()).await;
+    assert!(action.is_ok(), "not an error to retry: {action:?}");
+    assert_eq!(
+        writes_and_reads(&calls_of(&calls)),
+        ["POST /api/v1/namespaces/ns/secrets"],
+        "the refused create, and then no Event, no status, nothing else"
+    );
+    assert!(
+        !calls_of(&calls).iter().any(|c| c.path.contains("/events")),
+        "no Event"
+    );
+    calls.lock().unwrap().clear();
+
+    // Woken again (its objects being deleted), and its neighbour in the same namespace:
+    // nothing at all.
+    reconcile::reconcile(Arc::new(mc), ctx.clone())
+        .await
+        .unwrap();
+    reconcile::reconcile(Arc::new(neighbour), ctx.clone())
+        .await
+        .unwrap();
+    assert_eq!(calls_of(&calls).len(), 0, "{:?}", calls_of(&calls));
+
+    // A MiniCluster in another namespace is not held.
+    reconcile::reconcile(Arc::new(elsewhere), ctx)
+        .await
+        .unwrap();
+    assert!(
+        calls_of(&calls)
+            .iter()
+            .any(|c| c.is(&Method::POST, "/namespaces/other/secrets")),
+        "{:?}",
+        calls_of(&calls)
+    );
+}
+
+#[tokio::test]
+async fn a_minicluster_being_deleted_gets_no_write() {
+    let (client, calls) = fake_api(vec![echo_writes()]);
+    let (index, _stores) = index();
+    let mut mc = minicluster();
+    mc.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::now(),
+    ));
+    reconcile::reconcile(Arc::new(mc), context(client, index))
+        .await
+        .unwrap();
+    assert_eq!(calls_of(&calls).len(), 0, "{:?}", calls_of(&calls));
 }
