@@ -62,22 +62,19 @@ pub fn transitions(
     new: &MiniClusterStatus,
 ) -> Vec<Note> {
     let mut notes = Vec::new();
-    if old.curve_secret.is_empty() && !new.curve_secret.is_empty() {
-        notes.push(Note::normal(
-            "Certificate",
-            "CreateSecret",
-            format!(
-                "The brokers' CURVE certificate is in Secret {} (made once, never replaced)",
-                new.curve_secret
-            ),
-        ));
-    }
+    // A new cluster: one Event for what was made (the certificate's Secret is made with the
+    // JobSet, and is in the status too).
     if old.job_set.is_empty() && !new.job_set.is_empty() {
-        notes.push(Note::normal(
-            "Created",
-            "CreateJobSet",
-            format!("Created JobSet {}", new.job_set),
-        ));
+        let message = if old.curve_secret.is_empty() && !new.curve_secret.is_empty() {
+            format!(
+                "Created JobSet {}; the brokers' CURVE certificate is in Secret {} (made once, \
+                 never replaced)",
+                new.job_set, new.curve_secret
+            )
+        } else {
+            format!("Created JobSet {}", new.job_set)
+        };
+        notes.push(Note::normal("Created", "CreateJobSet", message));
     }
     // Conditions that hold the cluster or say something is wrong: a Warning each time one
     // turns true or says something new.
@@ -92,7 +89,10 @@ pub fn transitions(
             notes.push(Note::warning(reason, action, message.to_string()));
         }
     }
+    // Phases: each change has its Event, but a new cluster's first phase (Pending): Created,
+    // or the Warning that holds it, already says what happened.
     if old.phase != new.phase
+        && old.phase.is_some()
         && let Some(phase) = new.phase
     {
         let note = match phase {
@@ -199,6 +199,59 @@ mod tests {
             restore,
             ..Default::default()
         }
+    }
+
+    fn status(phase: Option<Phase>, job_set: &str, curve_secret: &str) -> MiniClusterStatus {
+        MiniClusterStatus {
+            phase,
+            job_set: job_set.into(),
+            curve_secret: curve_secret.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_new_cluster_gets_one_event_and_each_later_phase_one() {
+        let none = status(None, "", "");
+        let created = status(Some(Phase::Pending), "m", "m-curve");
+        let running = status(Some(Phase::Running), "m", "m-curve");
+        // (what it proves, old status, new status, the Events' reasons)
+        let cases = [
+            (
+                "created: the JobSet and the certificate in one Event, no Pending of its own",
+                &none,
+                &created,
+                vec!["Created"],
+            ),
+            (
+                "held before anything was made: no Event for the first phase",
+                &none,
+                &status(Some(Phase::Pending), "", ""),
+                vec![],
+            ),
+            ("all brokers ready", &created, &running, vec!["Running"]),
+            (
+                "the JobSet made again: Pending again is a change",
+                &running,
+                &created,
+                vec!["Pending"],
+            ),
+            ("nothing changed", &running, &running, vec![]),
+        ];
+        for (what, old, new, want) in cases {
+            let notes = transitions(&mc(), old, new);
+            let reasons: Vec<&str> = notes.iter().map(|n| n.reason).collect();
+            assert_eq!(reasons, want, "{what}");
+        }
+        let notes = transitions(&mc(), &none, &created);
+        assert_eq!(
+            notes[0].message,
+            "Created JobSet m; the brokers' CURVE certificate is in Secret m-curve (made once, \
+             never replaced)"
+        );
+        // A status of an older operator without curveSecret: the Event says only the JobSet.
+        let notes = transitions(&mc(), &none, &status(Some(Phase::Pending), "m", ""));
+        assert_eq!(notes[0].message, "Created JobSet m");
     }
 
     #[test]

@@ -259,7 +259,7 @@ fn plans() {
             seen: Seen::nothing(&Mc::new(2)),
             steps: vec!["create Secret", "create ConfigMap", "create JobSet"],
             phase: Phase::Pending,
-            events: vec!["Certificate", "Created", "Pending"],
+            events: vec!["Created"],
             conditions_true: vec![],
         },
         Case {
@@ -283,7 +283,7 @@ fn plans() {
             seen: Seen::nothing(&Mc::new(2).bad_env()),
             steps: vec![],
             phase: Phase::Pending,
-            events: vec!["InvalidSpec", "Pending"],
+            events: vec!["InvalidSpec"],
             conditions_true: vec!["InvalidSpec"],
         },
         Case {
@@ -291,7 +291,7 @@ fn plans() {
             seen: Seen::nothing(&Mc::new(2)).secret(Presence::Foreign),
             steps: vec![],
             phase: Phase::Pending,
-            events: vec!["Blocked", "Pending"],
+            events: vec!["Blocked"],
             conditions_true: vec!["Blocked"],
         },
         Case {
@@ -299,7 +299,7 @@ fn plans() {
             seen: Seen::nothing(&Mc::new(2)).subdomain(Presence::Foreign),
             steps: vec![],
             phase: Phase::Pending,
-            events: vec!["Blocked", "Pending"],
+            events: vec!["Blocked"],
             conditions_true: vec!["Blocked"],
         },
         Case {
@@ -315,7 +315,7 @@ fn plans() {
             seen: Seen::everything(&Mc::new(2), 0).jobset(|js| js.metadata.owner_references = None),
             steps: vec![],
             phase: Phase::Pending,
-            events: vec!["Blocked", "Pending"],
+            events: vec!["Blocked"],
             conditions_true: vec!["Blocked"],
         },
         Case {
@@ -489,7 +489,7 @@ fn events_come_from_transitions_so_a_crash_before_them_loses_none() {
     let seen = Seen::everything(&mc, 0);
     let plan = seen.plan();
     assert!(steps(&plan).is_empty(), "{:?}", steps(&plan));
-    assert_eq!(events(&plan), vec!["Certificate", "Created", "Pending"]);
+    assert_eq!(events(&plan), vec!["Created"]);
     // Once the status is written, the same observation makes no Event.
     let mut after = seen;
     after.mc.status = Some(plan.status.clone());

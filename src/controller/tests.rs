@@ -249,6 +249,14 @@ async fn a_new_minicluster_makes_its_objects_then_one_status_write() {
     assert_eq!(status["jobSet"], "m");
     assert_eq!(status["curveSecret"], "m-curve");
     assert_eq!(status["phase"], "Pending");
+    // One Event says what was made.
+    let events: Vec<&Value> = calls
+        .iter()
+        .filter(|c| c.is(&Method::POST, "/events"))
+        .map(|c| &c.body)
+        .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["reason"], "Created");
     // The certificate's secret key goes to the Secret only: never into an Event or status.
     let secret = &calls
         .iter()
