@@ -225,7 +225,10 @@ fn config(labelled: bool) -> watcher::Config {
 }
 
 impl Index {
-    /// Whether every store has its first complete list.
+    /// Wait until every store of the MiniClusters' objects has its first complete list. Not
+    /// the MiniCluster store: the controller's runner waits on it, and kube-runtime wakes only
+    /// one waiter of a store (see `readiness_watch` in the module above). One caller only, for
+    /// the same reason.
     pub async fn wait_until_ready(&self) {
         let _ = self.jobsets.wait_until_ready().await;
         let _ = self.jobs.wait_until_ready().await;
