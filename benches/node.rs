@@ -88,7 +88,7 @@ struct Bench {
 
 impl Bench {
     /// Install ARM's MiniCluster CRD, replacing the other one (no operator runs meanwhile).
-    fn use_crd(&mut self, arm: Arm) -> Result<()> {
+    async fn use_crd(&mut self, arm: Arm) -> Result<()> {
         if self.crd == Some(arm) {
             return Ok(());
         }
@@ -98,7 +98,11 @@ impl Bench {
             Arm::Go => self.go_dir.join(GO_CRD),
         };
         kubectl(["create", "-f", &file.to_string_lossy()])?;
-        kubectl(["wait", "--for=condition=Established", &format!("crd/{CRD}")])?;
+        // (`kubectl wait` fails while the new CRD has no status yet.)
+        let crd = format!("crd/{CRD}");
+        let established =
+            || async { kubectl(["wait", "--for=condition=Established", &crd]).map(Some) };
+        wait_for("the CRD established", LIMIT, established).await?;
         self.crd = Some(arm);
         Ok(())
     }
@@ -184,7 +188,7 @@ async fn running_lead(ns: &str, prefix: &str) -> Result<String> {
 
 /// up and down, in seconds, for one MiniCluster of SIZE under ARM.
 async fn run(bench: &mut Bench, arm: Arm, size: u32) -> Result<Run> {
-    bench.use_crd(arm)?;
+    bench.use_crd(arm).await?;
     let ns = TestNamespace::create(&format!("bench-{}", size)).await?;
     on_real_node(&ns.name)?;
     let _operator = bench.start(arm, &ns.name).await?;
@@ -329,7 +333,7 @@ async fn main() -> Result<()> {
             }
         }
     }
-    bench.use_crd(Arm::Operator)?;
+    bench.use_crd(Arm::Operator).await?;
     print_table(&figures, &sizes, rounds, &started);
     Ok(())
 }

@@ -33,7 +33,11 @@ fn a_cluster_of_size_one_runs_its_job_on_the_lead_alone() {
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
     assert!(run.workers.is_empty());
     let log = run.lead_log();
-    assert!(log.lines().any(|l| l.trim() == "0"), "the job ran (id -u):\n{}", run.debug());
+    assert!(
+        log.lines().any(|l| l.trim() == "0"),
+        "the job ran (id -u):\n{}",
+        run.debug()
+    );
 }
 
 #[test]
