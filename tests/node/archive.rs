@@ -1,7 +1,6 @@
 //! `spec.archive` on a PersistentVolumeClaim of the real node: a cluster deleted with
 //! `kubectl delete` saves its queue there, and a smaller cluster restores it.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, ensure};
@@ -39,16 +38,6 @@ spec:
     )
 }
 
-/// Every job of the instance: id -> `state result`.
-fn jobs(lead: &Lead) -> Result<BTreeMap<String, String>> {
-    Ok(lead
-        .flux("jobs -a -no '{id.f58plain} {state} {result}'")?
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(id, rest)| (id.to_string(), rest.trim().to_string()))
-        .collect())
-}
-
 /// How many times job ID started (its eventlog's `start` events).
 fn starts(lead: &Lead, id: &str) -> Result<usize> {
     let log = lead.flux(&format!("job eventlog {id}"))?;
@@ -70,12 +59,11 @@ async fn a_deleted_cluster_saves_its_queue_on_a_pvc_and_a_smaller_one_runs_every
     // Three nodes busy: two jobs that end inside the save's 40 s, one that cannot; four
     // more wait in the queue. All submitted in one exec, so that the cluster is deleted
     // well before the short ones end (their end would let the queued ones run).
-    let mut submits = vec!["submit -N1 sleep 20".to_string(); 2];
-    submits.push("submit -N1 sleep 600".into());
-    submits.extend((0..4).map(|i| format!("submit -N1 echo queued-{i}")));
+    let mut submits = vec!["-N1 sleep 20".to_string(); 2];
+    submits.push("-N1 sleep 600".into());
+    submits.extend((0..4).map(|i| format!("-N1 echo queued-{i}")));
     let ids: Vec<String> = lead
-        .flux(&submits.join(" && flux "))?
-        .replace('ƒ', "f")
+        .submit(&submits.join(" && flux submit "))?
         .lines()
         .map(str::to_string)
         .collect();
@@ -125,7 +113,7 @@ async fn a_deleted_cluster_saves_its_queue_on_a_pvc_and_a_smaller_one_runs_every
     let lead = Lead::of(&ns.name, MC)?;
     lead.wait("jobs -n --filter=pending,running | wc -l", "0", 2 * MINUTE)
         .await?;
-    let all = jobs(&lead)?;
+    let all = lead.jobs()?;
     ensure!(all.len() == 7, "{all:?}");
     for id in short.iter().chain(queued) {
         ensure!(

@@ -234,6 +234,22 @@ impl Lead {
         )
     }
 
+    /// `flux submit ARGS`: the new job ids, one per line, spelled as `{id.f58plain}` spells
+    /// them (ASCII `f`; `kubectl exec` may print Flux's `ƒ`).
+    pub fn submit(&self, args: &str) -> Result<String> {
+        Ok(self.flux(&format!("submit {args}"))?.replace('ƒ', "f"))
+    }
+
+    /// Every job of the instance: id (ASCII `f`) -> `state result`.
+    pub fn jobs(&self) -> Result<std::collections::BTreeMap<String, String>> {
+        Ok(self
+            .flux("jobs -a -no '{id.f58plain} {state} {result}'")?
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(id, rest)| (id.to_string(), rest.trim().to_string()))
+            .collect())
+    }
+
     /// Until `flux ARGS` prints WANT.
     pub async fn wait(&self, args: &str, want: &str, timeout: Duration) -> Result<()> {
         wait_for(&format!("flux {args} to say {want}"), timeout, || async {

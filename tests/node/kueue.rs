@@ -2,7 +2,6 @@
 //! admission counts every broker pod, a higher-priority cluster preempts a lower one, and the
 //! preempted one saves its queue before its pods go and restores it when admitted again.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
@@ -143,16 +142,6 @@ fn condition(ns: &str, mc: &str, type_: &str) -> Result<(String, String)> {
     Ok((text("status"), text("reason")))
 }
 
-/// Every job of the instance: id (ASCII `f`) -> `state result`.
-fn jobs(lead: &Lead) -> Result<BTreeMap<String, String>> {
-    Ok(lead
-        .flux("jobs -a -no '{id.f58plain} {state} {result}'")?
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(id, rest)| (id.to_string(), rest.trim().to_string()))
-        .collect())
-}
-
 #[tokio::test]
 async fn a_preempted_minicluster_saves_its_queue_and_restores_it_when_admitted_again() -> Result<()>
 {
@@ -175,13 +164,9 @@ async fn a_preempted_minicluster_saves_its_queue_and_restores_it_when_admitted_a
 
     // Work in it: one job running, two waiting behind it (the queue is fcfs, -N3 exclusive).
     let lead = Lead::of(&ns.name, "low")?;
-    let running = lead.flux("submit -N3 sleep 600")?.replace('ƒ', "f");
+    let running = lead.submit("-N3 sleep 600")?;
     let waiting: Vec<String> = (0..2)
-        .map(|i| {
-            Ok(lead
-                .flux(&format!("submit -N1 echo after-{i}"))?
-                .replace('ƒ', "f"))
-        })
+        .map(|i| lead.submit(&format!("-N1 echo after-{i}")))
         .collect::<Result<_>>()?;
     lead.wait("jobs -n --filter=running | wc -l", "1", MINUTE)
         .await?;
@@ -217,7 +202,7 @@ async fn a_preempted_minicluster_saves_its_queue_and_restores_it_when_admitted_a
     let lead = Lead::of(&ns.name, "low")?;
     lead.wait("jobs -n --filter=pending,running | wc -l", "0", 2 * MINUTE)
         .await?;
-    let all = jobs(&lead)?;
+    let all = lead.jobs()?;
     for id in &waiting {
         ensure!(
             all.get(id).map(String::as_str) == Some("INACTIVE COMPLETED"),
