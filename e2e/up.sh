@@ -64,14 +64,14 @@ node_ip=$(host_ip)
 node_ip=${node_ip:-127.0.0.1}
 # A stages file holding any Stage replaces all of kwok's default stages, so it
 # carries the node and pod basics from the kwok module itself, minus the default
-# pod-complete (it would finish every Job pod at once), plus e2e/stages/*.yaml.
+# pod-complete (it would finish every Job pod at once) and the default pod-delete (see
+# e2e/stages/pod-delete.yaml), plus e2e/stages/*.yaml.
 kwok_dir=$(go_module_dir sigs.k8s.io/kwok "$KWOK_VERSION")
 stages=$E2E_STATE/kwok-stages.yaml
 {
   for f in node/fast/node-initialize.yaml \
            node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
-           pod/fast/pod-ready.yaml \
-           pod/fast/pod-delete.yaml; do
+           pod/fast/pod-ready.yaml; do
     [ -f "$kwok_dir/kustomize/stage/$f" ] || die "kwok stage $f not found in $kwok_dir"
     echo "---"
     cat "$kwok_dir/kustomize/stage/$f"
