@@ -9,6 +9,7 @@
 #                     run by real Flux to Succeeded, its output, Events and metrics
 #   make test         unit tests, the real-Flux tier, the e2e tests against a fresh cluster,
 #                     the real-node tier and the demo
+#   make test-kueue-oldest  the Kueue e2e tests on the oldest Kueue the README claims
 #   make test-flux    the real-Flux tier: real brokers in emulated pods (root; builds Flux)
 #   make flux-build   build flux-core and Fluxion from ../shared/vendor (cached)
 #   make bench        side by side on a cluster of its own: this operator, the bare JobSet
@@ -36,7 +37,7 @@ CARGO_E2E := cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_T
 SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness \
-        test-e2e-running test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
+        test-e2e-running test-kueue-oldest test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
         bench bench-node bench-flux go-operator-build images operator-release test-node test-node-running \
         test-demo
 
@@ -59,7 +60,7 @@ vendor-crds: e2e-build
 demo: setup e2e-build images
 	e2e/demo.sh
 
-test: setup test-unit test-flux test-e2e test-node test-demo test-outage test-side-by-side
+test: setup test-unit test-flux test-e2e test-kueue-oldest test-node test-demo test-outage test-side-by-side
 
 # The operator's release binary, which the operator image carries.
 operator-release:
@@ -127,6 +128,15 @@ crds:
 test-e2e: e2e-build
 	cargo build --features e2e --tests
 	e2e/run-tests.sh $(CARGO_E2E)
+
+# The Kueue tests (admission, preemption and eviction, resize, topology placement) again on a
+# cluster of their own running the oldest Kueue the README claims (KUEUE_OLDEST_VERSION).
+KUEUE_TESTS ?= kueue queued placement
+test-kueue-oldest: e2e-build
+	cargo build --features e2e --tests
+	source e2e/versions.env && E2E_KUEUE_VERSION=$$KUEUE_OLDEST_VERSION \
+	  E2E_STATE=$(cache)/cluster-kueue-oldest E2E_CLUSTER=flux-operator-kueue-oldest \
+	  e2e/run-tests.sh cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_THREADS) $(KUEUE_TESTS)
 
 # The e2e tests against a cluster that is already up (`make up`), for iterating.
 test-e2e-running:

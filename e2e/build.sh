@@ -79,10 +79,11 @@ build_jobset() {
   build_from_module sigs.k8s.io/jobset "$JOBSET_VERSION" "$ld" "$E2E_BIN/jobset" .
 }
 
+# build_kueue VERSION OUT: the newest Kueue is bin/kueue, the oldest supported bin/kueue-<version>.
 build_kueue() {
   local v=sigs.k8s.io/kueue/pkg/version
-  local ld="-s -w -X $v.GitVersion=$KUEUE_VERSION -X $v.GitCommit=$KUEUE_VERSION -X $v.BuildDate=1970-01-01T00:00:00Z"
-  build_from_module sigs.k8s.io/kueue "$KUEUE_VERSION" "$ld" "$E2E_BIN/kueue" ./cmd/kueue
+  local ld="-s -w -X $v.GitVersion=$1 -X $v.GitCommit=$1 -X $v.BuildDate=1970-01-01T00:00:00Z"
+  build_from_module sigs.k8s.io/kueue "$1" "$ld" "$E2E_BIN/$2" ./cmd/kueue
 }
 
 build_helm() {
@@ -101,7 +102,9 @@ t_all=$SECONDS
 build_if_stale kube "$KUBE_VERSION" "$ETCD_VERSION" "$kube_ldflags" "$(cat "$here/gomod/go.mod" "$here/gomod/go.sum")" -- build_kube
 build_if_stale kwok "$KWOK_VERSION" "$KUBE_VERSION" module-build -- build_kwok
 build_if_stale jobset "$JOBSET_VERSION" module-build -- build_jobset
-build_if_stale kueue "$KUEUE_VERSION" module-build -- build_kueue
+build_if_stale kueue "$KUEUE_VERSION" module-build -- build_kueue "$KUEUE_VERSION" kueue
+build_if_stale "kueue-$KUEUE_OLDEST_VERSION" "$KUEUE_OLDEST_VERSION" module-build -- \
+  build_kueue "$KUEUE_OLDEST_VERSION" "kueue-$KUEUE_OLDEST_VERSION"
 build_if_stale coredns "$COREDNS_VERSION" module-build -- build_coredns
 build_if_stale helm "$HELM_VERSION" module-build -- build_helm
 log "build: all components ready in $((SECONDS - t_all))s ($E2E_BIN)"

@@ -5,6 +5,8 @@
 #   4 simulated Nodes; the vendored JobSet and Kueue CRDs; the JobSet and Kueue
 #   controllers run out of cluster, their webhooks served on 127.0.0.1 with a
 #   self-signed CA and registered by URL + caBundle.
+# E2E_KUEUE_VERSION picks the Kueue: KUEUE_VERSION (default) or KUEUE_OLDEST_VERSION (the
+# oldest release the README claims, for make test-kueue-oldest).
 # With E2E_REAL_NODE=1 (make up, the real-node tests, the demo), this machine joins as a
 # real node too (e2e/node.sh): kubelet, containerd, bridge CNI, kube-proxy, CoreDNS.
 # Prints how long each phase took, writes $E2E_STATE/kubeconfig and
@@ -24,6 +26,12 @@ pids=$E2E_STATE/pids
 logs=$E2E_STATE/logs
 certs=$E2E_STATE/certs
 vendor=$root/vendor-crds
+KUEUE=${E2E_KUEUE_VERSION:-$KUEUE_VERSION}
+case $KUEUE in
+  "$KUEUE_VERSION") kueue_bin=kueue kueue_crds=$vendor/kueue ;;
+  "$KUEUE_OLDEST_VERSION") kueue_bin=kueue-$KUEUE kueue_crds=$vendor/kueue-$KUEUE ;;
+  *) die "E2E_KUEUE_VERSION=$KUEUE: not one of KUEUE_VERSION or KUEUE_OLDEST_VERSION in versions.env" ;;
+esac
 
 # Our binaries first: kwokctl shells out to `kubectl`, and must not fetch one.
 export PATH=$E2E_BIN:$PATH
@@ -46,13 +54,15 @@ trap on_exit EXIT
 t_start=$(now_ms)
 
 phase "preflight"
-for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl jobset kueue; do
+for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kwokctl jobset "$kueue_bin"; do
   [ -x "$E2E_BIN/$b" ] || die "$E2E_BIN/$b is missing: run 'make e2e-build' (e2e/build.sh) first"
 done
 for t in jq openssl curl; do
   command -v "$t" > /dev/null || die "$t is missing: run e2e/setup-host.sh"
 done
-[ -f "$vendor/jobset/webhook-manifests.yaml" ] || die "vendor-crds/ is missing: run 'make vendor-crds'"
+for f in "$vendor/jobset/webhook-manifests.yaml" "$kueue_crds/webhook-manifests.yaml"; do
+  [ -f "$f" ] || die "$f is missing: run 'make vendor-crds'"
+done
 if [ -d "$E2E_STATE" ]; then
   log "a previous cluster state exists in $E2E_STATE: tearing it down first"
   "$here/down.sh"
@@ -205,14 +215,14 @@ EOF
 phase "CRDs"
 # Server-side apply: Kueue's Workload CRD is too big for the last-applied annotation.
 crd_files=()
-for f in "$vendor"/jobset/*_*.yaml "$vendor"/kueue/*_*.yaml; do crd_files+=(-f "$f"); done
+for f in "$vendor"/jobset/*_*.yaml "$kueue_crds"/*_*.yaml; do crd_files+=(-f "$f"); done
 kubectl apply --server-side --force-conflicts "${crd_files[@]}" > /dev/null
 kubectl create namespace kueue-system --dry-run=client -o yaml | kubectl apply -f - > /dev/null
 # Kueue serves v1beta1 and v1beta2 of some APIs; point their conversion at it.
 conversion_patch=$(jq -cn --arg url "https://127.0.0.1:$kueue_webhook/convert" --arg ca "$ca_bundle" \
   '{spec: {conversion: {strategy: "Webhook", webhook: {conversionReviewVersions: ["v1"],
      clientConfig: {url: $url, caBundle: $ca}}}}}')
-grep -v '^#' "$vendor/kueue/conversion-webhook-crds.txt" | while read -r crd; do
+grep -v '^#' "$kueue_crds/conversion-webhook-crds.txt" | while read -r crd; do
   [ -n "$crd" ] && kubectl patch crd "$crd" --type merge -p "$conversion_patch" > /dev/null
 done
 # The controllers look their APIs up in discovery when they start.
@@ -290,7 +300,7 @@ start_bg kueue unshare --mount --propagation private sh -euc '
   ln -sfn "$2/tls.key" /etc/kueue/metrics/certs/tls.key
   shift 2
   exec "$@"' kueue-etc "$E2E_STATE/kueue-etc" "$certs" \
-  "$E2E_BIN/kueue" --config "$E2E_STATE/kueue-config.yaml" \
+  "$E2E_BIN/$kueue_bin" --config "$E2E_STATE/kueue-config.yaml" \
   --kubeconfig "$E2E_KUBECONFIG" --zap-devel=false
 
 # wait_ready NAME URL TIMEOUT_SECONDS
@@ -323,7 +333,7 @@ register_webhooks() {
     kubectl apply -f - > /dev/null
 }
 register_webhooks jobset "$jobset_webhook" "$vendor/jobset/webhook-manifests.yaml"
-register_webhooks kueue "$kueue_webhook" "$vendor/kueue/webhook-manifests.yaml"
+register_webhooks kueue "$kueue_webhook" "$kueue_crds/webhook-manifests.yaml"
 
 phase "smoke check"
 # Server-side dry runs go through the real admission chain and conversion:
@@ -369,6 +379,6 @@ EOF
 t_total=$(( $(now_ms) - t_start ))
 nodes_desc="$NODES simulated nodes"
 [ "$REAL_NODE" != 1 ] || nodes_desc+=" + real node $E2E_NODE_NAME"
-log "cluster '$E2E_CLUSTER' is up in $((t_total / 1000)).$(printf '%03d' $((t_total % 1000)))s: $nodes_desc, JobSet $JOBSET_VERSION, Kueue $KUEUE_VERSION, Kubernetes $KUBE_VERSION"
+log "cluster '$E2E_CLUSTER' is up in $((t_total / 1000)).$(printf '%03d' $((t_total % 1000)))s: $nodes_desc, JobSet $JOBSET_VERSION, Kueue $KUEUE, Kubernetes $KUBE_VERSION"
 log "state: $E2E_STATE (logs in $logs); stop it with e2e/down.sh"
 echo "export KUBECONFIG=$E2E_KUBECONFIG"

@@ -11,6 +11,8 @@
 #   LICENSE              the module's licence (Apache-2.0), as it requires
 # and for Kueue also conversion-webhook-crds.txt: the CRDs whose kustomization
 # enables the conversion webhook (v1beta1 <-> v1beta2), which up.sh patches.
+# Kueue twice: the newest (vendor-crds/kueue) and the oldest supported release
+# (vendor-crds/kueue-<version>), for the clusters that run each.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -37,16 +39,22 @@ vendor() { # name module version
   echo "$dir"
 }
 
-vendor jobset sigs.k8s.io/jobset "$JOBSET_VERSION" > /dev/null
-kueue_dir=$(vendor kueue sigs.k8s.io/kueue "$KUEUE_VERSION")
+# vendor_kueue NAME VERSION: the CRDs, the webhooks and the CRDs whose kustomization turns
+# on the conversion webhook (uncommented patch lines).
+vendor_kueue() {
+  local kueue_dir
+  kueue_dir=$(vendor "$1" sigs.k8s.io/kueue "$2")
+  {
+    echo "# CRDs served through Kueue's conversion webhook (from config/components/crd/kustomization.yaml)"
+    grep -E '^- path: patches/webhook_in_[a-z]+\.yaml' "$kueue_dir/config/components/crd/kustomization.yaml" |
+      sed -E 's/^- path: //' |
+      while read -r patch; do
+        awk '/^metadata:/{m=1; next} m && /^  name:/{print $2; exit}' "$kueue_dir/config/components/crd/$patch"
+      done
+  } > "$root/vendor-crds/$1/conversion-webhook-crds.txt"
+}
 
-# CRDs whose kustomization turns on the conversion webhook (uncommented patch lines).
-{
-  echo "# CRDs served through Kueue's conversion webhook (from config/components/crd/kustomization.yaml)"
-  grep -E '^- path: patches/webhook_in_[a-z]+\.yaml' "$kueue_dir/config/components/crd/kustomization.yaml" |
-    sed -E 's/^- path: //' |
-    while read -r patch; do
-      awk '/^metadata:/{m=1; next} m && /^  name:/{print $2; exit}' "$kueue_dir/config/components/crd/$patch"
-    done
-} > "$root/vendor-crds/kueue/conversion-webhook-crds.txt"
+vendor jobset sigs.k8s.io/jobset "$JOBSET_VERSION" > /dev/null
+vendor_kueue kueue "$KUEUE_VERSION"
+vendor_kueue "kueue-$KUEUE_OLDEST_VERSION" "$KUEUE_OLDEST_VERSION"
 log "vendor-crds: done ($(find "$root/vendor-crds" -name '*.yaml' | wc -l) YAML files)"

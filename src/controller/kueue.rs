@@ -2,51 +2,44 @@
 //! it is admitted, why it waits, and whether it was evicted.
 
 use jiff::Timestamp;
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
-use kube::{Client, ResourceExt};
 use serde_json::Value;
 
 use super::status::Admission;
-use crate::jobset::JobSet;
 
-/// Kueue's Workload (v1beta1, the storage version of the Kueue release we test with).
-pub fn workload_resource() -> ApiResource {
+/// The Workload API versions the operator reads, newest first: `v1beta2` (Kueue's stored
+/// version since v0.16, served since v0.15), then `v1beta1` (deprecated in v0.16). What the
+/// operator reads (the conditions `QuotaReserved`, `Admitted`, `Evicted` and the owner
+/// reference to the JobSet) is the same in both.
+pub const WORKLOAD_VERSIONS: [&str; 2] = ["v1beta2", "v1beta1"];
+
+/// Kueue's Workload at `version` (one of [`WORKLOAD_VERSIONS`]).
+pub fn workload_resource(version: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta1", "Workload"),
+        &GroupVersionKind::gvk("kueue.x-k8s.io", version, "Workload"),
         "workloads",
     )
 }
 
-/// Whether Kueue's Workload API is served (Kueue is installed) and this operator may list
-/// Workloads where it watches (`namespace`, or all namespaces).
-pub async fn installed(client: &Client, namespace: Option<&str>) -> bool {
-    let resource = workload_resource();
-    let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
-    api.list_metadata(&ListParams::default().limit(1))
-        .await
-        .is_ok()
-}
-
-/// The admission state of the JobSet's Workload, if Kueue made one.
-pub async fn admission(
-    client: &Client,
-    namespace: &str,
-    jobset: &JobSet,
-) -> Result<Option<Admission>, kube::Error> {
-    let Some(uid) = jobset.metadata.uid.as_deref() else {
-        return Ok(None);
-    };
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), namespace, &workload_resource());
-    let workloads = api.list(&ListParams::default()).await?;
-    Ok(workloads
-        .items
-        .iter()
-        .find(|w| w.owner_references().iter().any(|o| o.uid == uid))
-        .map(|w| admission_from(&w.data)))
+/// The newest Workload API version this cluster serves and this operator may list where it
+/// watches (`namespace`, or all namespaces); `None` when Kueue is not installed.
+pub async fn served_version(client: &Client, namespace: Option<&str>) -> Option<&'static str> {
+    for version in WORKLOAD_VERSIONS {
+        let resource = workload_resource(version);
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        if api
+            .list_metadata(&ListParams::default().limit(1))
+            .await
+            .is_ok()
+        {
+            return Some(version);
+        }
+    }
+    None
 }
 
 fn condition<'a>(data: &'a Value, type_: &str) -> Option<&'a Value> {

@@ -168,8 +168,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     };
 
     // The watches: one per kind, each with its own store and bounded backoff (see index).
-    let kueue_installed = kueue::installed(&client, ns).await;
-    tracing::info!(kueue = kueue_installed, "Kueue Workload API served");
+    let workload_version = kueue::served_version(&client, ns).await;
+    tracing::info!(
+        kueue = workload_version.is_some(),
+        version = workload_version.unwrap_or("none"),
+        "Kueue Workload API served"
+    );
     let (mc_store, mc_stream) =
         index::watch_objects(scoped::<MiniCluster>(&client, ns), false, "miniclusters");
     let (jobs, job_stream) = index::watch_objects(scoped::<Job>(&client, ns), true, "jobs");
@@ -208,10 +212,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         trigger::of_labelled(pod_stream).boxed(),
     ];
     let mut workloads = None;
-    if kueue_installed {
+    if let Some(version) = workload_version {
         // A Workload changing (admitted, evicted, still pending for a new reason) wakes the
         // MiniCluster whose JobSet owns it: same name, same namespace.
-        let resource = kueue::workload_resource();
+        let resource = kueue::workload_resource(version);
         let api = match ns {
             Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource),
             None => Api::<DynamicObject>::all_with(client.clone(), &resource),

@@ -77,9 +77,9 @@ pub fn pod_volumes(mc: &MiniCluster, config_map: &str, curve_secret: &str) -> Ve
                 items: Some(vec![KeyToPath {
                     key: CURVE_SECRET_KEY.into(),
                     path: CURVE_SECRET_KEY.into(),
-                    mode: None,
+                    ..Default::default()
                 }]),
-                optional: None,
+                ..Default::default()
             }),
             ..Default::default()
         },
@@ -93,6 +93,7 @@ pub fn pod_volumes(mc: &MiniCluster, config_map: &str, curve_secret: &str) -> Ve
             empty_dir: Some(EmptyDirVolumeSource {
                 medium: Some("Memory".into()),
                 size_limit: Some(Quantity(KEY_VOLUME_SIZE.into())),
+                ..Default::default()
             }),
             ..Default::default()
         },

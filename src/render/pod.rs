@@ -14,7 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::{common_labels, curve_secret_name, flux_pod};
 use crate::api::{
-    ContainerVolume, ImagePullPolicy, MiniCluster, MiniClusterContainer, NAME_LABEL, ROLE_LABEL,
+    ContainerVolume, ImagePullPolicy, KUEUE_PODSET_GROUP, MiniCluster, MiniClusterContainer,
+    NAME_LABEL, PLACEMENT_GROUP, Placement, ROLE_LABEL,
 };
 use crate::flux::{self, Role, Sidecar};
 
@@ -24,6 +25,19 @@ pub fn default_container_name(mc: &MiniCluster) -> &str {
     mc.name()
 }
 
+/// Kueue's topology request for `spec.placement`, the same on the lead's and the followers'
+/// pod templates, the two in one pod-set group (so in one domain) when there are followers.
+fn placement_annotations(mc: &MiniCluster) -> BTreeMap<String, String> {
+    let Some((key, level)) = mc.spec.placement.as_ref().and_then(Placement::annotation) else {
+        return BTreeMap::new();
+    };
+    let mut annotations = BTreeMap::from([(key.to_string(), level.to_string())]);
+    if mc.max_size() > 1 {
+        annotations.insert(KUEUE_PODSET_GROUP.to_string(), PLACEMENT_GROUP.to_string());
+    }
+    annotations
+}
+
 /// The pod template of one role; `config_map` names the ConfigMap with the broker config and
 /// scripts (see [`super::config_map`]).
 pub fn pod_template(mc: &MiniCluster, role: Role, config_map: &str) -> PodTemplateSpec {
@@ -31,7 +45,9 @@ pub fn pod_template(mc: &MiniCluster, role: Role, config_map: &str) -> PodTempla
     let mut labels = common_labels(mc);
     labels.extend(spec.pod.labels.clone());
     labels.insert(ROLE_LABEL.to_string(), role_name(role).to_string());
-    let annotations = (!spec.pod.annotations.is_empty()).then(|| spec.pod.annotations.clone());
+    let mut annotations = spec.pod.annotations.clone();
+    annotations.extend(placement_annotations(mc));
+    let annotations = (!annotations.is_empty()).then_some(annotations);
 
     let single = spec.containers.len() == 1;
     let containers: Vec<Container> = spec
@@ -322,7 +338,7 @@ fn volume(name: &str, v: &ContainerVolume) -> Volume {
                     .map(|(key, path)| KeyToPath {
                         key: key.clone(),
                         path: path.clone(),
-                        mode: None,
+                        ..Default::default()
                     })
                     .collect()
             }),
@@ -340,6 +356,7 @@ fn volume(name: &str, v: &ContainerVolume) -> Volume {
         vol.empty_dir = Some(EmptyDirVolumeSource {
             medium: empty_dir_medium(&v.empty_dir_medium),
             size_limit: v.empty_dir_size_limit.clone(),
+            ..Default::default()
         });
     }
     vol
