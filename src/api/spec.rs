@@ -205,6 +205,14 @@ pub struct MiniClusterSpec {
     #[schemars(range(min = 0))]
     pub ttl_seconds_after_finished: Option<i32>,
 
+    /// Where Kueue puts the brokers: all of the cluster's pods in one domain (a rack, a block)
+    /// of a topology level, through Kueue's topology-aware scheduling. Needs a Kueue queue
+    /// (`kueue.x-k8s.io/queue-name`) whose ResourceFlavor names a Topology with this level.
+    /// Not in the Go operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("placement is immutable"))]
+    pub placement: Option<Placement>,
+
     /// When a follower's pod stops while the cluster runs (a shrink of `size`, an eviction):
     /// its rank is drained in Flux at once (no new work there) and the jobs running on it get
     /// this long to finish (default 60); what still runs then is requeued (submitted again,
@@ -543,6 +551,50 @@ pub struct ContainerVolume {
     #[serde(default)]
     pub read_only: bool,
 }
+
+/// A topology level: a node label key such as `example.com/rack` (a Kubernetes qualified name).
+const TOPOLOGY_LEVEL: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
+
+/// Topology-aware placement of the brokers by Kueue (`spec.placement`): exactly one of
+/// `required` and `preferred`, each a topology level (a node label key of the Topology).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = kube::core::Rule::new("has(self.required) != has(self.preferred)")
+        .message("placement needs exactly one of required and preferred"),
+)]
+pub struct Placement {
+    /// Every broker in one domain of this level, or the cluster waits in its queue until one
+    /// domain has room (Kueue's `podset-required-topology`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 317), regex(pattern = TOPOLOGY_LEVEL))]
+    pub required: Option<String>,
+    /// In one domain of this level if one has room, otherwise in as few domains below it as
+    /// Kueue can find (Kueue's `podset-preferred-topology`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 317), regex(pattern = TOPOLOGY_LEVEL))]
+    pub preferred: Option<String>,
+}
+
+impl Placement {
+    /// The Kueue pod-template annotation and its value.
+    pub fn annotation(&self) -> Option<(&'static str, &str)> {
+        match (&self.required, &self.preferred) {
+            (Some(level), _) => Some((KUEUE_REQUIRED_TOPOLOGY, level)),
+            (None, Some(level)) => Some((KUEUE_PREFERRED_TOPOLOGY, level)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Kueue's pod-template annotations for topology-aware scheduling.
+pub const KUEUE_REQUIRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-required-topology";
+/// See [`KUEUE_REQUIRED_TOPOLOGY`].
+pub const KUEUE_PREFERRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-preferred-topology";
+/// Kueue puts the pod sets of one group (two, one of them of size 1) in one topology domain.
+pub const KUEUE_PODSET_GROUP: &str = "kueue.x-k8s.io/podset-group-name";
+/// The group name the lead and followers share (Kueue refuses a number).
+pub const PLACEMENT_GROUP: &str = "brokers";
 
 /// The brokers' network.
 #[derive(

@@ -1,4 +1,6 @@
 use super::*;
+use std::collections::BTreeMap;
+
 use crate::api::validation::{longest_pod_name, validate};
 
 fn minicluster(yaml: &str) -> MiniCluster {
@@ -642,3 +644,97 @@ fn map_keys_that_are_not_one_path_segment_are_quoted_in_field_paths() {
 }
 
 mod accepted_renders;
+
+const PLACED: &str = r#"
+apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata:
+  name: placed
+  labels: {kueue.x-k8s.io/queue-name: hpc}
+spec:
+  size: 3
+  maxSize: 4
+  placement: {required: example.com/rack}
+  containers:
+    - image: app
+      command: app
+"#;
+
+fn pod_annotations(mc: &MiniCluster) -> Vec<BTreeMap<String, String>> {
+    let js = crate::render::jobset(mc, "cm");
+    js.spec
+        .replicated_jobs
+        .iter()
+        .map(|rj| {
+            let job = rj.template.spec.as_ref().expect("job spec");
+            let meta = job.template.metadata.as_ref().expect("pod metadata");
+            meta.annotations.clone().unwrap_or_default()
+        })
+        .collect()
+}
+
+#[test]
+fn placement_puts_one_topology_request_and_one_group_on_the_lead_and_the_followers() {
+    let mc = minicluster(PLACED);
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+    let both = pod_annotations(&mc);
+    assert_eq!(both.len(), 2, "lead and followers");
+    for annotations in both {
+        assert_eq!(
+            annotations.get(KUEUE_REQUIRED_TOPOLOGY).map(String::as_str),
+            Some("example.com/rack")
+        );
+        assert_eq!(
+            annotations.get(KUEUE_PODSET_GROUP).map(String::as_str),
+            Some(PLACEMENT_GROUP)
+        );
+        assert!(!annotations.contains_key(KUEUE_PREFERRED_TOPOLOGY));
+    }
+}
+
+#[test]
+fn preferred_placement_of_a_lone_lead_has_no_group() {
+    let mut mc = minicluster(PLACED);
+    mc.spec.size = 1;
+    mc.spec.max_size = None;
+    mc.spec.placement = Some(Placement {
+        required: None,
+        preferred: Some("example.com/block".into()),
+    });
+    let only = pod_annotations(&mc);
+    assert_eq!(only.len(), 1, "a cluster of one has no followers job");
+    assert_eq!(
+        only[0].get(KUEUE_PREFERRED_TOPOLOGY).map(String::as_str),
+        Some("example.com/block")
+    );
+    assert!(
+        !only[0].contains_key(KUEUE_PODSET_GROUP),
+        "Kueue groups exactly two pod sets"
+    );
+}
+
+#[test]
+fn placement_without_a_kueue_queue_is_refused_naming_the_field() {
+    let mut mc = minicluster(PLACED);
+    mc.metadata.labels = None;
+    assert_eq!(only_error(&mc).0, "spec.placement");
+    mc.spec
+        .job_labels
+        .insert(KUEUE_QUEUE_LABEL.into(), "hpc".into());
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+}
+
+#[test]
+fn a_pod_annotation_that_placement_sets_is_refused_naming_the_annotation() {
+    let mut mc = minicluster(PLACED);
+    mc.spec
+        .pod
+        .annotations
+        .insert(KUEUE_PODSET_GROUP.into(), "mine".into());
+    let (field, message) = only_error(&mc);
+    assert_eq!(
+        field,
+        r#"spec.pod.annotations["kueue.x-k8s.io/podset-group-name"]"#
+    );
+    assert!(message.contains("spec.placement"), "{message}");
+}

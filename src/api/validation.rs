@@ -9,7 +9,10 @@ use std::fmt;
 
 use garde::Validate;
 
-use super::{MAX_POD_NAME, MiniCluster, MiniClusterContainer, POD_SUFFIX_LEN, WORKERS_JOB};
+use super::{
+    KUEUE_PODSET_GROUP, KUEUE_PREFERRED_TOPOLOGY, KUEUE_QUEUE_LABEL, KUEUE_REQUIRED_TOPOLOGY,
+    MAX_POD_NAME, MiniCluster, MiniClusterContainer, POD_SUFFIX_LEN, WORKERS_JOB,
+};
 
 /// One problem with a spec, naming the field.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -252,7 +255,43 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
             ),
         ));
     }
+    check_placement(mc, &mut errors);
     errors
+}
+
+/// `spec.placement` is done by Kueue: it needs a queue, and the pod annotations it sets are
+/// its own.
+fn check_placement(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
+    if mc.spec.placement.is_none() {
+        return;
+    }
+    let queued = mc
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(KUEUE_QUEUE_LABEL))
+        || mc.spec.job_labels.contains_key(KUEUE_QUEUE_LABEL);
+    if !queued {
+        errors.push(err(
+            "spec.placement",
+            format!(
+                "topology placement is done by Kueue: label the MiniCluster with \
+                 {KUEUE_QUEUE_LABEL} (a LocalQueue whose ResourceFlavor names a Topology)"
+            ),
+        ));
+    }
+    for key in [
+        KUEUE_REQUIRED_TOPOLOGY,
+        KUEUE_PREFERRED_TOPOLOGY,
+        KUEUE_PODSET_GROUP,
+    ] {
+        if mc.spec.pod.annotations.contains_key(key) {
+            errors.push(err(
+                key_field("spec.pod.annotations", key),
+                "is set by spec.placement: remove it from spec.pod.annotations",
+            ));
+        }
+    }
 }
 
 /// The field of key `key` in map `map`: `map.key`, or `map["key"]` for a key that would not

@@ -17,6 +17,7 @@ mod jobset;
 mod kueue;
 mod lifecycle;
 mod operator;
+mod placement;
 mod prometheus;
 mod queued;
 mod reliability;
