@@ -29,7 +29,9 @@ use kube::ResourceExt;
 use super::events::{self, Note};
 use super::owned::controlled_by;
 use super::status::{self, Admission, set_condition};
-use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition, validation};
+use crate::api::validation::{self, FieldError};
+use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition};
+use crate::flux::curve::Certificate;
 use crate::jobset::JobSet;
 use crate::render::{self, Environment};
 
@@ -53,6 +55,34 @@ pub struct Observed {
     /// The Service named as the pods' subdomain ([`MiniCluster::subdomain`]), whoever made
     /// it ([`Presence::of_subdomain`]).
     pub subdomain: Presence,
+    /// `spec.flux.curveCert`, as the reconcile found it before the plan ([`check_certificate`]):
+    /// `None` when the spec gives none (the operator generates one).
+    pub curve_cert: Option<Result<Box<Certificate>, FieldError>>,
+}
+
+/// `spec.flux.curveCert` of `mc`, parsed, and checked with a CURVE handshake unless its Secret
+/// exists already (then the certificate is not used again). Whether the keys belong together
+/// takes that handshake (blocking work through libzmq), so it is looked at here, before the
+/// pure plan, which then refuses a bad one as `InvalidSpec` before it creates anything.
+/// `Err` only when libzmq itself fails (not the spec's fault: retried).
+pub fn check_certificate(
+    mc: &MiniCluster,
+    secret: Presence,
+) -> Result<Option<Result<Box<Certificate>, FieldError>>, crate::flux::Error> {
+    match crate::flux::given_certificate(mc, secret != Presence::Owned) {
+        None => Ok(None),
+        Some(Ok(cert)) => Ok(Some(Ok(Box::new(cert)))),
+        Some(Err(e)) => match e.field() {
+            Some(field) => Ok(Some(Err(FieldError {
+                field: field.to_string(),
+                message: e
+                    .to_string()
+                    .trim_start_matches(&format!("{field}: "))
+                    .to_string(),
+            }))),
+            None => Err(e),
+        },
+    }
 }
 
 /// Whether an object of a given name exists, and whose it is.
@@ -113,23 +143,30 @@ pub struct OwnedObject {
 }
 
 /// One write.
+///
+/// Recreated: every create of an object the cluster had before (someone deleted it) carries
+/// the Warning that says so, published only if that create (or apply) made the object: a
+/// watch that has not caught up with the first create is no deletion.
 #[derive(Clone, Debug)]
 pub enum Step {
-    /// Generate the CURVE certificate and create its Secret (fails if the name is taken).
-    CreateSecret,
-    /// Create the content-addressed ConfigMap; with the Warning to publish if this create
-    /// makes one a running cluster's JobSet uses again (published only if the create made it:
-    /// a watch that has not caught up with the first create is no deletion).
+    /// Create the CURVE certificate's Secret (fails if the name is taken): with the spec's
+    /// certificate (checked before the plan), or, when `None`, a keypair generated then.
+    /// With the Recreated Warning if it was made before.
+    CreateSecret(Option<Box<Certificate>>, Option<String>),
+    /// Create the content-addressed ConfigMap, with the Recreated Warning if this create makes
+    /// again one the cluster had.
     CreateConfigMap(Box<ConfigMap>, Option<String>),
-    /// Server-side apply (with force) of an owned Service.
-    ApplyService(Box<Service>),
+    /// Server-side apply (with force) of an owned Service, with the Recreated Warning if it
+    /// is missing and was made before.
+    ApplyService(Box<Service>, Option<String>),
     /// Create the JobSet (a create: never over an object someone else owns, and no lookup
     /// before it).
     CreateJobSet(Box<JobSet>),
     /// The later change of a running JobSet: the followers' size, `suspend` outside Kueue.
     UpdateJobSet(serde_json::Value),
-    /// Create the services pod's Job (a create: never over someone else's).
-    CreateServicesJob(Box<Job>),
+    /// Create the services pod's Job (a create: never over someone else's), with the
+    /// Recreated Warning if it was made before.
+    CreateServicesJob(Box<Job>, Option<String>),
     /// The services pod's Job follows `spec.suspend`.
     UpdateServicesJob(serde_json::Value),
     /// Delete an owned ConfigMap no JobSet uses any more.
@@ -180,6 +217,18 @@ pub fn plan(
             condition::INVALID_SPEC,
             "InvalidSpec",
             &message,
+            None,
+            now,
+        ));
+    }
+    // A certificate whose keys do not belong together: refused before anything is made (its
+    // Secret is the first object a new cluster gets).
+    if let Some(Err(e)) = &observed.curve_cert {
+        return Ok(held(
+            mc,
+            condition::INVALID_SPEC,
+            "InvalidSpec",
+            &e.to_string(),
             None,
             now,
         ));
@@ -235,6 +284,10 @@ pub fn plan(
 
     let mut steps = Vec::new();
     let mut degraded = Vec::new();
+    // Whether this cluster's Secret, ConfigMap and Services were made before: they are made
+    // before its JobSet, and a status that names a JobSet was written after a run that made
+    // them all (then a missing one was deleted, and making it again says so).
+    let made_before = jobset.is_some() || !old.job_set.is_empty();
     let finished = jobset.is_some_and(is_finished);
     let live_jobset = jobset.filter(|_| !finished);
     // Finished for good: its JobSet finished, or went after it finished. Nothing is made again.
@@ -257,7 +310,19 @@ pub fn plan(
             ));
         }
         _ => {
-            steps.push(Step::CreateSecret);
+            let given = observed.curve_cert.clone().and_then(Result::ok);
+            let recreated = (!old.curve_secret.is_empty()).then(|| {
+                format!(
+                    "Secret {secret_name}, with the brokers' CURVE certificate, was deleted; it \
+                     was made again ({})",
+                    if given.is_some() {
+                        "from spec.flux.curveCert"
+                    } else {
+                        "with a new keypair, for a JobSet made from now on"
+                    }
+                )
+            });
+            steps.push(Step::CreateSecret(given, recreated));
             curve_secret = secret_name.clone();
         }
     }
@@ -270,7 +335,7 @@ pub fn plan(
     let have = |n: &str| observed.config_maps.iter().any(|c| c.name == n);
     if !have(&in_use) && !over {
         if in_use == desired_cm {
-            let recreated = jobset.is_some().then(|| {
+            let recreated = made_before.then(|| {
                 format!(
                     "ConfigMap {in_use}, with the brokers' config and scripts, was deleted; \
                      it was made again with the same content"
@@ -293,7 +358,13 @@ pub fn plan(
         let hash = svc.annotations().get(render::APPLIED_ANNOTATION).cloned();
         let current = observed.services.iter().find(|s| s.name == svc.name_any());
         if current.is_none_or(|s| s.applied != hash) {
-            steps.push(Step::ApplyService(Box::new(svc.clone())));
+            let recreated = (current.is_none() && made_before).then(|| {
+                format!(
+                    "Service {}, made for this MiniCluster, was deleted; it was made again",
+                    svc.name_any()
+                )
+            });
+            steps.push(Step::ApplyService(Box::new(svc.clone()), recreated));
         }
     }
 
@@ -352,7 +423,18 @@ pub fn plan(
     // cannot change), never for a cluster that is over; later only `suspend` follows.
     if let Some(job) = &desired.services_job {
         match observed.services_job.as_deref() {
-            None if !over => steps.push(Step::CreateServicesJob(Box::new(job.clone()))),
+            None if !over => {
+                // Made after the JobSet: made before only if a status naming the JobSet was
+                // written (after the run that made both).
+                let recreated = (!old.job_set.is_empty()).then(|| {
+                    format!(
+                        "Job {}, of the services pod (spec.services), was deleted; it was made \
+                         again",
+                        job.name_any()
+                    )
+                });
+                steps.push(Step::CreateServicesJob(Box::new(job.clone()), recreated));
+            }
             Some(existing)
                 if !over
                     && controlled_by(existing, mc)
@@ -558,19 +640,6 @@ fn waiting(mc: &MiniCluster, _now: Timestamp) -> Plan {
         events: Vec::new(),
         requeue: Some(Duration::from_secs(2)),
     }
-}
-
-/// The spec was found invalid while the plan was carried out (before anything was created
-/// from it): held, `InvalidSpec`, as if validation had found it.
-pub fn invalid(mc: &MiniCluster, message: &str, now: Timestamp) -> Plan {
-    held(
-        mc,
-        condition::INVALID_SPEC,
-        "InvalidSpec",
-        message,
-        None,
-        now,
-    )
 }
 
 /// The API server refused the operator's change (invalid, or an admission webhook said no):

@@ -186,7 +186,13 @@ impl Seen {
         self
     }
     fn plan(&self) -> Plan {
-        plan(&self.mc, &self.observed, &env(), now()).unwrap()
+        self.plan_at(now())
+    }
+    /// The plan at `at`, with the spec's certificate checked as the reconcile checks it.
+    fn plan_at(&self, at: Timestamp) -> Plan {
+        let mut observed = self.observed.clone();
+        observed.curve_cert = check_certificate(&self.mc, observed.secret).unwrap();
+        plan(&self.mc, &observed, &env(), at).unwrap()
     }
 }
 
@@ -209,13 +215,14 @@ fn steps(plan: &Plan) -> Vec<String> {
     plan.steps
         .iter()
         .map(|s| match s {
-            Step::CreateSecret => "create Secret".to_string(),
-            Step::CreateConfigMap(_, None) => "create ConfigMap".to_string(),
-            Step::CreateConfigMap(_, Some(_)) => "create ConfigMap again".to_string(),
-            Step::ApplyService(s) => format!("apply Service {}", s.name_any()),
+            Step::CreateSecret(_, again) => format!("create Secret{}", said(again)),
+            Step::CreateConfigMap(_, again) => format!("create ConfigMap{}", said(again)),
+            Step::ApplyService(s, again) => {
+                format!("apply Service {}{}", s.name_any(), said(again))
+            }
             Step::CreateJobSet(_) => "create JobSet".to_string(),
             Step::UpdateJobSet(u) => format!("update JobSet {}", u["spec"]),
-            Step::CreateServicesJob(_) => "create services Job".to_string(),
+            Step::CreateServicesJob(_, again) => format!("create services Job{}", said(again)),
             Step::UpdateServicesJob(u) => format!("update services Job {}", u["spec"]),
             Step::DeleteConfigMap(n) => format!("delete ConfigMap {n}"),
             Step::DeleteService(n) => format!("delete Service {n}"),
@@ -224,6 +231,11 @@ fn steps(plan: &Plan) -> Vec<String> {
             Step::DeleteServicesJob => "delete services Job".to_string(),
         })
         .collect()
+}
+
+/// " again" for a create that carries the Recreated Warning.
+fn said(recreated: &Option<String>) -> &'static str {
+    if recreated.is_some() { " again" } else { "" }
 }
 
 fn condition(plan: &Plan, type_: &str) -> Option<(String, String)> {
@@ -504,8 +516,59 @@ fn a_user_supplied_certificate_deleted_under_a_running_cluster_is_made_again() {
         .to_text()
         .into();
     let plan = Seen::everything(&mc, 2).without_secret().plan();
-    assert_eq!(steps(&plan), vec!["create Secret"]);
+    // "again": with the Recreated Warning.
+    assert_eq!(steps(&plan), vec!["create Secret again"]);
     assert!(!is_true(&plan, condition::DEGRADED));
+}
+
+#[test]
+fn a_curve_cert_that_is_not_a_certificate_is_invalid_spec_before_anything_is_made() {
+    let good = Certificate::generate("m").unwrap();
+    let other = Certificate::generate("m").unwrap();
+    // (what it proves, the spec's curveCert)
+    let cases = [
+        (
+            "text that is no certificate",
+            "not a certificate".to_string(),
+        ),
+        (
+            "a key that is not a Z85 key",
+            good.to_text().replace(good.public_key(), "short"),
+        ),
+        (
+            "keys that do not belong together (only a CURVE handshake shows it)",
+            good.to_text()
+                .replace(good.public_key(), other.public_key()),
+        ),
+    ];
+    for (what, text) in cases {
+        let mut mc = Mc::new(2);
+        mc.0.spec.flux.curve_cert = text.into();
+        let plan = Seen::nothing(&mc).plan();
+        assert!(plan.steps.is_empty(), "{what}: {:?}", steps(&plan));
+        let (status, message) = condition(&plan, condition::INVALID_SPEC).unwrap();
+        assert_eq!(status, "True", "{what}");
+        assert!(
+            message.starts_with("spec.flux.curveCert: "),
+            "{what}: {message}"
+        );
+        assert!(!is_true(&plan, condition::BLOCKED), "{what}");
+        assert_eq!(plan.status.phase, Some(Phase::Pending), "{what}");
+        assert_eq!(events(&plan), ["InvalidSpec"], "{what}");
+    }
+    // A good one is the Secret's, as given (checked once, before the plan).
+    let mut mc = Mc::new(2);
+    mc.0.spec.flux.curve_cert = good.to_text().into();
+    let plan = Seen::nothing(&mc).plan();
+    assert_eq!(
+        steps(&plan),
+        ["create Secret", "create ConfigMap", "create JobSet"]
+    );
+    assert!(
+        matches!(&plan.steps[0], Step::CreateSecret(Some(c), None) if **c == good),
+        "{:?}",
+        plan.steps[0]
+    );
 }
 
 #[test]
@@ -558,7 +621,7 @@ fn the_services_pod_job_is_made_once_and_then_only_follows_suspend() {
         .steps
         .iter()
         .find_map(|s| match s {
-            Step::CreateServicesJob(j) => Some(j.clone()),
+            Step::CreateServicesJob(j, _) => Some(j.clone()),
             _ => None,
         })
         .unwrap();
@@ -603,37 +666,19 @@ fn the_ttl_runs_from_the_recorded_completion_and_deletes_the_jobset_only_after_i
 
     // Recorded, TTL not yet over: nothing deleted, a requeue at the expiry.
     let seen = finished_with_ttl(true);
-    let early = plan(
-        &seen.mc,
-        &seen.observed,
-        &env(),
-        now() + jiff::SignedDuration::from_secs(10),
-    )
-    .unwrap();
+    let early = seen.plan_at(now() + jiff::SignedDuration::from_secs(10));
     assert!(steps(&early).is_empty());
     assert_eq!(early.requeue, Some(Duration::from_secs(20)));
 
     // Over: the JobSet goes, the cluster stays Succeeded.
-    let late = plan(
-        &seen.mc,
-        &seen.observed,
-        &env(),
-        now() + jiff::SignedDuration::from_secs(30),
-    )
-    .unwrap();
+    let late = seen.plan_at(now() + jiff::SignedDuration::from_secs(30));
     assert_eq!(steps(&late), ["delete JobSet"]);
     assert_eq!(late.status.phase, Some(Phase::Succeeded));
 
     // Without a TTL the finished JobSet stays.
     let mut kept = finished_with_ttl(true);
     kept.mc.spec.ttl_seconds_after_finished = None;
-    let p = plan(
-        &kept.mc,
-        &kept.observed,
-        &env(),
-        now() + jiff::SignedDuration::from_secs(3600),
-    )
-    .unwrap();
+    let p = kept.plan_at(now() + jiff::SignedDuration::from_secs(3600));
     assert!(steps(&p).is_empty());
 }
 
@@ -708,4 +753,137 @@ fn the_subdomain_service_is_ours_when_our_jobset_or_this_minicluster_made_it() {
     for (what, svc, want) in cases {
         assert_eq!(Presence::of_subdomain(svc.as_ref(), &mc), want, "{what}");
     }
+}
+
+/// A running cluster with a services pod that has a port (so a Service too), with a
+/// certificate of its own, and everything the operator made for it in the watches.
+fn with_everything_made(created: bool) -> Seen {
+    let mut mc = Mc::new(2);
+    mc.0.spec.services = serde_json::from_value(
+        serde_json::json!([{"name": "web", "image": "nginx", "ports": [80]}]),
+    )
+    .unwrap();
+    mc.0.spec.flux.curve_cert = Certificate::generate("m").unwrap().to_text().into();
+    let mc = if created { mc.running() } else { mc };
+    let mut seen = Seen::everything(&mc, 2);
+    let mut job = render::desired(&mc.0, &env())
+        .unwrap()
+        .services_job
+        .unwrap();
+    job.metadata.owner_references = Some(vec![owner()]);
+    seen.observed.services_job = Some(Arc::new(job));
+    seen
+}
+
+#[test]
+fn every_object_made_again_after_a_deletion_says_so_and_only_then() {
+    let deleted = |f: fn(&mut Observed)| {
+        let mut seen = with_everything_made(true);
+        f(&mut seen.observed);
+        seen
+    };
+    // (what it proves, what the watches hold, the steps: "again" carries a Recreated Warning)
+    let cases: Vec<(&str, Seen, Vec<&str>)> = vec![
+        (
+            "nothing deleted: nothing made",
+            with_everything_made(true),
+            vec![],
+        ),
+        (
+            "the ConfigMap",
+            deleted(|o| o.config_maps.clear()),
+            vec!["create ConfigMap again"],
+        ),
+        (
+            "the Secret of a certificate from the spec",
+            deleted(|o| o.secret = Presence::Absent),
+            vec!["create Secret again"],
+        ),
+        (
+            "a Service",
+            deleted(|o| o.services.clear()),
+            vec!["apply Service m-web again"],
+        ),
+        (
+            "a Service changed by hand is set back, not made again",
+            deleted(|o| o.services[0].applied = Some("other".into())),
+            vec!["apply Service m-web"],
+        ),
+        (
+            "the services pod's Job",
+            deleted(|o| o.services_job = None),
+            vec!["create services Job again"],
+        ),
+        (
+            "all but the JobSet gone with it: made again, the JobSet's Restarted says the rest",
+            deleted(|o| {
+                o.jobset = None;
+                o.secret = Presence::Absent;
+                o.config_maps.clear();
+                o.services.clear();
+                o.services_job = None;
+            }),
+            vec![
+                "create Secret again",
+                "create ConfigMap again",
+                "apply Service m-web again",
+                "create JobSet",
+                "create services Job again",
+            ],
+        ),
+        (
+            "a new cluster: nothing is made again",
+            Seen::nothing(&Mc(with_everything_made(false).mc)),
+            vec![
+                "create Secret",
+                "create ConfigMap",
+                "apply Service m-web",
+                "create JobSet",
+                "create services Job",
+            ],
+        ),
+        (
+            "a run that died after the JobSet, before the services Job: no deletion",
+            {
+                let mut seen = with_everything_made(false);
+                seen.observed.services_job = None;
+                seen
+            },
+            vec!["create services Job"],
+        ),
+    ];
+    for (what, seen, want) in cases {
+        let plan = seen.plan();
+        assert_eq!(steps(&plan), want, "{what}");
+        assert!(!is_true(&plan, condition::DEGRADED), "{what}");
+    }
+    // The Warnings name what was deleted.
+    let plan = deleted(|o| {
+        o.secret = Presence::Absent;
+        o.config_maps.clear();
+        o.services.clear();
+        o.services_job = None;
+    })
+    .plan();
+    let messages: Vec<&str> = plan
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::CreateSecret(_, m)
+            | Step::CreateConfigMap(_, m)
+            | Step::ApplyService(_, m)
+            | Step::CreateServicesJob(_, m) => m.as_deref(),
+            _ => None,
+        })
+        .collect();
+    for (message, name) in messages.iter().zip([
+        "Secret m-curve",
+        "ConfigMap m-flux-",
+        "Service m-web",
+        "Job m-services",
+    ]) {
+        assert!(message.contains(name), "{message} names {name}");
+        assert!(message.contains("was deleted"), "{message}");
+    }
+    assert_eq!(messages.len(), 4, "{messages:?}");
 }

@@ -16,6 +16,8 @@ use super::apply;
 use super::context::{Context, Error};
 use super::plan::{self, Observed, Presence};
 use crate::api::MiniCluster;
+use crate::api::validation::FieldError;
+use crate::flux::curve::Certificate;
 use crate::jobset::JobSet;
 
 /// Reconcile one MiniCluster.
@@ -82,6 +84,7 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
     // no lookup (see `made`); look again by the time that is no longer taken for granted.
     let awaited = ctx.fill_in(&mc, &mut observed);
     confirm_absence(&mc, &mut observed, ctx).await?;
+    observed.curve_cert = check_certificate(&mc, observed.secret).await?;
     // The moment this reconcile saw the state the new status is computed from.
     let seen = Instant::now();
     let mut plan = plan::plan(&mc, &observed, &ctx.env, Timestamp::now())?;
@@ -89,6 +92,22 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
         plan.requeue = Some(plan.requeue.map_or(wait, |r| r.min(wait)));
     }
     apply::execute(&mc, &observed, plan, ctx, seen).await
+}
+
+/// [`plan::check_certificate`] off the async threads (its CURVE handshake blocks), only when
+/// the spec gives a certificate.
+async fn check_certificate(
+    mc: &MiniCluster,
+    secret: Presence,
+) -> Result<Option<Result<Box<Certificate>, FieldError>>, Error> {
+    if mc.spec.flux.curve_cert.as_str().trim().is_empty() {
+        return Ok(None);
+    }
+    let mc = mc.clone();
+    tokio::task::spawn_blocking(move || plan::check_certificate(&mc, secret))
+        .await
+        .map_err(|e| Error::Internal(format!("certificate task: {e}")))?
+        .map_err(Error::from)
 }
 
 /// Where the index lacks an object the status says exists (the JobSet, the certificate

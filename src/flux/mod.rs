@@ -322,11 +322,28 @@ pub fn config_map_data(mc: &MiniCluster, ctx: &Context) -> Result<BTreeMap<Strin
 /// keypair named after the MiniCluster. The operator calls this once, when the Secret does
 /// not exist yet; the certificate is never rotated while the cluster lives.
 pub fn curve_certificate(mc: &MiniCluster) -> Result<curve::Certificate, Error> {
+    match given_certificate(mc, true) {
+        None => curve::Certificate::generate(mc.name()),
+        Some(given) => given,
+    }
+}
+
+/// `flux.curveCert`, parsed (`None` when the spec gives none: the operator generates one),
+/// and with `verify` also checked with a CURVE handshake ([`curve::Certificate::verify`]:
+/// blocking work through libzmq over loopback, so callers run it off the async threads and
+/// never in the controller's pure plan).
+pub fn given_certificate(
+    mc: &MiniCluster,
+    verify: bool,
+) -> Option<Result<curve::Certificate, Error>> {
     let user = mc.spec.flux.curve_cert.as_str();
     if user.trim().is_empty() {
-        return curve::Certificate::generate(mc.name());
+        return None;
     }
-    let cert = curve::Certificate::parse(user)?;
-    cert.verify()?;
-    Ok(cert)
+    Some(curve::Certificate::parse(user).and_then(|cert| {
+        if verify {
+            cert.verify()?;
+        }
+        Ok(cert)
+    }))
 }
