@@ -10,7 +10,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -23,7 +22,7 @@ use super::context::{Context, Error, FIELD_MANAGER, RESYNC, UPDATE_MANAGER};
 use super::durations::observe_durations;
 use super::made::Object;
 use super::owned::controlled_by;
-use super::plan::{self, Observed, OwnedObject, Plan, Step};
+use super::plan::{Observed, OwnedObject, Plan, Step};
 use crate::api::{MiniCluster, MiniClusterStatus};
 use crate::flux::curve::Certificate;
 use crate::jobset::JobSet;
@@ -84,15 +83,17 @@ fn stop_for_terminating_namespace(mc: &MiniCluster, ctx: &Context) -> Action {
     Action::await_change()
 }
 
-/// Carry out `plan` for `mc` (whose status is the one the plan started from).
+/// Carry out `plan` for `mc`; `old` is the status the plan started from. A step stopped for
+/// good (someone else's object, a refusal) ends the steps, and the plan's own
+/// [`IfStopped`](super::plan::IfStopped) says what to write instead: nothing is decided here.
 pub(super) async fn execute(
     mc: &MiniCluster,
+    old: &MiniClusterStatus,
     observed: &Observed,
     plan: Plan,
     ctx: &Context,
     seen: Instant,
 ) -> Result<Action, Error> {
-    let now = Timestamp::now();
     let mut plan = plan;
     for step in &plan.steps {
         let outcome = match step {
@@ -104,11 +105,11 @@ pub(super) async fn execute(
             Err(Stop::Terminating) => return Ok(stop_for_terminating_namespace(mc, ctx)),
             Err(Stop::Retry(e)) => return Err(e),
             Err(Stop::Foreign(object)) => {
-                plan = plan::found_foreign(mc, &object, now);
+                plan = plan.if_stopped.foreign(mc, &object);
                 break;
             }
             Err(Stop::Refused(message)) => {
-                plan = plan::refused(mc, &message, now);
+                plan = plan.if_stopped.refused(mc, &message);
                 break;
             }
         }
@@ -121,8 +122,7 @@ pub(super) async fn execute(
             return Ok(stop_for_terminating_namespace(mc, ctx));
         }
     }
-    let old = mc.status.clone().unwrap_or_default();
-    if plan.status != old {
+    if &plan.status != old {
         write_status(mc, ctx, &plan.status).await?;
         ctx.remember(mc, &plan.status);
         observe_durations(
@@ -130,7 +130,7 @@ pub(super) async fn execute(
             &ctx.metrics,
             &ctx.sightings,
             mc.namespace_or_default(),
-            &old,
+            old,
             &plan.status,
             observed.jobset.as_deref(),
             observed.admission.as_ref(),
@@ -155,6 +155,7 @@ pub(super) async fn execute(
     Ok(Action::requeue(plan.requeue.unwrap_or(RESYNC)))
 }
 
+// Long: one arm per kind of step, each a few calls; split, it would read no better.
 async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
     let ns = mc.namespace_or_default();
     let client = ctx.client.clone();

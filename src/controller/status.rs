@@ -127,9 +127,16 @@ pub fn lead_restore(pods: &[Pod]) -> Option<RestoreStatus> {
     })
 }
 
-/// The new status, keeping first-seen timestamps of `old`.
-pub fn compute(mc: &MiniCluster, observed: &Observed<'_>, now: Timestamp) -> MiniClusterStatus {
-    let old = mc.status.clone().unwrap_or_default();
+/// The new status, keeping first-seen timestamps of `old` (the status the last reconcile
+/// wrote; `mc.status` is not read).
+// Long: one status, field by field and condition by condition, reads best in one place.
+pub fn compute(
+    mc: &MiniCluster,
+    old: &MiniClusterStatus,
+    observed: &Observed<'_>,
+    now: Timestamp,
+) -> MiniClusterStatus {
+    let old = old.clone();
     let generation = mc.metadata.generation;
     let size = mc.spec.size;
     let facts = pod_facts(observed.pods);
@@ -419,6 +426,7 @@ mod tests {
     fn observe(mc: &MiniCluster, js: &JobSet, pods: &[Pod], now: Timestamp) -> MiniClusterStatus {
         compute(
             mc,
+            &mc.status.clone().unwrap_or_default(),
             &Observed {
                 jobset: Some(js),
                 pods,
@@ -561,6 +569,7 @@ mod tests {
         let js = jobset(1, vec![cond("Failed", 9)]);
         let s = compute(
             &mc(2),
+            &MiniClusterStatus::default(),
             &Observed {
                 jobset: Some(&js),
                 pods: &[],
@@ -584,6 +593,7 @@ mod tests {
         };
         let s = compute(
             &mc(2),
+            &MiniClusterStatus::default(),
             &Observed {
                 jobset: Some(&js),
                 pods: &[],

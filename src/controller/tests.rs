@@ -503,7 +503,14 @@ async fn when_the_watches_hold_everything_as_desired_a_reconcile_makes_no_call()
     let (client, calls) = fake_api(vec![echo_writes()]);
     let ctx = context(client, index.clone());
     let observed = index.observe(&mc);
-    let planned = super::plan::plan(&mc, &observed, &ctx.env, jiff::Timestamp::now()).unwrap();
+    let planned = super::plan::plan(&super::plan::Inputs {
+        mc: &mc,
+        old: &mc.status.clone().unwrap_or_default(),
+        observed: &observed,
+        env: &ctx.env,
+        now: jiff::Timestamp::now(),
+    })
+    .unwrap();
     assert!(planned.steps.is_empty(), "{:?}", planned.steps);
     let mut settled = mc.clone();
     settled.status = Some(planned.status);
