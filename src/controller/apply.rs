@@ -164,13 +164,13 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
         Step::CreateSecret(given, recreated) => {
             let made = create_secret(mc, given.as_deref(), ctx).await?;
             ctx.made(mc, Object::Secret);
-            announce(ctx, mc, made, recreated).await
+            announce(ctx, mc, made, "RecreateSecret", recreated).await
         }
         Step::CreateConfigMap(cm, recreated) => {
             let api = Api::<ConfigMap>::namespaced(client, ns);
             let made = create_unless_owned(&api, cm.as_ref(), mc).await?;
             ctx.made(mc, Object::ConfigMap(cm.name_any()));
-            announce(ctx, mc, made.is_some(), recreated).await
+            announce(ctx, mc, made.is_some(), "RecreateConfigMap", recreated).await
         }
         Step::ApplyService(svc, recreated) => {
             let api = Api::<Service>::namespaced(client, ns);
@@ -184,7 +184,7 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
                     applied: svc.annotations().get(render::APPLIED_ANNOTATION).cloned(),
                 }),
             );
-            announce(ctx, mc, !existed, recreated).await
+            announce(ctx, mc, !existed, "RecreateService", recreated).await
         }
         Step::CreateJobSet(js) => {
             // A create, not an apply: it fails if the name is taken, so no lookup first.
@@ -212,7 +212,7 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
             if let Some(made) = made {
                 ctx.made(mc, Object::ServicesJob(Arc::new(made)));
             }
-            announce(ctx, mc, announced, recreated).await
+            announce(ctx, mc, announced, "RecreateJob", recreated).await
         }
         Step::UpdateServicesJob(update) => {
             Api::<Job>::namespaced(client, ns)
@@ -245,11 +245,12 @@ async fn announce(
     ctx: &Context,
     mc: &MiniCluster,
     made: bool,
+    action: &'static str,
     recreated: &Option<String>,
 ) -> Result<(), Stop> {
     if made
         && let Some(message) = recreated
-        && !publish(ctx, mc, &super::events::recreated(message)).await
+        && !publish(ctx, mc, &super::events::recreated(action, message)).await
     {
         return Err(Stop::Terminating);
     }
