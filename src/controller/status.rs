@@ -10,8 +10,9 @@ use crate::api::{
 use crate::jobset::JobSet;
 use crate::render;
 
-/// What was observed about a MiniCluster's workload.
-pub struct Observed<'a> {
+/// What the status is computed from: the MiniCluster's JobSet, its pods, Kueue's verdict (the
+/// part of [`super::plan::Observed`] the status reads).
+pub struct Evidence<'a> {
     /// The MiniCluster's JobSet, if it exists.
     pub jobset: Option<&'a JobSet>,
     /// The MiniCluster's pods.
@@ -133,7 +134,7 @@ pub fn lead_restore(pods: &[Pod]) -> Option<RestoreStatus> {
 pub fn compute(
     mc: &MiniCluster,
     old: &MiniClusterStatus,
-    observed: &Observed<'_>,
+    observed: &Evidence<'_>,
     now: Timestamp,
 ) -> MiniClusterStatus {
     let old = old.clone();
@@ -427,7 +428,7 @@ mod tests {
         compute(
             mc,
             &mc.status.clone().unwrap_or_default(),
-            &Observed {
+            &Evidence {
                 jobset: Some(js),
                 pods,
                 admission: None,
@@ -570,7 +571,7 @@ mod tests {
         let s = compute(
             &mc(2),
             &MiniClusterStatus::default(),
-            &Observed {
+            &Evidence {
                 jobset: Some(&js),
                 pods: &[],
                 admission: None,
@@ -594,7 +595,7 @@ mod tests {
         let s = compute(
             &mc(2),
             &MiniClusterStatus::default(),
-            &Observed {
+            &Evidence {
                 jobset: Some(&js),
                 pods: &[],
                 admission: Some(admission),

@@ -51,7 +51,7 @@ pub(super) fn status(input: &Inputs<'_>, findings: Findings<'_>) -> MiniClusterS
     let mut new = status::compute(
         mc,
         &old,
-        &status::Observed {
+        &status::Evidence {
             jobset: findings.jobset,
             pods: &pods,
             admission: input.observed.admission.clone(),
