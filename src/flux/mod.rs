@@ -132,6 +132,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::api::MiniCluster;
+use crate::api::validation::FieldError;
 
 pub use pod::{
     archive_check_command, broker_joined_command, curve_secret_mode, flux_container_command,
@@ -255,30 +256,11 @@ pub struct Context {
 /// Why Flux's files for a MiniCluster cannot be produced. Spec problems name the field.
 #[derive(thiserror::Error, Debug)]
 pub enum Error {
-    /// A spec field is unusable.
-    #[error("{field}: {message}")]
-    Field {
-        /// JSON path of the field, e.g. `spec.flux.optionFlags`.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The cluster domain is unusable.
-    #[error("{field}: {message}")]
-    ClusterDomain {
-        /// `spec.network.clusterDomain` or the operator's setting.
-        field: &'static str,
-        /// What is wrong.
-        message: String,
-    },
-    /// A CURVE certificate is unusable (`spec.flux.curveCert`, or `metadata.name` for its name).
-    #[error("{field}: {message}")]
-    Certificate {
-        /// The field the certificate or its name comes from.
-        field: &'static str,
-        /// What is wrong.
-        message: String,
-    },
+    /// A spec field is unusable (the cluster domain names `spec.network.clusterDomain` or
+    /// the operator's setting; a certificate `spec.flux.curveCert`, or `metadata.name` for
+    /// its name).
+    #[error("{0}")]
+    Spec(FieldError),
     /// libzmq failed (not a spec problem).
     #[error("libzmq: {0}")]
     Curve(String),
@@ -296,11 +278,23 @@ impl Error {
     /// The spec field at fault, when the error is about the spec.
     pub fn field(&self) -> Option<&str> {
         match self {
-            Error::Field { field, .. } => Some(field),
-            Error::ClusterDomain { field, .. } | Error::Certificate { field, .. } => Some(field),
+            Error::Spec(e) => Some(&e.field),
             Error::Curve(_) | Error::Template { .. } => None,
         }
     }
+
+    /// The spec's error, or (the operator's fault) the error itself.
+    pub fn into_spec(self) -> Result<FieldError, Self> {
+        match self {
+            Error::Spec(e) => Ok(e),
+            other => Err(other),
+        }
+    }
+}
+
+/// A spec error of `field`.
+pub(crate) fn spec_error(field: impl Into<String>, message: impl Into<String>) -> Error {
+    Error::Spec(FieldError::new(field, message))
 }
 
 /// ConfigMap data: file name -> contents (`broker.toml`, the entrypoints, hook files,

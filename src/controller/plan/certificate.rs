@@ -78,16 +78,7 @@ pub fn check_certificate(
     match crate::flux::given_certificate(mc, secret != Presence::Owned) {
         None => Ok(None),
         Some(Ok(cert)) => Ok(Some(Ok(Box::new(cert)))),
-        Some(Err(e)) => match e.field() {
-            Some(field) => Ok(Some(Err(FieldError {
-                field: field.to_string(),
-                message: e
-                    .to_string()
-                    .trim_start_matches(&format!("{field}: "))
-                    .to_string(),
-            }))),
-            None => Err(e),
-        },
+        Some(Err(e)) => e.into_spec().map(|spec| Some(Err(spec))),
     }
 }
 
