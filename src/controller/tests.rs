@@ -841,3 +841,53 @@ async fn objects_deleted_by_hand_are_made_again_with_a_warning_only_when_the_cre
         "{events:?}"
     );
 }
+
+#[tokio::test]
+async fn a_certificate_from_the_spec_is_checked_before_anything_is_made_and_then_used() {
+    use crate::flux::curve::Certificate;
+    let good = Certificate::generate("m").unwrap();
+    let other = Certificate::generate("m").unwrap();
+
+    // Keys that do not belong together (a CURVE handshake shows it): nothing is made, the
+    // status says InvalidSpec naming the field, not Blocked.
+    let mut mc = minicluster();
+    mc.spec.flux.curve_cert = good
+        .to_text()
+        .replace(good.public_key(), other.public_key())
+        .into();
+    let (client, calls) = fake_api(vec![echo_writes()]);
+    let (stores_index, _stores) = index();
+    reconcile::reconcile(Arc::new(mc), context(client, stores_index))
+        .await
+        .unwrap();
+    let calls = calls_of(&calls);
+    assert_eq!(
+        writes_and_reads(&calls),
+        ["PATCH /apis/flux-framework.org/v1alpha2/namespaces/ns/miniclusters/m/status"],
+        "only the status"
+    );
+    let status = status_patch(&calls).unwrap();
+    let (on, message) = condition(&status, "InvalidSpec").unwrap();
+    assert_eq!(on, "True");
+    assert!(message.starts_with("spec.flux.curveCert: "), "{message}");
+    assert!(condition(&status, "Blocked").is_none(), "{status}");
+
+    // A good one is the Secret's, as given.
+    let mut mc = minicluster();
+    mc.spec.flux.curve_cert = good.to_text().into();
+    let (client, calls) = fake_api(vec![echo_writes()]);
+    let (stores_index, _stores) = index();
+    reconcile::reconcile(Arc::new(mc), context(client, stores_index))
+        .await
+        .unwrap();
+    let calls = calls_of(&calls);
+    let body = &calls
+        .iter()
+        .find(|c| c.is(&Method::POST, "/secrets"))
+        .expect("the Secret made")
+        .body;
+    let secret: Secret = serde_json::from_value(body.clone()).unwrap();
+    let text = &secret.data.unwrap()[crate::flux::CURVE_SECRET_KEY].0;
+    let made = Certificate::parse(std::str::from_utf8(text).unwrap()).unwrap();
+    assert_eq!(made, good);
+}
