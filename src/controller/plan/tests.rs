@@ -319,6 +319,7 @@ struct Case {
 }
 
 #[test]
+// Long: a table, one case per rule of the whole plan.
 fn plans() {
     let cases = vec![
         Case {
