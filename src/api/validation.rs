@@ -14,7 +14,8 @@ use super::{
     MAX_POD_NAME, MiniCluster, MiniClusterContainer, POD_SUFFIX_LEN, WORKERS_JOB,
 };
 
-/// One problem with a spec, naming the field.
+/// One problem with a spec, naming the field: the one error type for a bad spec, whoever finds
+/// it (these checks, the renderer, Flux's files, the certificate).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldError {
     /// JSON path of the field, e.g. `spec.containers[1].name`.
@@ -29,11 +30,18 @@ impl fmt::Display for FieldError {
     }
 }
 
-fn err(field: impl Into<String>, message: impl Into<String>) -> FieldError {
-    FieldError {
-        field: field.into(),
-        message: message.into(),
+impl FieldError {
+    /// The error of `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
     }
+}
+
+fn err(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+    FieldError::new(field, message)
 }
 
 /// All errors in the MiniCluster's spec that the schema cannot express. Empty when valid.
@@ -431,23 +439,15 @@ fn push_new(errors: &mut Vec<FieldError>, error: FieldError) {
 
 /// A refusal of one of the renderer's checks, as a field error.
 fn flux_refusal(e: crate::flux::Error) -> FieldError {
-    use crate::flux::Error;
-    match e {
-        Error::Field { field, message } => err(field, message),
-        Error::ClusterDomain { field, message } | Error::Certificate { field, message } => {
-            err(field, message)
-        }
-        // Not a spec problem; no reused check returns one, but never drop it.
-        other @ (Error::Curve(_) | Error::Template { .. }) => err("spec", other.to_string()),
-    }
+    // Not a spec problem; no reused check returns one, but never drop it.
+    e.into_spec()
+        .unwrap_or_else(|other| err("spec", other.to_string()))
 }
 
 /// The same for a check of the render module.
 fn render_refusal(e: crate::render::Error) -> FieldError {
-    match e {
-        crate::render::Error::Field { field, message } => err(field, message),
-        crate::render::Error::Flux(e) => flux_refusal(e),
-    }
+    e.into_spec()
+        .unwrap_or_else(|other| err("spec", other.to_string()))
 }
 
 /// Fields of a MiniCluster manifest (as JSON) that the CRD's schema does not declare, by

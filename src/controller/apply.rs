@@ -10,7 +10,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
@@ -23,8 +22,9 @@ use super::context::{Context, Error, FIELD_MANAGER, RESYNC, UPDATE_MANAGER};
 use super::durations::observe_durations;
 use super::made::Object;
 use super::owned::controlled_by;
-use super::plan::{self, Observed, OwnedObject, Plan, Step};
+use super::plan::{Observed, OwnedObject, Plan, Step};
 use crate::api::{MiniCluster, MiniClusterStatus};
+use crate::flux::curve::Certificate;
 use crate::jobset::JobSet;
 use crate::render;
 
@@ -34,9 +34,6 @@ enum Stop {
     Foreign(String),
     /// The API server refused the change for good (invalid, or an admission webhook).
     Refused(String),
-    /// The spec turned out invalid while carrying the plan out (a `curveCert` whose keys do
-    /// not belong together, which only a CURVE handshake shows): "field: message".
-    Invalid(String),
     /// The MiniCluster's namespace is being deleted: nothing can be made in it any more.
     Terminating,
     /// Anything else: retried with backoff.
@@ -86,15 +83,17 @@ fn stop_for_terminating_namespace(mc: &MiniCluster, ctx: &Context) -> Action {
     Action::await_change()
 }
 
-/// Carry out `plan` for `mc` (whose status is the one the plan started from).
+/// Carry out `plan` for `mc`; `old` is the status the plan started from. A step stopped for
+/// good (someone else's object, a refusal) ends the steps, and the plan's own
+/// [`IfStopped`](super::plan::IfStopped) says what to write instead: nothing is decided here.
 pub(super) async fn execute(
     mc: &MiniCluster,
+    old: &MiniClusterStatus,
     observed: &Observed,
     plan: Plan,
     ctx: &Context,
     seen: Instant,
 ) -> Result<Action, Error> {
-    let now = Timestamp::now();
     let mut plan = plan;
     for step in &plan.steps {
         let outcome = match step {
@@ -106,15 +105,11 @@ pub(super) async fn execute(
             Err(Stop::Terminating) => return Ok(stop_for_terminating_namespace(mc, ctx)),
             Err(Stop::Retry(e)) => return Err(e),
             Err(Stop::Foreign(object)) => {
-                plan = plan::found_foreign(mc, &object, now);
+                plan = plan.if_stopped.foreign(mc, &object);
                 break;
             }
             Err(Stop::Refused(message)) => {
-                plan = plan::refused(mc, &message, now);
-                break;
-            }
-            Err(Stop::Invalid(message)) => {
-                plan = plan::invalid(mc, &message, now);
+                plan = plan.if_stopped.refused(mc, &message);
                 break;
             }
         }
@@ -127,8 +122,7 @@ pub(super) async fn execute(
             return Ok(stop_for_terminating_namespace(mc, ctx));
         }
     }
-    let old = mc.status.clone().unwrap_or_default();
-    if plan.status != old {
+    if &plan.status != old {
         write_status(mc, ctx, &plan.status).await?;
         ctx.remember(mc, &plan.status);
         observe_durations(
@@ -136,7 +130,7 @@ pub(super) async fn execute(
             &ctx.metrics,
             &ctx.sightings,
             mc.namespace_or_default(),
-            &old,
+            old,
             &plan.status,
             observed.jobset.as_deref(),
             observed.admission.as_ref(),
@@ -161,31 +155,26 @@ pub(super) async fn execute(
     Ok(Action::requeue(plan.requeue.unwrap_or(RESYNC)))
 }
 
+// Long: one arm per kind of step, each a few calls; split, it would read no better.
 async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
     let ns = mc.namespace_or_default();
     let client = ctx.client.clone();
     let force = PatchParams::apply(FIELD_MANAGER).force();
     match step {
-        Step::CreateSecret => {
-            create_secret(mc, ctx).await?;
+        Step::CreateSecret(given, recreated) => {
+            let made = create_secret(mc, given.as_deref(), ctx).await?;
             ctx.made(mc, Object::Secret);
-            Ok(())
+            announce(ctx, mc, made, "RecreateSecret", recreated).await
         }
         Step::CreateConfigMap(cm, recreated) => {
             let api = Api::<ConfigMap>::namespaced(client, ns);
             let made = create_unless_owned(&api, cm.as_ref(), mc).await?;
             ctx.made(mc, Object::ConfigMap(cm.name_any()));
-            if made.is_some()
-                && let Some(message) = recreated
-                && !publish(ctx, mc, &super::events::recreated(message)).await
-            {
-                return Err(Stop::Terminating);
-            }
-            Ok(())
+            announce(ctx, mc, made.is_some(), "RecreateConfigMap", recreated).await
         }
-        Step::ApplyService(svc) => {
+        Step::ApplyService(svc, recreated) => {
             let api = Api::<Service>::namespaced(client, ns);
-            refuse_foreign(&api, &svc.name_any(), mc).await?;
+            let existed = refuse_foreign(&api, &svc.name_any(), mc).await?;
             api.patch(&svc.name_any(), &force, &Patch::Apply(svc.as_ref()))
                 .await?;
             ctx.made(
@@ -195,7 +184,7 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
                     applied: svc.annotations().get(render::APPLIED_ANNOTATION).cloned(),
                 }),
             );
-            Ok(())
+            announce(ctx, mc, !existed, "RecreateService", recreated).await
         }
         Step::CreateJobSet(js) => {
             // A create, not an apply: it fails if the name is taken, so no lookup first.
@@ -216,12 +205,14 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
                 .await?;
             Ok(())
         }
-        Step::CreateServicesJob(job) => {
+        Step::CreateServicesJob(job, recreated) => {
             let api = Api::<Job>::namespaced(client, ns);
-            if let Some(made) = create_unless_owned(&api, job.as_ref(), mc).await? {
+            let made = create_unless_owned(&api, job.as_ref(), mc).await?;
+            let announced = made.is_some();
+            if let Some(made) = made {
                 ctx.made(mc, Object::ServicesJob(Arc::new(made)));
             }
-            Ok(())
+            announce(ctx, mc, announced, "RecreateJob", recreated).await
         }
         Step::UpdateServicesJob(update) => {
             Api::<Job>::namespaced(client, ns)
@@ -249,14 +240,32 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
     }
 }
 
-/// `Err(Foreign)` if an object of that name exists and this MiniCluster does not own it.
-async fn refuse_foreign<K>(api: &Api<K>, name: &str, mc: &MiniCluster) -> Result<(), Stop>
+/// The Recreated Warning of a step ([`Step`]), if its create made the object.
+async fn announce(
+    ctx: &Context,
+    mc: &MiniCluster,
+    made: bool,
+    action: &'static str,
+    recreated: &Option<String>,
+) -> Result<(), Stop> {
+    if made
+        && let Some(message) = recreated
+        && !publish(ctx, mc, &super::events::recreated(action, message)).await
+    {
+        return Err(Stop::Terminating);
+    }
+    Ok(())
+}
+
+/// `Err(Foreign)` if an object of that name exists and this MiniCluster does not own it;
+/// otherwise whether it exists.
+async fn refuse_foreign<K>(api: &Api<K>, name: &str, mc: &MiniCluster) -> Result<bool, Stop>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     match api.get_metadata_opt(name).await? {
         Some(o) if !controlled_by(&o, mc) => Err(Stop::Foreign(format!("{} {name}", K::kind(&())))),
-        _ => Ok(()),
+        found => Ok(found.is_some()),
     }
 }
 
@@ -309,22 +318,27 @@ where
     }
 }
 
-/// Generate the certificate and create its Secret. Generating checks the keypair with a CURVE
-/// handshake through libzmq: blocking work, off the async threads. The key is never logged.
-async fn create_secret(mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
-    let for_cert = mc.clone();
-    let certificate =
-        tokio::task::spawn_blocking(move || crate::flux::curve_certificate(&for_cert))
-            .await
-            .map_err(|e| Stop::Retry(Error::Internal(format!("certificate task: {e}"))))?;
-    let certificate = match certificate {
-        Ok(c) => c,
-        Err(e) if e.field().is_some() => return Err(Stop::Invalid(e.to_string())),
-        Err(e) => return Err(Stop::Retry(e.into())),
+/// Create the certificate's Secret: the spec's certificate (`given`, checked before the plan)
+/// or a keypair generated now (through libzmq: blocking work, off the async threads). The key
+/// is never logged. Whether this call made it.
+async fn create_secret(
+    mc: &MiniCluster,
+    given: Option<&Certificate>,
+    ctx: &Context,
+) -> Result<bool, Stop> {
+    let certificate = match given {
+        Some(cert) => cert.clone(),
+        None => {
+            let name = mc.name().to_string();
+            tokio::task::spawn_blocking(move || Certificate::generate(&name))
+                .await
+                .map_err(|e| Stop::Retry(Error::Internal(format!("certificate task: {e}"))))?
+                .map_err(|e| Stop::Retry(e.into()))?
+        }
     };
     let secret = render::curve_secret(mc, &certificate.to_text());
     let api = Api::<Secret>::namespaced(ctx.client.clone(), mc.namespace_or_default());
-    create_unless_owned(&api, &secret, mc).await.map(drop)
+    Ok(create_unless_owned(&api, &secret, mc).await?.is_some())
 }
 
 async fn write_status(

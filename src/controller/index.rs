@@ -299,6 +299,8 @@ impl Index {
             config_maps,
             services,
             subdomain,
+            // Checked by the reconcile (a CURVE handshake, not in the watches).
+            curve_cert: None,
         }
     }
 }

@@ -15,7 +15,9 @@ use tracing::Instrument;
 use super::apply;
 use super::context::{Context, Error};
 use super::plan::{self, Observed, Presence};
-use crate::api::MiniCluster;
+use crate::api::validation::FieldError;
+use crate::api::{MiniCluster, MiniClusterStatus};
+use crate::flux::curve::Certificate;
 use crate::jobset::JobSet;
 
 /// Reconcile one MiniCluster.
@@ -81,14 +83,39 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
     // What this process made and the watches do not show yet is there: no second create,
     // no lookup (see `made`); look again by the time that is no longer taken for granted.
     let awaited = ctx.fill_in(&mc, &mut observed);
-    confirm_absence(&mc, &mut observed, ctx).await?;
+    // The status the last reconcile wrote (this process's, if the cache lags behind it).
+    let old = mc.status.clone().unwrap_or_default();
+    confirm_absence(&mc, &old, &mut observed, ctx).await?;
+    observed.curve_cert = check_certificate(&mc, observed.secret).await?;
     // The moment this reconcile saw the state the new status is computed from.
     let seen = Instant::now();
-    let mut plan = plan::plan(&mc, &observed, &ctx.env, Timestamp::now())?;
+    let mut plan = plan::plan(&plan::Inputs {
+        mc: &mc,
+        old: &old,
+        observed: &observed,
+        env: &ctx.env,
+        now: Timestamp::now(),
+    })?;
     if let Some(wait) = awaited {
         plan.requeue = Some(plan.requeue.map_or(wait, |r| r.min(wait)));
     }
-    apply::execute(&mc, &observed, plan, ctx, seen).await
+    apply::execute(&mc, &old, &observed, plan, ctx, seen).await
+}
+
+/// [`plan::check_certificate`] off the async threads (its CURVE handshake blocks), only when
+/// the spec gives a certificate.
+async fn check_certificate(
+    mc: &MiniCluster,
+    secret: Presence,
+) -> Result<Option<Result<Box<Certificate>, FieldError>>, Error> {
+    if mc.spec.flux.curve_cert.as_str().trim().is_empty() {
+        return Ok(None);
+    }
+    let mc = mc.clone();
+    tokio::task::spawn_blocking(move || plan::check_certificate(&mc, secret))
+        .await
+        .map_err(|e| Error::Internal(format!("certificate task: {e}")))?
+        .map_err(Error::from)
 }
 
 /// Where the index lacks an object the status says exists (the JobSet, the certificate
@@ -97,10 +124,10 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
 /// deletion (a recreated JobSet, a lost certificate).
 async fn confirm_absence(
     mc: &MiniCluster,
+    status: &MiniClusterStatus,
     observed: &mut Observed,
     ctx: &Context,
 ) -> Result<(), Error> {
-    let status = mc.status.clone().unwrap_or_default();
     let ns = mc.namespace_or_default();
     if observed.jobset.is_none() && !status.job_set.is_empty() {
         tracing::debug!(jobset = %status.job_set, "JobSet in the status, not in the watch: looking");

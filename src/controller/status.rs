@@ -10,8 +10,9 @@ use crate::api::{
 use crate::jobset::JobSet;
 use crate::render;
 
-/// What was observed about a MiniCluster's workload.
-pub struct Observed<'a> {
+/// What the status is computed from: the MiniCluster's JobSet, its pods, Kueue's verdict (the
+/// part of [`super::plan::Observed`] the status reads).
+pub struct Evidence<'a> {
     /// The MiniCluster's JobSet, if it exists.
     pub jobset: Option<&'a JobSet>,
     /// The MiniCluster's pods.
@@ -127,9 +128,16 @@ pub fn lead_restore(pods: &[Pod]) -> Option<RestoreStatus> {
     })
 }
 
-/// The new status, keeping first-seen timestamps of `old`.
-pub fn compute(mc: &MiniCluster, observed: &Observed<'_>, now: Timestamp) -> MiniClusterStatus {
-    let old = mc.status.clone().unwrap_or_default();
+/// The new status, keeping first-seen timestamps of `old` (the status the last reconcile
+/// wrote; `mc.status` is not read).
+// Long: one status, field by field and condition by condition, reads best in one place.
+pub fn compute(
+    mc: &MiniCluster,
+    old: &MiniClusterStatus,
+    observed: &Evidence<'_>,
+    now: Timestamp,
+) -> MiniClusterStatus {
+    let old = old.clone();
     let generation = mc.metadata.generation;
     let size = mc.spec.size;
     let facts = pod_facts(observed.pods);
@@ -419,7 +427,8 @@ mod tests {
     fn observe(mc: &MiniCluster, js: &JobSet, pods: &[Pod], now: Timestamp) -> MiniClusterStatus {
         compute(
             mc,
-            &Observed {
+            &mc.status.clone().unwrap_or_default(),
+            &Evidence {
                 jobset: Some(js),
                 pods,
                 admission: None,
@@ -561,7 +570,8 @@ mod tests {
         let js = jobset(1, vec![cond("Failed", 9)]);
         let s = compute(
             &mc(2),
-            &Observed {
+            &MiniClusterStatus::default(),
+            &Evidence {
                 jobset: Some(&js),
                 pods: &[],
                 admission: None,
@@ -584,7 +594,8 @@ mod tests {
         };
         let s = compute(
             &mc(2),
-            &Observed {
+            &MiniClusterStatus::default(),
+            &Evidence {
                 jobset: Some(&js),
                 pods: &[],
                 admission: Some(admission),

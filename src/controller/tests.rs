@@ -503,7 +503,14 @@ async fn when_the_watches_hold_everything_as_desired_a_reconcile_makes_no_call()
     let (client, calls) = fake_api(vec![echo_writes()]);
     let ctx = context(client, index.clone());
     let observed = index.observe(&mc);
-    let planned = super::plan::plan(&mc, &observed, &ctx.env, jiff::Timestamp::now()).unwrap();
+    let planned = super::plan::plan(&super::plan::Inputs {
+        mc: &mc,
+        old: &mc.status.clone().unwrap_or_default(),
+        observed: &observed,
+        env: &ctx.env,
+        now: jiff::Timestamp::now(),
+    })
+    .unwrap();
     assert!(planned.steps.is_empty(), "{:?}", planned.steps);
     let mut settled = mc.clone();
     settled.status = Some(planned.status);
@@ -716,4 +723,171 @@ async fn a_minicluster_being_deleted_gets_no_write() {
         .await
         .unwrap();
     assert_eq!(calls_of(&calls).len(), 0, "{:?}", calls_of(&calls));
+}
+
+/// A running cluster with a services pod and its Service `m-web`, whose JobSet, Secret and
+/// ConfigMap the watches hold, and neither the Service nor the services Job (deleted).
+fn running_without_service_and_job() -> (MiniCluster, Index) {
+    let mut mc = minicluster();
+    mc.spec.services =
+        serde_json::from_value(json!([{"name": "web", "image": "nginx", "ports": [80]}])).unwrap();
+    mc.status = Some(crate::api::MiniClusterStatus {
+        phase: Some(Phase::Running),
+        job_set: "m".into(),
+        curve_secret: "m-curve".into(),
+        ..Default::default()
+    });
+    let env = crate::render::Environment {
+        cluster_domain: "cluster.local".into(),
+    };
+    let desired = crate::render::desired(&mc, &env).unwrap();
+    let owner = mc.controller_owner_ref(&()).unwrap();
+    let (index, mut stores) = index();
+    let mut js = desired.jobset.clone();
+    js.metadata.owner_references = Some(vec![owner.clone()]);
+    stores
+        .jobsets
+        .apply_watcher_event(&watcher::Event::Apply(js));
+    let meta = |name: String| kube::api::ObjectMeta {
+        name: Some(name),
+        namespace: Some("ns".into()),
+        labels: Some(crate::render::common_labels(&mc)),
+        owner_references: Some(vec![owner.clone()]),
+        ..Default::default()
+    };
+    stores
+        .secrets
+        .apply_watcher_event(&watcher::Event::Apply(PartialObjectMeta::<Secret> {
+            metadata: meta("m-curve".into()),
+            ..Default::default()
+        }));
+    stores
+        .config_maps
+        .apply_watcher_event(&watcher::Event::Apply(PartialObjectMeta::<ConfigMap> {
+            metadata: meta(desired.config_map.name_any()),
+            ..Default::default()
+        }));
+    (mc, index)
+}
+
+/// The reasons and messages of the Events posted.
+fn events_posted(calls: &[Call]) -> Vec<(String, String)> {
+    calls
+        .iter()
+        .filter(|c| c.is(&Method::POST, "/events"))
+        .map(|c| {
+            (
+                c.body["reason"].as_str().unwrap_or_default().to_string(),
+                c.body["note"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn objects_deleted_by_hand_are_made_again_with_a_warning_only_when_the_create_made_them() {
+    // Both gone: the Service (looked up first, absent) and the Job (created) each say so.
+    let (mc, index) = running_without_service_and_job();
+    let (client, calls) = fake_api(vec![echo_writes()]);
+    reconcile::reconcile(Arc::new(mc), context(client, index))
+        .await
+        .unwrap();
+    let calls = calls_of(&calls);
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.is(&Method::PATCH, "/services/m-web"))
+    );
+    assert!(calls.iter().any(|c| c.is(&Method::POST, "/jobs")));
+    let recreated: Vec<String> = events_posted(&calls)
+        .into_iter()
+        .filter(|(reason, _)| reason == "Recreated")
+        .map(|(_, note)| note)
+        .collect();
+    // Each kind its own Event (the recorder folds same reason and action into one series).
+    assert_eq!(recreated.len(), 2, "{recreated:?}");
+    assert!(recreated[0].starts_with("Service m-web"), "{recreated:?}");
+    assert!(recreated[1].starts_with("Job m-services"), "{recreated:?}");
+
+    // Only the watches lag: both are there, this MiniCluster's. Nothing says "made again".
+    let (mc, index) = running_without_service_and_job();
+    let (client, calls) = fake_api(vec![
+        route(
+            Method::GET,
+            "/services/m-web",
+            StatusCode::OK,
+            partial("m-web", Some(UID)),
+        ),
+        route(
+            Method::POST,
+            "/jobs",
+            StatusCode::CONFLICT,
+            status_body(409, "AlreadyExists", "jobs \"m-services\" already exists"),
+        ),
+        route(
+            Method::GET,
+            "/jobs/m-services",
+            StatusCode::OK,
+            partial("m-services", Some(UID)),
+        ),
+        echo_writes(),
+    ]);
+    reconcile::reconcile(Arc::new(mc), context(client, index))
+        .await
+        .unwrap();
+    let events = events_posted(&calls_of(&calls));
+    assert!(
+        !events.iter().any(|(reason, _)| reason == "Recreated"),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_certificate_from_the_spec_is_checked_before_anything_is_made_and_then_used() {
+    use crate::flux::curve::Certificate;
+    let good = Certificate::generate("m").unwrap();
+    let other = Certificate::generate("m").unwrap();
+
+    // Keys that do not belong together (a CURVE handshake shows it): nothing is made, the
+    // status says InvalidSpec naming the field, not Blocked.
+    let mut mc = minicluster();
+    mc.spec.flux.curve_cert = good
+        .to_text()
+        .replace(good.public_key(), other.public_key())
+        .into();
+    let (client, calls) = fake_api(vec![echo_writes()]);
+    let (stores_index, _stores) = index();
+    reconcile::reconcile(Arc::new(mc), context(client, stores_index))
+        .await
+        .unwrap();
+    let calls = calls_of(&calls);
+    assert_eq!(
+        writes_and_reads(&calls),
+        ["PATCH /apis/flux-framework.org/v1alpha2/namespaces/ns/miniclusters/m/status"],
+        "only the status"
+    );
+    let status = status_patch(&calls).unwrap();
+    let (on, message) = condition(&status, "InvalidSpec").unwrap();
+    assert_eq!(on, "True");
+    assert!(message.starts_with("spec.flux.curveCert: "), "{message}");
+    assert!(condition(&status, "Blocked").is_none(), "{status}");
+
+    // A good one is the Secret's, as given.
+    let mut mc = minicluster();
+    mc.spec.flux.curve_cert = good.to_text().into();
+    let (client, calls) = fake_api(vec![echo_writes()]);
+    let (stores_index, _stores) = index();
+    reconcile::reconcile(Arc::new(mc), context(client, stores_index))
+        .await
+        .unwrap();
+    let calls = calls_of(&calls);
+    let body = &calls
+        .iter()
+        .find(|c| c.is(&Method::POST, "/secrets"))
+        .expect("the Secret made")
+        .body;
+    let secret: Secret = serde_json::from_value(body.clone()).unwrap();
+    let text = &secret.data.unwrap()[crate::flux::CURVE_SECRET_KEY].0;
+    let made = Certificate::parse(std::str::from_utf8(text).unwrap()).unwrap();
+    assert_eq!(made, good);
 }

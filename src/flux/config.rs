@@ -203,10 +203,10 @@ pub fn cluster_domain(mc: &MiniCluster, ctx: &Context) -> Result<String, Error> 
                 && !label.ends_with('-')
         });
     if !valid {
-        return Err(Error::ClusterDomain {
+        return Err(super::spec_error(
             field,
-            message: format!("{value:?} is not a DNS domain (e.g. cluster.local)"),
-        });
+            format!("{value:?} is not a DNS domain (e.g. cluster.local)"),
+        ));
     }
     Ok(domain.to_ascii_lowercase())
 }
@@ -214,27 +214,27 @@ pub fn cluster_domain(mc: &MiniCluster, ctx: &Context) -> Result<String, Error> 
 /// The broker config for `mc` (ignores `spec.flux.brokerConfig`; see [`broker_toml`]).
 pub fn broker_config(mc: &MiniCluster, ctx: &Context) -> Result<BrokerConfig, Error> {
     if !is_dns_label(mc.name()) {
-        return Err(Error::Field {
-            field: "metadata.name".into(),
-            message: format!(
+        return Err(super::spec_error(
+            "metadata.name",
+            format!(
                 "{:?} is not a DNS label; it becomes the broker host names",
                 mc.name()
             ),
-        });
+        ));
     }
     let sub = mc.subdomain();
     if !is_dns_label(sub) {
-        return Err(Error::Field {
-            field: "spec.network.headlessName".into(),
-            message: format!("{sub:?} is not a DNS label"),
-        });
+        return Err(super::spec_error(
+            "spec.network.headlessName",
+            format!("{sub:?} is not a DNS label"),
+        ));
     }
     let ns = mc.namespace_or_default();
     if !is_dns_label(ns) {
-        return Err(Error::Field {
-            field: "metadata.namespace".into(),
-            message: format!("{ns:?} is not a DNS label"),
-        });
+        return Err(super::spec_error(
+            "metadata.namespace",
+            format!("{ns:?} is not a DNS label"),
+        ));
     }
     let domain = cluster_domain(mc, ctx)?;
     let flux = &mc.spec.flux;
@@ -294,10 +294,10 @@ pub fn broker_toml(mc: &MiniCluster, ctx: &Context) -> Result<String, Error> {
     if !user.trim().is_empty() {
         return match user.parse::<toml::Table>() {
             Ok(_) => Ok(user.clone()),
-            Err(e) => Err(Error::Field {
-                field: "spec.flux.brokerConfig".into(),
-                message: format!("is not valid TOML: {}", e.message()),
-            }),
+            Err(e) => Err(super::spec_error(
+                "spec.flux.brokerConfig",
+                format!("is not valid TOML: {}", e.message()),
+            )),
         };
     }
     Ok(to_toml(&broker_config(mc, ctx)?))

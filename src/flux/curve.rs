@@ -44,10 +44,7 @@ impl fmt::Debug for Certificate {
 }
 
 fn cert_error(message: impl Into<String>) -> Error {
-    Error::Certificate {
-        field: "spec.flux.curveCert",
-        message: message.into(),
-    }
+    super::spec_error("spec.flux.curveCert", message)
 }
 
 /// Checks a certificate name: non-empty, letters, digits, `-` and `.` only (Flux rejects
@@ -84,10 +81,7 @@ fn check_key(which: &str, key: &str) -> Result<(), String> {
 impl Certificate {
     /// A fresh keypair from libzmq, named `name` (the MiniCluster's name).
     pub fn generate(name: &str) -> Result<Self, Error> {
-        check_name(name).map_err(|message| Error::Certificate {
-            field: "metadata.name",
-            message,
-        })?;
+        check_name(name).map_err(|message| super::spec_error("metadata.name", message))?;
         if !zmq::has("curve").unwrap_or(false) {
             return Err(Error::Curve(
                 "libzmq was built without CURVE support".into(),

@@ -132,6 +132,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::api::MiniCluster;
+use crate::api::validation::FieldError;
 
 pub use pod::{
     archive_check_command, broker_joined_command, curve_secret_mode, flux_container_command,
@@ -255,30 +256,11 @@ pub struct Context {
 /// Why Flux's files for a MiniCluster cannot be produced. Spec problems name the field.
 #[derive(thiserror::Error, Debug)]
 pub enum Error {
-    /// A spec field is unusable.
-    #[error("{field}: {message}")]
-    Field {
-        /// JSON path of the field, e.g. `spec.flux.optionFlags`.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The cluster domain is unusable.
-    #[error("{field}: {message}")]
-    ClusterDomain {
-        /// `spec.network.clusterDomain` or the operator's setting.
-        field: &'static str,
-        /// What is wrong.
-        message: String,
-    },
-    /// A CURVE certificate is unusable (`spec.flux.curveCert`, or `metadata.name` for its name).
-    #[error("{field}: {message}")]
-    Certificate {
-        /// The field the certificate or its name comes from.
-        field: &'static str,
-        /// What is wrong.
-        message: String,
-    },
+    /// A spec field is unusable (the cluster domain names `spec.network.clusterDomain` or
+    /// the operator's setting; a certificate `spec.flux.curveCert`, or `metadata.name` for
+    /// its name).
+    #[error("{0}")]
+    Spec(FieldError),
     /// libzmq failed (not a spec problem).
     #[error("libzmq: {0}")]
     Curve(String),
@@ -296,11 +278,23 @@ impl Error {
     /// The spec field at fault, when the error is about the spec.
     pub fn field(&self) -> Option<&str> {
         match self {
-            Error::Field { field, .. } => Some(field),
-            Error::ClusterDomain { field, .. } | Error::Certificate { field, .. } => Some(field),
+            Error::Spec(e) => Some(&e.field),
             Error::Curve(_) | Error::Template { .. } => None,
         }
     }
+
+    /// The spec's error, or (the operator's fault) the error itself.
+    pub fn into_spec(self) -> Result<FieldError, Self> {
+        match self {
+            Error::Spec(e) => Ok(e),
+            other => Err(other),
+        }
+    }
+}
+
+/// A spec error of `field`.
+pub(crate) fn spec_error(field: impl Into<String>, message: impl Into<String>) -> Error {
+    Error::Spec(FieldError::new(field, message))
 }
 
 /// ConfigMap data: file name -> contents (`broker.toml`, the entrypoints, hook files,
@@ -322,11 +316,28 @@ pub fn config_map_data(mc: &MiniCluster, ctx: &Context) -> Result<BTreeMap<Strin
 /// keypair named after the MiniCluster. The operator calls this once, when the Secret does
 /// not exist yet; the certificate is never rotated while the cluster lives.
 pub fn curve_certificate(mc: &MiniCluster) -> Result<curve::Certificate, Error> {
+    match given_certificate(mc, true) {
+        None => curve::Certificate::generate(mc.name()),
+        Some(given) => given,
+    }
+}
+
+/// `flux.curveCert`, parsed (`None` when the spec gives none: the operator generates one),
+/// and with `verify` also checked with a CURVE handshake ([`curve::Certificate::verify`]:
+/// blocking work through libzmq over loopback, so callers run it off the async threads and
+/// never in the controller's pure plan).
+pub fn given_certificate(
+    mc: &MiniCluster,
+    verify: bool,
+) -> Option<Result<curve::Certificate, Error>> {
     let user = mc.spec.flux.curve_cert.as_str();
     if user.trim().is_empty() {
-        return curve::Certificate::generate(mc.name());
+        return None;
     }
-    let cert = curve::Certificate::parse(user)?;
-    cert.verify()?;
-    Ok(cert)
+    Some(curve::Certificate::parse(user).and_then(|cert| {
+        if verify {
+            cert.verify()?;
+        }
+        Ok(cert)
+    }))
 }

@@ -178,12 +178,12 @@ pub fn check_minimal_service(mc: &MiniCluster) -> Result<(), Error> {
     if flux.minimal_service
         && !(topology.is_empty() || topology == "custom" || topology == "kary:0")
     {
-        return Err(Error::Field {
-            field: "spec.flux.minimalService".into(),
-            message: format!(
+        return Err(super::spec_error(
+            "spec.flux.minimalService",
+            format!(
                 "needs the flat topology: with flux.topology {topology:?} followers connect to other followers, which then need DNS names"
             ),
-        });
+        ));
     }
     Ok(())
 }

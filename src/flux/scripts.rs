@@ -118,10 +118,10 @@ pub fn flux_container(mc: &MiniCluster) -> Result<(usize, &MiniClusterContainer)
     let mut runners = containers.iter().enumerate().filter(|(_, c)| c.run_flux);
     match (runners.next(), runners.next()) {
         (Some(found), None) => Ok(found),
-        _ => Err(Error::Field {
-            field: "spec.containers".into(),
-            message: "exactly one container must set runFlux: true".into(),
-        }),
+        _ => Err(super::spec_error(
+            "spec.containers",
+            "exactly one container must set runFlux: true",
+        )),
     }
 }
 
@@ -153,10 +153,7 @@ pub fn mode(mc: &MiniCluster) -> Result<Mode, Error> {
 }
 
 fn field_err(field: impl Into<String>, message: impl Into<String>) -> Error {
-    Error::Field {
-        field: field.into(),
-        message: message.into(),
-    }
+    super::spec_error(field, message)
 }
 
 /// `-N`/`-n` for the submitted job: `-n tasks`, plus `-N size` when tasks >= size;

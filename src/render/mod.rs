@@ -28,6 +28,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::Resource;
 use sha2::{Digest, Sha256};
 
+use crate::api::validation::FieldError;
 use crate::api::{MiniCluster, NAME_LABEL};
 use crate::flux;
 
@@ -65,13 +66,8 @@ pub enum Error {
     #[error(transparent)]
     Flux(#[from] flux::Error),
     /// A spec field makes an object impossible (e.g. a Service name that clashes).
-    #[error("{field}: {message}")]
-    Field {
-        /// JSON path of the field, e.g. `spec.containers[1].name`.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
+    #[error("{0}")]
+    Spec(FieldError),
 }
 
 impl Error {
@@ -79,7 +75,15 @@ impl Error {
     pub fn field(&self) -> Option<&str> {
         match self {
             Error::Flux(e) => e.field(),
-            Error::Field { field, .. } => Some(field),
+            Error::Spec(e) => Some(&e.field),
+        }
+    }
+
+    /// The spec's error, or (the operator's fault) the error itself.
+    pub fn into_spec(self) -> Result<FieldError, Self> {
+        match self {
+            Error::Flux(e) => e.into_spec().map_err(Error::Flux),
+            Error::Spec(e) => Ok(e),
         }
     }
 }
@@ -172,14 +176,13 @@ pub fn config_map(mc: &MiniCluster, env: &Environment) -> Result<ConfigMap, Erro
     let name = format!("{}{}", config_map_prefix(mc), content_hash(&data));
     let size: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
     if size > MAX_CONFIG_MAP_BYTES {
-        return Err(flux::Error::Field {
-            field: "spec.containers".to_string(),
-            message: format!(
+        return Err(Error::Spec(FieldError::new(
+            "spec.containers",
+            format!(
                 "the commands, scripts and broker config make the ConfigMap {name} {size} bytes, \
                  more than the {MAX_CONFIG_MAP_BYTES} (1 MiB) the API server allows"
             ),
-        }
-        .into());
+        )));
     }
     Ok(ConfigMap {
         metadata: owned_meta(mc, name),

@@ -113,10 +113,10 @@ pub fn sidecar_services(mc: &MiniCluster) -> Result<Vec<SidecarService>, Error> 
                 .map(|s| format!("the name of the Service for container {}", s.container))
         };
         if let Some(why) = clash {
-            return Err(Error::Field {
+            return Err(Error::Spec(crate::api::validation::FieldError::new(
                 field,
-                message: format!("the Service for its ports would be named {name:?}, {why}"),
-            });
+                format!("the Service for its ports would be named {name:?}, {why}"),
+            )));
         }
         out.push(SidecarService {
             name,

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
+use crate::flux::Context;
 use crate::flux::config::{self, expand_hostlist, fqdn, hostnames};
-use crate::flux::{Context, Error};
 
 use super::mc_yaml;
 
@@ -218,7 +218,11 @@ fn cluster_domain_is_never_assumed() {
         },
     )
     .unwrap_err();
-    assert!(matches!(err, Error::ClusterDomain { .. }), "{err}");
+    assert_eq!(
+        err.field(),
+        Some("the operator's cluster domain (--cluster-domain)"),
+        "{err}"
+    );
     let mut mc = mc;
     mc.spec.network.cluster_domain = "bad domain".into();
     let err = config::broker_config(&mc, &super::ctx()).unwrap_err();

@@ -1,35 +1,36 @@
-//! Table tests of [`plan`]: a MiniCluster and what the watches hold, built with the builders
-//! below; each case names what it proves and checks the steps, the phase, the conditions and
-//! the Events.
+//! Table tests of the whole [`plan`]: a MiniCluster and what the watches hold, built with
+//! the builders below (the deciders' own tests use them too); each case names what it proves
+//! and checks the steps, the phase, the conditions and the Events.
 
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
 
 use super::*;
-use crate::api::{LEAD_JOB, ROLE_LABEL};
+use crate::api::{LEAD_JOB, Phase, ROLE_LABEL, condition};
 use crate::jobset::JobSetStatus;
+use kube::ResourceExt;
 use kube::api::PartialObjectMeta;
 
 const UID: &str = "uid-mc";
 
-fn now() -> Timestamp {
+pub(super) fn now() -> Timestamp {
     Timestamp::from_second(1_800_000_000).unwrap()
 }
 
-fn env() -> Environment {
+pub(super) fn env() -> Environment {
     Environment {
         cluster_domain: "cluster.local".into(),
     }
 }
 
 /// A MiniCluster `m` in `ns` with a UID, as the API server returns it.
-struct Mc(MiniCluster);
+pub(super) struct Mc(pub(super) MiniCluster);
 
 impl Mc {
-    fn new(size: i32) -> Self {
+    pub(super) fn new(size: i32) -> Self {
         let mut mc: MiniCluster = serde_norway::from_str(
             "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: m, namespace: ns, generation: 2}\nspec:\n  containers: [{image: rockylinux:9, command: hostname}]\n",
         )
@@ -38,26 +39,26 @@ impl Mc {
         mc.spec.size = size;
         Self(mc)
     }
-    fn max_size(mut self, n: i32) -> Self {
+    pub(super) fn max_size(mut self, n: i32) -> Self {
         self.0.spec.max_size = Some(n);
         self
     }
-    fn cleanup(mut self) -> Self {
+    pub(super) fn cleanup(mut self) -> Self {
         self.0.spec.cleanup = true;
         self
     }
-    fn bad_env(mut self) -> Self {
+    pub(super) fn bad_env(mut self) -> Self {
         self.0.spec.containers[0]
             .environment
             .insert("1BAD".into(), "x".into());
         self
     }
-    fn status(mut self, f: impl FnOnce(&mut MiniClusterStatus)) -> Self {
+    pub(super) fn status(mut self, f: impl FnOnce(&mut MiniClusterStatus)) -> Self {
         f(self.0.status.get_or_insert_default());
         self
     }
     /// As after the reconcile that created everything.
-    fn created(self) -> Self {
+    pub(super) fn created(self) -> Self {
         self.status(|s| {
             s.phase = Some(Phase::Pending);
             s.job_set = "m".into();
@@ -65,7 +66,7 @@ impl Mc {
         })
     }
     /// As when all brokers were ready.
-    fn running(self) -> Self {
+    pub(super) fn running(self) -> Self {
         self.created().status(|s| {
             s.phase = Some(Phase::Running);
             s.start_time = Some(Time(now()));
@@ -74,7 +75,7 @@ impl Mc {
     }
 }
 
-fn owner() -> OwnerReference {
+pub(super) fn owner() -> OwnerReference {
     OwnerReference {
         api_version: "flux-framework.org/v1alpha2".into(),
         kind: "MiniCluster".into(),
@@ -86,20 +87,22 @@ fn owner() -> OwnerReference {
 }
 
 /// What the watches hold.
-struct Seen {
-    observed: Observed,
-    mc: MiniCluster,
+pub(super) struct Seen {
+    pub(super) observed: Observed,
+    pub(super) mc: MiniCluster,
+    env: Environment,
 }
 
 impl Seen {
-    fn nothing(mc: &Mc) -> Self {
+    pub(super) fn nothing(mc: &Mc) -> Self {
         Self {
             observed: Observed::default(),
             mc: mc.0.clone(),
+            env: env(),
         }
     }
     /// Everything the operator creates, as rendered for `mc`, and `ready` of the pods ready.
-    fn everything(mc: &Mc, ready: i32) -> Self {
+    pub(super) fn everything(mc: &Mc, ready: i32) -> Self {
         let desired = render::desired(&mc.0, &env()).unwrap();
         let mut js = desired.jobset.clone();
         js.metadata.owner_references = Some(vec![owner()]);
@@ -121,7 +124,7 @@ impl Seen {
             .collect();
         seen.pods(ready)
     }
-    fn pods(mut self, ready: i32) -> Self {
+    pub(super) fn pods(mut self, ready: i32) -> Self {
         self.observed.pods = (0..ready)
             .map(|i| {
                 Arc::new(Pod {
@@ -153,29 +156,29 @@ impl Seen {
             .collect();
         self
     }
-    fn without_jobset(mut self) -> Self {
+    pub(super) fn without_jobset(mut self) -> Self {
         self.observed.jobset = None;
         self
     }
-    fn without_secret(mut self) -> Self {
+    pub(super) fn without_secret(mut self) -> Self {
         self.observed.secret = Presence::Absent;
         self
     }
-    fn secret(mut self, p: Presence) -> Self {
+    pub(super) fn secret(mut self, p: Presence) -> Self {
         self.observed.secret = p;
         self
     }
-    fn subdomain(mut self, p: Presence) -> Self {
+    pub(super) fn subdomain(mut self, p: Presence) -> Self {
         self.observed.subdomain = p;
         self
     }
-    fn jobset(mut self, f: impl FnOnce(&mut JobSet)) -> Self {
+    pub(super) fn jobset(mut self, f: impl FnOnce(&mut JobSet)) -> Self {
         let mut js = self.observed.jobset.as_deref().cloned().unwrap();
         f(&mut js);
         self.observed.jobset = Some(Arc::new(js));
         self
     }
-    fn config_maps(mut self, names: &[&str]) -> Self {
+    pub(super) fn config_maps(mut self, names: &[&str]) -> Self {
         self.observed.config_maps = names
             .iter()
             .map(|n| OwnedObject {
@@ -186,11 +189,39 @@ impl Seen {
         self
     }
     fn plan(&self) -> Plan {
-        plan(&self.mc, &self.observed, &env(), now()).unwrap()
+        self.plan_at(now())
+    }
+    /// The plan at `at`, with the spec's certificate checked as the reconcile checks it.
+    fn plan_at(&self, at: Timestamp) -> Plan {
+        let observed = self.observed_checked();
+        let old = self.mc.status.clone().unwrap_or_default();
+        let mut input = self.inputs(&observed, &old);
+        input.now = at;
+        plan(&input).unwrap()
+    }
+    /// What the watches hold, with the spec's certificate checked as the reconcile checks it.
+    pub(super) fn observed_checked(&self) -> Observed {
+        let mut observed = self.observed.clone();
+        observed.curve_cert = check_certificate(&self.mc, observed.secret).unwrap();
+        observed
+    }
+    /// The inputs of a plan at `now()` from this MiniCluster (its status as the old one).
+    pub(super) fn inputs<'a>(
+        &'a self,
+        observed: &'a Observed,
+        old: &'a MiniClusterStatus,
+    ) -> Inputs<'a> {
+        Inputs {
+            mc: &self.mc,
+            old,
+            observed,
+            env: &self.env,
+            now: now(),
+        }
     }
 }
 
-fn completed(js: &mut JobSet) {
+pub(super) fn completed(js: &mut JobSet) {
     js.status = Some(JobSetStatus {
         conditions: vec![Condition {
             type_: "Completed".into(),
@@ -204,18 +235,49 @@ fn completed(js: &mut JobSet) {
     });
 }
 
+/// The JobSet's pods mount ConfigMap `name` (as an older operator's JobSet would).
+pub(super) fn with_config_map(js: &mut JobSet, name: &str) {
+    for rj in &mut js.spec.replicated_jobs {
+        let pod = rj
+            .template
+            .spec
+            .as_mut()
+            .unwrap()
+            .template
+            .spec
+            .as_mut()
+            .unwrap();
+        for v in pod.volumes.iter_mut().flatten() {
+            if let Some(cm) = v.config_map.as_mut() {
+                cm.name = name.into();
+            }
+        }
+    }
+}
+
+/// `mc` with a services pod (`spec.services`) that has a port, so a Service `m-web` too.
+pub(super) fn with_web_service(mc: Mc) -> Mc {
+    let mut mc = mc;
+    mc.0.spec.services = serde_json::from_value(
+        serde_json::json!([{"name": "web", "image": "nginx", "ports": [80]}]),
+    )
+    .unwrap();
+    mc
+}
+
 /// The steps as short words, for the table.
 fn steps(plan: &Plan) -> Vec<String> {
     plan.steps
         .iter()
         .map(|s| match s {
-            Step::CreateSecret => "create Secret".to_string(),
-            Step::CreateConfigMap(_, None) => "create ConfigMap".to_string(),
-            Step::CreateConfigMap(_, Some(_)) => "create ConfigMap again".to_string(),
-            Step::ApplyService(s) => format!("apply Service {}", s.name_any()),
+            Step::CreateSecret(_, again) => format!("create Secret{}", said(again)),
+            Step::CreateConfigMap(_, again) => format!("create ConfigMap{}", said(again)),
+            Step::ApplyService(s, again) => {
+                format!("apply Service {}{}", s.name_any(), said(again))
+            }
             Step::CreateJobSet(_) => "create JobSet".to_string(),
             Step::UpdateJobSet(u) => format!("update JobSet {}", u["spec"]),
-            Step::CreateServicesJob(_) => "create services Job".to_string(),
+            Step::CreateServicesJob(_, again) => format!("create services Job{}", said(again)),
             Step::UpdateServicesJob(u) => format!("update services Job {}", u["spec"]),
             Step::DeleteConfigMap(n) => format!("delete ConfigMap {n}"),
             Step::DeleteService(n) => format!("delete Service {n}"),
@@ -224,6 +286,11 @@ fn steps(plan: &Plan) -> Vec<String> {
             Step::DeleteServicesJob => "delete services Job".to_string(),
         })
         .collect()
+}
+
+/// " again" for a create that carries the Recreated Warning.
+pub(super) fn said(recreated: &Option<String>) -> &'static str {
+    if recreated.is_some() { " again" } else { "" }
 }
 
 fn condition(plan: &Plan, type_: &str) -> Option<(String, String)> {
@@ -252,6 +319,7 @@ struct Case {
 }
 
 #[test]
+// Long: a table, one case per rule of the whole plan.
 fn plans() {
     let cases = vec![
         Case {
@@ -443,27 +511,7 @@ fn config_maps_nobody_uses_are_deleted_and_a_lost_one_the_pods_use_is_degraded()
 
     // The JobSet references a ConfigMap of an older operator, now gone: nothing renders it.
     let seen = Seen::everything(&mc, 2)
-        .jobset(|js| {
-            for rj in &mut js.spec.replicated_jobs {
-                for v in rj
-                    .template
-                    .spec
-                    .as_mut()
-                    .unwrap()
-                    .template
-                    .spec
-                    .as_mut()
-                    .unwrap()
-                    .volumes
-                    .iter_mut()
-                    .flatten()
-                {
-                    if let Some(cm) = v.config_map.as_mut() {
-                        cm.name = "m-flux".into();
-                    }
-                }
-            }
-        })
+        .jobset(|js| with_config_map(js, "m-flux"))
         .config_maps(&[]);
     let plan = seen.plan();
     assert!(steps(&plan).is_empty(), "{:?}", steps(&plan));
@@ -504,8 +552,59 @@ fn a_user_supplied_certificate_deleted_under_a_running_cluster_is_made_again() {
         .to_text()
         .into();
     let plan = Seen::everything(&mc, 2).without_secret().plan();
-    assert_eq!(steps(&plan), vec!["create Secret"]);
+    // "again": with the Recreated Warning.
+    assert_eq!(steps(&plan), vec!["create Secret again"]);
     assert!(!is_true(&plan, condition::DEGRADED));
+}
+
+#[test]
+fn a_curve_cert_that_is_not_a_certificate_is_invalid_spec_before_anything_is_made() {
+    let good = Certificate::generate("m").unwrap();
+    let other = Certificate::generate("m").unwrap();
+    // (what it proves, the spec's curveCert)
+    let cases = [
+        (
+            "text that is no certificate",
+            "not a certificate".to_string(),
+        ),
+        (
+            "a key that is not a Z85 key",
+            good.to_text().replace(good.public_key(), "short"),
+        ),
+        (
+            "keys that do not belong together (only a CURVE handshake shows it)",
+            good.to_text()
+                .replace(good.public_key(), other.public_key()),
+        ),
+    ];
+    for (what, text) in cases {
+        let mut mc = Mc::new(2);
+        mc.0.spec.flux.curve_cert = text.into();
+        let plan = Seen::nothing(&mc).plan();
+        assert!(plan.steps.is_empty(), "{what}: {:?}", steps(&plan));
+        let (status, message) = condition(&plan, condition::INVALID_SPEC).unwrap();
+        assert_eq!(status, "True", "{what}");
+        assert!(
+            message.starts_with("spec.flux.curveCert: "),
+            "{what}: {message}"
+        );
+        assert!(!is_true(&plan, condition::BLOCKED), "{what}");
+        assert_eq!(plan.status.phase, Some(Phase::Pending), "{what}");
+        assert_eq!(events(&plan), ["InvalidSpec"], "{what}");
+    }
+    // A good one is the Secret's, as given (checked once, before the plan).
+    let mut mc = Mc::new(2);
+    mc.0.spec.flux.curve_cert = good.to_text().into();
+    let plan = Seen::nothing(&mc).plan();
+    assert_eq!(
+        steps(&plan),
+        ["create Secret", "create ConfigMap", "create JobSet"]
+    );
+    assert!(
+        matches!(&plan.steps[0], Step::CreateSecret(Some(c), None) if **c == good),
+        "{:?}",
+        plan.steps[0]
+    );
 }
 
 #[test]
@@ -558,7 +657,7 @@ fn the_services_pod_job_is_made_once_and_then_only_follows_suspend() {
         .steps
         .iter()
         .find_map(|s| match s {
-            Step::CreateServicesJob(j) => Some(j.clone()),
+            Step::CreateServicesJob(j, _) => Some(j.clone()),
             _ => None,
         })
         .unwrap();
@@ -578,7 +677,7 @@ fn the_services_pod_job_is_made_once_and_then_only_follows_suspend() {
 }
 
 /// A cluster with `ttlSecondsAfterFinished: 30` whose JobSet completed at `now()`.
-fn finished_with_ttl(completion_recorded: bool) -> Seen {
+pub(super) fn finished_with_ttl(completion_recorded: bool) -> Seen {
     let mc = Mc::new(2).running().status(|s| {
         if completion_recorded {
             s.phase = Some(Phase::Succeeded);
@@ -603,37 +702,19 @@ fn the_ttl_runs_from_the_recorded_completion_and_deletes_the_jobset_only_after_i
 
     // Recorded, TTL not yet over: nothing deleted, a requeue at the expiry.
     let seen = finished_with_ttl(true);
-    let early = plan(
-        &seen.mc,
-        &seen.observed,
-        &env(),
-        now() + jiff::SignedDuration::from_secs(10),
-    )
-    .unwrap();
+    let early = seen.plan_at(now() + jiff::SignedDuration::from_secs(10));
     assert!(steps(&early).is_empty());
     assert_eq!(early.requeue, Some(Duration::from_secs(20)));
 
     // Over: the JobSet goes, the cluster stays Succeeded.
-    let late = plan(
-        &seen.mc,
-        &seen.observed,
-        &env(),
-        now() + jiff::SignedDuration::from_secs(30),
-    )
-    .unwrap();
+    let late = seen.plan_at(now() + jiff::SignedDuration::from_secs(30));
     assert_eq!(steps(&late), ["delete JobSet"]);
     assert_eq!(late.status.phase, Some(Phase::Succeeded));
 
     // Without a TTL the finished JobSet stays.
     let mut kept = finished_with_ttl(true);
     kept.mc.spec.ttl_seconds_after_finished = None;
-    let p = plan(
-        &kept.mc,
-        &kept.observed,
-        &env(),
-        now() + jiff::SignedDuration::from_secs(3600),
-    )
-    .unwrap();
+    let p = kept.plan_at(now() + jiff::SignedDuration::from_secs(3600));
     assert!(steps(&p).is_empty());
 }
 
@@ -708,4 +789,134 @@ fn the_subdomain_service_is_ours_when_our_jobset_or_this_minicluster_made_it() {
     for (what, svc, want) in cases {
         assert_eq!(Presence::of_subdomain(svc.as_ref(), &mc), want, "{what}");
     }
+}
+
+/// A running cluster with a services pod that has a port (so a Service too), with a
+/// certificate of its own, and everything the operator made for it in the watches.
+fn with_everything_made(created: bool) -> Seen {
+    let mut mc = with_web_service(Mc::new(2));
+    mc.0.spec.flux.curve_cert = Certificate::generate("m").unwrap().to_text().into();
+    let mc = if created { mc.running() } else { mc };
+    let mut seen = Seen::everything(&mc, 2);
+    let mut job = render::desired(&mc.0, &env())
+        .unwrap()
+        .services_job
+        .unwrap();
+    job.metadata.owner_references = Some(vec![owner()]);
+    seen.observed.services_job = Some(Arc::new(job));
+    seen
+}
+
+#[test]
+// Long: a table, one case per object.
+fn every_object_made_again_after_a_deletion_says_so_and_only_then() {
+    let deleted = |f: fn(&mut Observed)| {
+        let mut seen = with_everything_made(true);
+        f(&mut seen.observed);
+        seen
+    };
+    // (what it proves, what the watches hold, the steps: "again" carries a Recreated Warning)
+    let cases: Vec<(&str, Seen, Vec<&str>)> = vec![
+        (
+            "nothing deleted: nothing made",
+            with_everything_made(true),
+            vec![],
+        ),
+        (
+            "the ConfigMap",
+            deleted(|o| o.config_maps.clear()),
+            vec!["create ConfigMap again"],
+        ),
+        (
+            "the Secret of a certificate from the spec",
+            deleted(|o| o.secret = Presence::Absent),
+            vec!["create Secret again"],
+        ),
+        (
+            "a Service",
+            deleted(|o| o.services.clear()),
+            vec!["apply Service m-web again"],
+        ),
+        (
+            "a Service changed by hand is set back, not made again",
+            deleted(|o| o.services[0].applied = Some("other".into())),
+            vec!["apply Service m-web"],
+        ),
+        (
+            "the services pod's Job",
+            deleted(|o| o.services_job = None),
+            vec!["create services Job again"],
+        ),
+        (
+            "all but the JobSet gone with it: made again, the JobSet's Restarted says the rest",
+            deleted(|o| {
+                o.jobset = None;
+                o.secret = Presence::Absent;
+                o.config_maps.clear();
+                o.services.clear();
+                o.services_job = None;
+            }),
+            vec![
+                "create Secret again",
+                "create ConfigMap again",
+                "apply Service m-web again",
+                "create JobSet",
+                "create services Job again",
+            ],
+        ),
+        (
+            "a new cluster: nothing is made again",
+            Seen::nothing(&Mc(with_everything_made(false).mc)),
+            vec![
+                "create Secret",
+                "create ConfigMap",
+                "apply Service m-web",
+                "create JobSet",
+                "create services Job",
+            ],
+        ),
+        (
+            "a run that died after the JobSet, before the services Job: no deletion",
+            {
+                let mut seen = with_everything_made(false);
+                seen.observed.services_job = None;
+                seen
+            },
+            vec!["create services Job"],
+        ),
+    ];
+    for (what, seen, want) in cases {
+        let plan = seen.plan();
+        assert_eq!(steps(&plan), want, "{what}");
+        assert!(!is_true(&plan, condition::DEGRADED), "{what}");
+    }
+    // The Warnings name what was deleted.
+    let plan = deleted(|o| {
+        o.secret = Presence::Absent;
+        o.config_maps.clear();
+        o.services.clear();
+        o.services_job = None;
+    })
+    .plan();
+    let messages: Vec<&str> = plan
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::CreateSecret(_, m)
+            | Step::CreateConfigMap(_, m)
+            | Step::ApplyService(_, m)
+            | Step::CreateServicesJob(_, m) => m.as_deref(),
+            _ => None,
+        })
+        .collect();
+    for (message, name) in messages.iter().zip([
+        "Secret m-curve",
+        "ConfigMap m-flux-",
+        "Service m-web",
+        "Job m-services",
+    ]) {
+        assert!(message.contains(name), "{message} names {name}");
+        assert!(message.contains("was deleted"), "{message}");
+    }
+    assert_eq!(messages.len(), 4, "{messages:?}");
 }

@@ -1,0 +1,170 @@
+//! The certificate decider: the CURVE Secret is made once; a generated one lost under a
+//! running cluster is not replaced (brokers started with a new keypair could not join the
+//! others) and holds a change that would start new pods; a certificate from the spec whose
+//! keys do not belong together refuses the spec.
+
+use super::{Facts, Inputs, Presence, Step};
+use crate::api::MiniCluster;
+use crate::api::validation::FieldError;
+use crate::flux::curve::Certificate;
+use crate::render;
+
+/// What the certificate decider decides.
+#[derive(Debug, Default)]
+pub(super) struct Decision {
+    /// Create the Secret.
+    pub step: Option<Step>,
+    /// The Secret's name for the status (empty until it is made).
+    pub curve_secret: String,
+    /// The generated certificate's Secret is gone under a running cluster: why the cluster
+    /// is Degraded. New pods could not start, so a resize or suspend change is held.
+    pub lost: Option<String>,
+}
+
+/// `spec.flux.curveCert` refused (its keys do not belong together): `InvalidSpec`, before
+/// anything is made.
+pub(super) fn refused<'a>(input: &Inputs<'a>) -> Option<&'a FieldError> {
+    input.observed.curve_cert.as_ref()?.as_ref().err()
+}
+
+/// Decide the certificate Secret.
+pub(super) fn decide(input: &Inputs<'_>, facts: &Facts<'_>) -> Decision {
+    let mc = input.mc;
+    let name = render::curve_secret_name(mc);
+    let mut decision = Decision {
+        curve_secret: input.old.curve_secret.clone(),
+        ..Decision::default()
+    };
+    match input.observed.secret {
+        Presence::Owned => decision.curve_secret = name,
+        _ if facts.over => {}
+        _ if facts.live_jobset().is_some() && mc.spec.flux.curve_cert.is_empty() => {
+            decision.lost = Some(format!(
+                "Secret {name} with the brokers' CURVE certificate was deleted while the \
+                 cluster runs; no new keypair is made, because brokers started with one could \
+                 not join brokers started with the other: delete and recreate the MiniCluster \
+                 to start over"
+            ));
+        }
+        _ => {
+            let given = input.observed.curve_cert.clone().and_then(Result::ok);
+            let recreated = (!input.old.curve_secret.is_empty()).then(|| {
+                format!(
+                    "Secret {name}, with the brokers' CURVE certificate, was deleted; it was \
+                     made again ({})",
+                    if given.is_some() {
+                        "from spec.flux.curveCert"
+                    } else {
+                        "with a new keypair, for a JobSet made from now on"
+                    }
+                )
+            });
+            decision.step = Some(Step::CreateSecret(given, recreated));
+            decision.curve_secret = name;
+        }
+    }
+    decision
+}
+
+/// `spec.flux.curveCert` of `mc`, parsed, and checked with a CURVE handshake unless its Secret
+/// exists already (then the certificate is not used again). Whether the keys belong together
+/// takes that handshake (blocking work through libzmq), so it is looked at here, before the
+/// pure plan, which then refuses a bad one as `InvalidSpec` before it creates anything.
+/// `Err` only when libzmq itself fails (not the spec's fault: retried).
+pub fn check_certificate(
+    mc: &MiniCluster,
+    secret: Presence,
+) -> Result<Option<Result<Box<Certificate>, FieldError>>, crate::flux::Error> {
+    match crate::flux::given_certificate(mc, secret != Presence::Owned) {
+        None => Ok(None),
+        Some(Ok(cert)) => Ok(Some(Ok(Box::new(cert)))),
+        Some(Err(e)) => e.into_spec().map(|spec| Some(Err(spec))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{Mc, Seen, said};
+    use super::*;
+
+    #[test]
+    fn the_secret_is_made_once_and_a_lost_generated_one_is_not_replaced() {
+        let cert = Certificate::generate("m").unwrap().to_text();
+        let given = |mc: Mc| {
+            let mut mc = mc;
+            mc.0.spec.flux.curve_cert = cert.clone().into();
+            mc
+        };
+        // (what it proves, the cluster and what the watches hold, the step, lost)
+        let cases = [
+            (
+                "a new cluster: made, from a generated keypair",
+                Seen::nothing(&Mc::new(2)),
+                Some("create Secret (generated)"),
+                false,
+            ),
+            (
+                "a new cluster with a certificate of its own: made from it",
+                Seen::nothing(&given(Mc::new(2))),
+                Some("create Secret (given)"),
+                false,
+            ),
+            (
+                "there: nothing",
+                Seen::everything(&Mc::new(2).running(), 2),
+                None,
+                false,
+            ),
+            (
+                "a generated one deleted under a running cluster: lost, not replaced",
+                Seen::everything(&Mc::new(2).running(), 2).without_secret(),
+                None,
+                true,
+            ),
+            (
+                "one from the spec deleted under a running cluster: made again from it",
+                Seen::everything(&given(Mc::new(2).running()), 2).without_secret(),
+                Some("create Secret (given) again"),
+                false,
+            ),
+            (
+                "deleted with the JobSet: made again for the JobSet made again",
+                Seen::everything(&Mc::new(2).running(), 2)
+                    .without_secret()
+                    .without_jobset(),
+                Some("create Secret (generated) again"),
+                false,
+            ),
+            (
+                "deleted after the cluster finished: nothing is made for it again",
+                Seen::everything(&Mc::new(2).running(), 0)
+                    .jobset(super::super::tests::completed)
+                    .without_secret(),
+                None,
+                false,
+            ),
+        ];
+        for (what, seen, step, lost) in cases {
+            let observed = seen.observed_checked();
+            let old = seen.mc.status.clone().unwrap_or_default();
+            let input = seen.inputs(&observed, &old);
+            let decision = decide(&input, &Facts::of(&input));
+            let got = decision.step.as_ref().map(|s| match s {
+                Step::CreateSecret(given, again) => format!(
+                    "create Secret ({}){}",
+                    if given.is_some() {
+                        "given"
+                    } else {
+                        "generated"
+                    },
+                    said(again)
+                ),
+                other => format!("{other:?}"),
+            });
+            assert_eq!(got.as_deref(), step, "{what}");
+            assert_eq!(decision.lost.is_some(), lost, "{what}");
+            // Made now, there, or (lost, finished) as the status said.
+            assert_eq!(decision.curve_secret, "m-curve", "{what}");
+        }
+    }
+}

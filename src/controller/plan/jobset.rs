@@ -1,0 +1,166 @@
+//! The JobSet decider: created once; deleted under a cluster that had not finished, created
+//! again, loudly (`Restarted`: a new Flux instance, the lifecycle timestamps start again);
+//! while it runs, only the followers' size and (outside Kueue) `suspend` change, and not
+//! while the generated certificate's Secret is missing (the new pods would wait for it).
+
+use super::{Facts, Inputs, Step};
+use crate::api::Phase;
+use crate::jobset::JobSet;
+use crate::render::{self, Desired};
+
+/// What the JobSet decider decides.
+#[derive(Debug, Default)]
+pub(super) struct Decision<'d> {
+    /// Create or update it.
+    pub step: Option<Step>,
+    /// The JobSet the status is computed from: the one there, or the one being created
+    /// (`None`: the cluster finished and its JobSet went).
+    pub for_status: Option<&'d JobSet>,
+    /// Made again after a deletion: the `Restarted` message.
+    pub restarted: Option<String>,
+    /// A change held because the certificate Secret is missing: why (`Degraded`).
+    pub held: Option<String>,
+}
+
+/// Decide the JobSet; `certificate_lost`: the generated certificate's Secret is gone.
+pub(super) fn decide<'d>(
+    input: &Inputs<'_>,
+    facts: &Facts<'d>,
+    desired: &'d Desired,
+    certificate_lost: bool,
+) -> Decision<'d> {
+    let mc = input.mc;
+    let old = input.old;
+    let mut decision = Decision::default();
+    match facts.jobset {
+        // Finished, and its JobSet went (ttlSecondsAfterFinished, or deleted): it stays
+        // finished and never runs again.
+        None if old.completion_time.is_some() => {}
+        None => {
+            if !old.job_set.is_empty() {
+                decision.restarted = Some(format!(
+                    "JobSet {} was deleted while the cluster was {}; it was recreated: a new \
+                     Flux instance starts and the old instance's jobs are gone",
+                    mc.name(),
+                    old.phase.map_or("Pending", Phase::as_str)
+                ));
+            }
+            decision.step = Some(Step::CreateJobSet(Box::new(desired.jobset.clone())));
+            decision.for_status = Some(&desired.jobset);
+        }
+        Some(js) => {
+            decision.for_status = Some(js);
+            if facts.finished {
+                return decision;
+            }
+            let queued = input.observed.admission.is_some() || render::jobset::is_queued(js);
+            if let Some(update) = render::jobset::update(mc, (!queued).then_some(mc.spec.suspend))
+                && render::jobset::needs_update(js, &update)
+            {
+                if certificate_lost {
+                    decision.held = Some(
+                        "the change to the JobSet (size or suspend) is held: its new pods would \
+                         wait for the deleted certificate Secret"
+                            .to_string(),
+                    );
+                } else {
+                    decision.step = Some(Step::UpdateJobSet(update));
+                }
+            }
+        }
+    }
+    decision
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::super::tests::{Mc, Seen, completed, env, now};
+    use super::*;
+
+    #[test]
+    // Long: a table, one case per rule.
+    fn the_jobset_is_made_once_made_again_loudly_and_changed_only_in_size_and_suspend() {
+        let running = Mc::new(2).max_size(4).running();
+        let finished = Mc::new(2).max_size(4).running().status(|s| {
+            s.phase = Some(Phase::Succeeded);
+            s.completion_time = Some(Time(now()));
+        });
+        let resized = |lost: bool| {
+            let mut seen = Seen::everything(&running, 2);
+            seen.mc.spec.size = 3;
+            (seen, lost)
+        };
+        // (what it proves, what the watches hold and whether the certificate is lost, the
+        // step, restarted, held)
+        let cases = [
+            (
+                "a new cluster: created",
+                (Seen::nothing(&Mc::new(2)), false),
+                Some("create"),
+                false,
+                false,
+            ),
+            (
+                "running as asked: nothing",
+                (Seen::everything(&running, 2), false),
+                None,
+                false,
+                false,
+            ),
+            (
+                "resized: updated",
+                resized(false),
+                Some("update"),
+                false,
+                false,
+            ),
+            (
+                "resized while the certificate is lost: held, saying why",
+                resized(true),
+                None,
+                false,
+                true,
+            ),
+            (
+                "deleted under a running cluster: created again, Restarted",
+                (Seen::everything(&running, 0).without_jobset(), false),
+                Some("create"),
+                true,
+                false,
+            ),
+            (
+                "finished and gone: never again",
+                (Seen::everything(&finished, 0).without_jobset(), false),
+                None,
+                false,
+                false,
+            ),
+            (
+                "finished, resized: nothing changes any more",
+                {
+                    let (seen, lost) = resized(false);
+                    (seen.jobset(completed), lost)
+                },
+                None,
+                false,
+                false,
+            ),
+        ];
+        for (what, (seen, lost), step, restarted, held) in cases {
+            let old = seen.mc.status.clone().unwrap_or_default();
+            let input = seen.inputs(&seen.observed, &old);
+            let desired = render::desired(&seen.mc, &env()).unwrap();
+            let decision = decide(&input, &Facts::of(&input), &desired, lost);
+            let got = decision.step.as_ref().map(|s| match s {
+                Step::CreateJobSet(_) => "create",
+                Step::UpdateJobSet(_) => "update",
+                _ => "other",
+            });
+            assert_eq!(got, step, "{what}");
+            assert_eq!(decision.restarted.is_some(), restarted, "{what}");
+            assert_eq!(decision.held.is_some(), held, "{what}");
+        }
+    }
+}

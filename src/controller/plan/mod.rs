@@ -1,0 +1,247 @@
+//! The decision: from a MiniCluster, the status the last reconcile wrote, what the watches
+//! hold about its objects ([`Observed`]) and the time ([`Inputs`]), everything one reconcile
+//! does ([`Plan`]): the objects to create, apply or delete, the whole new status (every
+//! condition), the Events, and what to write instead if a step is stopped ([`IfStopped`]).
+//!
+//! Pure: no I/O and no clock, so every decision is table-tested. [`super::apply`] carries a
+//! plan out and never decides. The plan is made of small deciders, one concern each with its
+//! own table test: [`spec`] (valid and renderable), [`ownership`], [`certificate`],
+//! [`config_map`], [`services`], [`jobset`] (create, update, restart), [`services_pod`],
+//! [`cleanup`], [`ttl`], [`conditions`] (the status); the Events come from
+//! [`super::events`]. The whole-plan tests are in `tests.rs`.
+//!
+//! Rules the plan keeps:
+//! - Nothing is created for a spec that fails validation or cannot be rendered.
+//! - Objects of the same name that this MiniCluster does not own are never taken over: the
+//!   cluster is held with the `Blocked` condition.
+//! - The certificate is generated once. A Secret deleted under a cluster whose JobSet runs
+//!   is not replaced by a new keypair (brokers started later could not join): `Degraded`.
+//! - The ConfigMap is content-addressed and immutable; a running JobSet keeps the one it was
+//!   created with, so the scripts under a pod never change (also across operator upgrades).
+//! - A JobSet deleted under a cluster that had not finished is recreated, loudly: a Warning,
+//!   the `Restarted` condition, and the lifecycle timestamps start again. Every other object
+//!   made again after a deletion says so with a `Recreated` Warning.
+//! - Events come from state transitions (old status to new), so a crash between an action
+//!   and its Event loses nothing: the next run sees the same transition and publishes it.
+
+mod certificate;
+mod cleanup;
+mod conditions;
+mod config_map;
+mod jobset;
+mod observed;
+mod ownership;
+mod services;
+mod services_pod;
+mod spec;
+mod ttl;
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+
+use super::events::{self, Note};
+use crate::api::validation;
+use crate::api::{MiniCluster, MiniClusterStatus};
+use crate::flux::curve::Certificate;
+use crate::jobset::JobSet;
+use crate::render::{self, Environment};
+
+pub use certificate::check_certificate;
+pub use conditions::{FOREIGN_RECHECK, IfStopped};
+pub use observed::{Observed, OwnedObject, Presence};
+
+/// Everything a plan is made from.
+#[derive(Clone, Copy)]
+pub struct Inputs<'a> {
+    /// The MiniCluster: its spec and metadata (its `status` is not read: see `old`).
+    pub mc: &'a MiniCluster,
+    /// The status the last reconcile wrote (this process's, if the cache lags behind).
+    pub old: &'a MiniClusterStatus,
+    /// What the watches hold about its objects, and its certificate as checked.
+    pub observed: &'a Observed,
+    /// The operator's environment (the cluster's DNS domain).
+    pub env: &'a Environment,
+    /// The time.
+    pub now: Timestamp,
+}
+
+/// What several deciders read about the cluster's JobSet (after [`ownership`]: its own).
+pub(super) struct Facts<'a> {
+    /// The JobSet.
+    jobset: Option<&'a JobSet>,
+    /// It finished (Completed or Failed).
+    finished: bool,
+    /// Finished for good: its JobSet finished, or went after it finished. Nothing is made
+    /// again.
+    over: bool,
+    /// The Secret, ConfigMap and Services were made before: they are made before the JobSet,
+    /// and a status naming a JobSet was written after a run that made them all (then a
+    /// missing one was deleted, and making it again says so).
+    made_before: bool,
+}
+
+impl<'a> Facts<'a> {
+    fn of(input: &Inputs<'a>) -> Self {
+        let jobset = input.observed.jobset.as_deref();
+        let finished = jobset.is_some_and(is_finished);
+        Self {
+            jobset,
+            finished,
+            over: finished || (jobset.is_none() && input.old.completion_time.is_some()),
+            made_before: jobset.is_some() || !input.old.job_set.is_empty(),
+        }
+    }
+
+    /// The JobSet, while it has not finished.
+    fn live_jobset(&self) -> Option<&'a JobSet> {
+        self.jobset.filter(|_| !self.finished)
+    }
+}
+
+/// One write.
+///
+/// Recreated: every create of an object the cluster had before (someone deleted it) carries
+/// the Warning that says so, published only if that create (or apply) made the object: a
+/// watch that has not caught up with the first create is no deletion.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// Create the CURVE certificate's Secret (fails if the name is taken): with the spec's
+    /// certificate (checked before the plan), or, when `None`, a keypair generated then.
+    /// With the Recreated Warning if it was made before.
+    CreateSecret(Option<Box<Certificate>>, Option<String>),
+    /// Create the content-addressed ConfigMap, with the Recreated Warning if this create makes
+    /// again one the cluster had.
+    CreateConfigMap(Box<ConfigMap>, Option<String>),
+    /// Server-side apply (with force) of an owned Service, with the Recreated Warning if it
+    /// is missing and was made before.
+    ApplyService(Box<Service>, Option<String>),
+    /// Create the JobSet (a create: never over an object someone else owns, and no lookup
+    /// before it).
+    CreateJobSet(Box<JobSet>),
+    /// The later change of a running JobSet: the followers' size, `suspend` outside Kueue.
+    UpdateJobSet(serde_json::Value),
+    /// Create the services pod's Job (a create: never over someone else's), with the
+    /// Recreated Warning if it was made before.
+    CreateServicesJob(Box<Job>, Option<String>),
+    /// The services pod's Job follows `spec.suspend`.
+    UpdateServicesJob(serde_json::Value),
+    /// Delete an owned ConfigMap no JobSet uses any more.
+    DeleteConfigMap(String),
+    /// Delete an owned Service the spec no longer asks for.
+    DeleteService(String),
+    /// `ttlSecondsAfterFinished` has passed since the recorded completion: delete the
+    /// JobSet (its pods go with it).
+    DeleteJobSet,
+    /// The same, for the services pod's Job.
+    DeleteServicesJob,
+    /// `spec.cleanup`: delete the finished MiniCluster.
+    DeleteMiniCluster,
+}
+
+/// Everything one reconcile does.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// In order: Secret, ConfigMap, Services, JobSet, the services Job, then deletions.
+    pub steps: Vec<Step>,
+    /// The whole new status.
+    pub status: MiniClusterStatus,
+    /// Events for the transitions from the old status to [`Plan::status`].
+    pub events: Vec<Note>,
+    /// Look again after this long even if nothing changes (waiting for something no watch
+    /// reports).
+    pub requeue: Option<Duration>,
+    /// What to write instead if a step is stopped while the plan is carried out.
+    pub if_stopped: IfStopped,
+}
+
+/// Why a plan could not be made: the operator's fault, not the spec's (retried).
+pub type Error = render::Error;
+
+/// Decide: each decider in turn, in the order the plan's steps run.
+pub fn plan(input: &Inputs<'_>) -> Result<Plan, Error> {
+    let desired = match spec::decide(input)? {
+        Ok(desired) => desired,
+        Err(message) => return Ok(conditions::invalid(input, &message)),
+    };
+    match ownership::decide(input) {
+        ownership::Verdict::Clear => {}
+        ownership::Verdict::Wait => return Ok(conditions::waiting(input)),
+        ownership::Verdict::Foreign(object) => {
+            return Ok(conditions::foreign(input.mc, input.old, &object, input.now));
+        }
+    }
+    let facts = Facts::of(input);
+    let certificate = certificate::decide(input, &facts);
+    let config_map = config_map::decide(input, &facts, &desired);
+    let services = services::decide(input, &facts, &desired);
+    let jobset = jobset::decide(input, &facts, &desired, certificate.lost.is_some());
+    let services_pod = services_pod::decide(input, &facts, &desired);
+    let unused = cleanup::unused(
+        input,
+        &desired,
+        &config_map.in_use,
+        jobset.for_status.is_some(),
+    );
+    let ttl = ttl::decide(input);
+
+    let status = conditions::status(
+        input,
+        conditions::Findings {
+            jobset: jobset.for_status,
+            curve_secret: certificate.curve_secret,
+            degraded: [certificate.lost, config_map.lost, jobset.held]
+                .into_iter()
+                .flatten()
+                .collect(),
+            restarted: jobset.restarted,
+        },
+    );
+    let steps = (certificate.step.into_iter())
+        .chain(config_map.step)
+        .chain(services)
+        .chain(jobset.step)
+        .chain(services_pod)
+        .chain(unused)
+        .chain(ttl.steps)
+        .chain(cleanup::finished(input, &status))
+        .collect();
+    Ok(Plan {
+        steps,
+        events: events::transitions(input.mc, input.old, &status),
+        status,
+        requeue: ttl.requeue,
+        if_stopped: IfStopped::of(input),
+    })
+}
+
+/// The errors, as one message.
+fn join(errors: &[validation::FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Whether the JobSet finished (Completed or Failed).
+pub fn is_finished(js: &JobSet) -> bool {
+    js.condition_true("Completed") || js.condition_true("Failed")
+}
+
+/// The ConfigMap a JobSet's pods mount their broker config and scripts from.
+pub fn config_map_of(js: &JobSet) -> Option<String> {
+    js.spec
+        .replicated_jobs
+        .iter()
+        .filter_map(|r| r.template.spec.as_ref()?.template.spec.as_ref())
+        .flat_map(|p| p.volumes.iter().flatten())
+        .find(|v| v.name == crate::render::flux_pod::CONFIG_VOLUME)
+        .and_then(|v| v.config_map.as_ref())
+        .map(|c| c.name.clone())
+}
+
+#[cfg(test)]
+mod tests;

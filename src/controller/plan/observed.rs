@@ -1,0 +1,96 @@
+//! The plan's inputs from the cluster: what the watches hold about one MiniCluster's
+//! objects, and whose each object is.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+
+use super::super::owned::controlled_by;
+use super::super::status::Admission;
+use crate::api::MiniCluster;
+use crate::api::validation::FieldError;
+use crate::flux::curve::Certificate;
+use crate::jobset::JobSet;
+
+/// What the watches hold about one MiniCluster's objects.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    /// The JobSet of the MiniCluster's name, owned or not.
+    pub jobset: Option<Arc<JobSet>>,
+    /// The services pod's Job (`spec.services`), if one carries the operator's label.
+    pub services_job: Option<Arc<Job>>,
+    /// The broker pods (by the name label).
+    pub pods: Vec<Arc<Pod>>,
+    /// Kueue's verdict on the JobSet's Workload, if Kueue made one.
+    pub admission: Option<Admission>,
+    /// The certificate Secret.
+    pub secret: Presence,
+    /// ConfigMaps this MiniCluster owns.
+    pub config_maps: Vec<OwnedObject>,
+    /// Services this MiniCluster owns.
+    pub services: Vec<OwnedObject>,
+    /// The Service named as the pods' subdomain ([`MiniCluster::subdomain`]), whoever made
+    /// it ([`Presence::of_subdomain`]).
+    pub subdomain: Presence,
+    /// `spec.flux.curveCert`, as the reconcile found it before the plan ([`super::check_certificate`]):
+    /// `None` when the spec gives none (the operator generates one).
+    pub curve_cert: Option<Result<Box<Certificate>, FieldError>>,
+}
+
+/// Whether an object of a given name exists, and whose it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Presence {
+    /// No object of that name.
+    #[default]
+    Absent,
+    /// Controlled by this MiniCluster.
+    Owned,
+    /// Someone else's, being deleted (e.g. a MiniCluster of the same name just deleted).
+    Terminating,
+    /// Someone else's.
+    Foreign,
+}
+
+impl Presence {
+    /// Whose the object `obj` of one of `mc`'s names is (`None`: no such object).
+    pub fn of(obj: Option<&impl kube::Resource>, mc: &MiniCluster) -> Self {
+        match obj {
+            None => Presence::Absent,
+            Some(o) if controlled_by(o, mc) => Presence::Owned,
+            Some(o) if o.meta().deletion_timestamp.is_some() => Presence::Terminating,
+            Some(_) => Presence::Foreign,
+        }
+    }
+
+    /// Whose the Service `svc` named as `mc`'s pods' subdomain is. JobSet makes that headless
+    /// Service (owned by the JobSet) unless one of that name exists, and then silently uses
+    /// the one there: another MiniCluster's Service of that name (`app` with a service `web`
+    /// makes `app-web`), or anyone's, would serve as this cluster's subdomain. `Owned`: made
+    /// for this MiniCluster (by its JobSet, of its name, or by the operator for it).
+    pub fn of_subdomain(svc: Option<&impl kube::Resource>, mc: &MiniCluster) -> Self {
+        let Some(svc) = svc else {
+            return Presence::Absent;
+        };
+        let ours = svc.meta().owner_references.iter().flatten().any(|o| {
+            (o.kind == "JobSet" && o.name == mc.name())
+                || (o.kind == "MiniCluster" && Some(&o.uid) == mc.metadata.uid.as_ref())
+        });
+        if ours {
+            Presence::Owned
+        } else if svc.meta().deletion_timestamp.is_some() {
+            Presence::Terminating
+        } else {
+            Presence::Foreign
+        }
+    }
+}
+
+/// An owned object the watches hold: its name and the hash it was applied with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedObject {
+    /// The object's name.
+    pub name: String,
+    /// [`crate::render::APPLIED_ANNOTATION`], if set.
+    pub applied: Option<String>,
+}

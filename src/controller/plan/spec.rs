@@ -1,0 +1,73 @@
+//! The spec decider: what only the operator can check (validation, the certificate's keys),
+//! then whether the spec renders at all. A spec refused here creates nothing.
+
+use super::{Error, Inputs, certificate};
+use crate::api::validation;
+use crate::render::{self, Desired};
+
+/// The desired objects, or why the spec is refused (`InvalidSpec`'s message, naming the
+/// fields). `Err`: the operator's fault, not the spec's (retried).
+pub(super) fn decide(input: &Inputs<'_>) -> Result<Result<Desired, String>, Error> {
+    let errors = validation::validate(input.mc);
+    if !errors.is_empty() {
+        return Ok(Err(super::join(&errors)));
+    }
+    // A certificate whose keys do not belong together: refused before anything is made (its
+    // Secret is the first object a new cluster gets).
+    if let Some(e) = certificate::refused(input) {
+        return Ok(Err(e.to_string()));
+    }
+    match render::desired(input.mc, input.env) {
+        Ok(desired) => Ok(Ok(desired)),
+        Err(e) if e.field().is_some() => Ok(Err(e.to_string())),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{Mc, Seen};
+    use super::*;
+    use crate::flux::curve::Certificate;
+
+    #[test]
+    fn a_spec_is_refused_naming_the_field_or_rendered() {
+        let good = Certificate::generate("m").unwrap();
+        let other = Certificate::generate("m").unwrap();
+        let cert = |text: String| {
+            let mut mc = Mc::new(2);
+            mc.0.spec.flux.curve_cert = text.into();
+            mc
+        };
+        // (what it proves, the cluster, the refusal's start: None when it renders)
+        let cases = [
+            ("a valid spec renders", Mc::new(2), None),
+            (
+                "validation names the field",
+                Mc::new(2).bad_env(),
+                Some("spec.containers[0].environment"),
+            ),
+            (
+                "a certificate's keys that do not belong together",
+                cert(
+                    good.to_text()
+                        .replace(good.public_key(), other.public_key()),
+                ),
+                Some("spec.flux.curveCert: "),
+            ),
+            ("a good certificate", cert(good.to_text()), None),
+        ];
+        for (what, mc, refused) in cases {
+            let seen = Seen::nothing(&mc);
+            let observed = seen.observed_checked();
+            let old = Default::default();
+            match (decide(&seen.inputs(&observed, &old)).unwrap(), refused) {
+                (Ok(_), None) => {}
+                (Err(message), Some(start)) => {
+                    assert!(message.starts_with(start), "{what}: {message}");
+                }
+                (got, _) => panic!("{what}: {:?}", got.map(|_| "rendered")),
+            }
+        }
+    }
+}
