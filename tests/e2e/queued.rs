@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::api::core::v1::{Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use flux_operator::api::{KUEUE_QUEUE_LABEL, MiniCluster, Phase};
+use flux_operator::api::{KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, Phase, ROLE_LABEL};
 
 use crate::common::{TestNamespace, wait_for};
 use crate::kueue::queues;
@@ -115,7 +115,7 @@ async fn kueue_runs_one_cluster_and_queues_the_other() -> Result<()> {
 }
 
 #[tokio::test]
-async fn resizing_a_queued_cluster_is_readmitted_at_the_new_size() -> Result<()> {
+async fn resizing_a_queued_cluster_is_readmitted_at_the_new_size_with_new_pods() -> Result<()> {
     let mut ns = TestNamespace::create("queued-resize").await?;
     install_crd(&ns.client).await?;
     let queue = queues(&mut ns, "6", "6Gi").await?;
@@ -125,6 +125,7 @@ async fn resizing_a_queued_cluster_is_readmitted_at_the_new_size() -> Result<()>
     mc.spec.max_size = Some(4);
     let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
     wait_phase(&mcs, &name, Phase::Running).await?;
+    let lead_before = lead_uid(&ns, &name).await?;
 
     mcs.patch(
         &name,
@@ -142,6 +143,22 @@ async fn resizing_a_queued_cluster_is_readmitted_at_the_new_size() -> Result<()>
         mc_condition(&resized, "Admitted").map(|c| c.0).as_deref(),
         Some("True")
     );
+    // Kueue has no workload slices for JobSet: the new size is a new Workload, and the
+    // cluster is stopped and started again (what the user guide says a queued resize does).
+    let lead_after = lead_uid(&ns, &name).await?;
+    assert_ne!(lead_before, lead_after, "the lead pod survived a queued resize");
     ns.cleanup().await;
     Ok(())
+}
+
+/// The UID of the lead broker's live pod.
+async fn lead_uid(ns: &TestNamespace, name: &str) -> Result<String> {
+    let pods: Api<Pod> = ns.api();
+    let selector = format!("{NAME_LABEL}={name},{ROLE_LABEL}=lead");
+    let list = pods.list(&ListParams::default().labels(&selector)).await?;
+    list.items
+        .into_iter()
+        .find(|p| p.metadata.deletion_timestamp.is_none())
+        .and_then(|p| p.metadata.uid)
+        .ok_or_else(|| anyhow::anyhow!("no live lead pod for {name}"))
 }
