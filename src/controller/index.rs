@@ -9,24 +9,26 @@
 //! reach the controller's own trigger backoff, which would delay every watch at once.
 //!
 //! What is watched, and why:
-//! - JobSets, Jobs (the services pod), Secrets and ConfigMaps carrying the operator's name
-//!   label: whether each owned object exists and is as the operator applied it. Secrets and
-//!   ConfigMaps as metadata only (`Api<PartialObjectMeta<_>>`: the certificate never enters
-//!   this process's memory through a watch).
+//! - JobSets, Jobs (the services pod's only: [`services_jobs`]), Secrets and ConfigMaps
+//!   carrying the operator's name label: whether each owned object exists and is as the
+//!   operator applied it. JobSets and Jobs without their pod templates ([`trim_jobset`],
+//!   [`trim_job`]); Secrets and ConfigMaps as metadata only (`Api<PartialObjectMeta<_>>`: the
+//!   certificate never enters this process's memory through a watch).
 //! - Services, all of them, as metadata only and trimmed ([`trim_service`]): the owned ones
 //!   (the annotation [`crate::render::APPLIED_ANNOTATION`] says what was applied), and
 //!   whether a Service named as a new cluster's pods' subdomain exists and whose it is
 //!   ([`Presence::of_subdomain`]): JobSet would take any Service of that name, labelled or
 //!   not, and this answers without a lookup per new MiniCluster.
 //! - Pods carrying the name label: readiness and phases for status.
-//! - Kueue Workloads, when Kueue is installed: admission for status.
+//! - Kueue Workloads, when Kueue is installed: admission for status (owner and conditions
+//!   only, [`trim_workload`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodTemplateSpec, Secret, Service};
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::{Backoff, ResetTimerBackoff};
@@ -40,6 +42,8 @@ use super::owned::controlled_by;
 use super::plan::{Observed, OwnedObject, Presence};
 use crate::api::{MiniCluster, NAME_LABEL};
 use crate::jobset::JobSet;
+use crate::render::JOBSET_NAME_LABEL;
+use crate::render::flux_pod::CONFIG_VOLUME;
 
 /// The watches' stores.
 #[derive(Clone)]
@@ -78,21 +82,9 @@ pub fn watch_backoff() -> impl Backoff + 'static {
 pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// A watch of `K` feeding `writer`, yielding every object it sees change (deletions
-/// included), errors logged and retried with [`watch_backoff`].
-pub fn reflect<K>(
-    stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
-    writer: reflector::store::Writer<K>,
-    what: &'static str,
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
-where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
-{
-    reflect_trimmed(stream, writer, what, |_| {})
-}
-
-/// [`reflect`], with `trim` applied to every object before it is stored (drop what the
-/// reconciler never reads: the store holds every watched object for the process's life).
+/// included), errors logged and retried with [`watch_backoff`]; `trim` is applied to every
+/// object before it is stored (drop what the reconciler never reads: the store holds every
+/// watched object for the process's life).
 pub fn reflect_trimmed<K>(
     stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
     writer: reflector::store::Writer<K>,
@@ -151,8 +143,25 @@ where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Default + Send + Sync,
 {
+    watch_with(api, config(labelled), what, trim)
+}
+
+/// [`watch_trimmed`] with its own watcher configuration (a label selector of its own).
+pub fn watch_with<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    what: &'static str,
+    trim: fn(&mut K),
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Default + Send + Sync,
+{
     let (reader, writer) = reflector::store();
-    let stream = watcher(api, config(labelled));
+    let stream = watcher(api, config);
     (reader, reflect_trimmed(stream, writer, what, trim))
 }
 
@@ -160,6 +169,55 @@ where
 /// pod, is never read).
 pub fn trim_pod(pod: &mut Pod) {
     pod.spec = None;
+}
+
+/// Jobs the operator makes itself (the services pod's): labelled with its name label and
+/// not one of a JobSet's Jobs, which JobSet labels with the JobSet's name and which the
+/// operator never reads (they would double the Jobs held, each with a broker pod template).
+pub fn services_jobs() -> watcher::Config {
+    watcher::Config::default().labels(&format!("{NAME_LABEL},!{JOBSET_NAME_LABEL}"))
+}
+
+/// A services Job as the reconciler reads it: metadata, `spec.suspend` and status (its pod
+/// template is never read).
+pub fn trim_job(job: &mut Job) {
+    if let Some(spec) = job.spec.as_mut() {
+        spec.template = Default::default();
+    }
+}
+
+/// A JobSet as the reconciler reads it: metadata, status, `spec.suspend`, and of each
+/// replicated Job its name, parallelism, completions and the ConfigMap its pods mount
+/// ([`super::plan::config_map_of`]); the pod templates, the bulk of a JobSet, are dropped.
+pub fn trim_jobset(js: &mut JobSet) {
+    for rj in &mut js.spec.replicated_jobs {
+        let Some(job) = rj.template.spec.as_mut() else {
+            continue;
+        };
+        let config = job
+            .template
+            .spec
+            .take()
+            .and_then(|p| p.volumes)
+            .into_iter()
+            .flatten()
+            .filter(|v| v.name == CONFIG_VOLUME)
+            .collect::<Vec<_>>();
+        job.template = PodTemplateSpec {
+            metadata: None,
+            spec: Some(PodSpec {
+                volumes: Some(config),
+                ..PodSpec::default()
+            }),
+        };
+    }
+}
+
+/// A Kueue Workload as the reconciler reads it ([`kueue::admission_from`]): metadata (its
+/// owner, the JobSet) and the conditions; its pod sets, a copy of every pod template, dropped.
+pub fn trim_workload(wl: &mut DynamicObject) {
+    let conditions = wl.data["status"]["conditions"].take();
+    wl.data = serde_json::json!({"status": {"conditions": conditions}});
 }
 
 /// A Service as the reconciler reads it: its name, owners, deletion, the name label and the
@@ -302,5 +360,80 @@ impl Index {
             // Checked by the reconcile (a CURVE handshake, not in the watches).
             curve_cert: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered() -> (MiniCluster, JobSet) {
+        let mut mc: MiniCluster = serde_norway::from_str(
+            "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: m, namespace: ns}\nspec:\n  size: 3\n  maxSize: 5\n  containers: [{image: app, command: app}]\n",
+        )
+        .expect("parses");
+        mc.metadata.uid = Some("uid".into());
+        let js = crate::render::jobset(&mc, "m-config");
+        (mc, js)
+    }
+
+    #[test]
+    fn a_trimmed_jobset_still_answers_what_the_reconciler_reads() {
+        let (mc, full) = rendered();
+        let mut trimmed = full.clone();
+        trim_jobset(&mut trimmed);
+        assert_eq!(
+            crate::controller::plan::config_map_of(&trimmed).as_deref(),
+            Some("m-config")
+        );
+        let update = crate::render::jobset::update(&mc, None).expect("an elastic update");
+        assert!(!crate::render::jobset::needs_update(&trimmed, &update));
+        let grown = crate::render::jobset::update(
+            &MiniCluster {
+                spec: crate::api::MiniClusterSpec {
+                    size: 4,
+                    ..mc.spec.clone()
+                },
+                ..mc.clone()
+            },
+            None,
+        )
+        .expect("an elastic update");
+        assert!(crate::render::jobset::needs_update(&trimmed, &grown));
+        let before = serde_json::to_vec(&full).expect("serializes").len();
+        let after = serde_json::to_vec(&trimmed).expect("serializes").len();
+        assert!(after * 3 < before, "trimmed {after} bytes of {before}");
+    }
+
+    #[test]
+    fn a_trimmed_workload_keeps_its_owner_and_admission() {
+        let mut wl: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "ns", "ownerReferences": [
+                {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "m", "uid": "u"}]},
+            "spec": {"podSets": [{"name": "lead", "count": 1, "template": {"spec": {"containers": []}}}]},
+            "status": {"conditions": [{"type": "Admitted", "status": "True", "reason": "Admitted",
+                "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+        }))
+        .expect("a Workload");
+        let before = kueue::admission_from(&wl.data);
+        trim_workload(&mut wl);
+        assert!(wl.data.get("spec").is_none(), "pod sets dropped");
+        assert_eq!(wl.owner_references().len(), 1);
+        let after = kueue::admission_from(&wl.data);
+        assert!(after.admitted);
+        assert_eq!(
+            (before.reason, before.admitted_at),
+            (after.reason, after.admitted_at)
+        );
+    }
+
+    #[test]
+    fn the_jobs_watch_leaves_out_the_jobsets_jobs() {
+        let selector = services_jobs().label_selector.expect("a selector");
+        assert_eq!(
+            selector,
+            "flux-framework.org/minicluster,!jobset.sigs.k8s.io/jobset-name"
+        );
     }
 }

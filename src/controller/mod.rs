@@ -176,9 +176,18 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     );
     let (mc_store, mc_stream) =
         index::watch_objects(scoped::<MiniCluster>(&client, ns), false, "miniclusters");
-    let (jobs, job_stream) = index::watch_objects(scoped::<Job>(&client, ns), true, "jobs");
-    let (jobsets, jobset_stream) =
-        index::watch_objects(scoped::<JobSet>(&client, ns), true, "jobsets");
+    let (jobs, job_stream) = index::watch_with(
+        scoped::<Job>(&client, ns),
+        index::services_jobs(),
+        "jobs",
+        index::trim_job,
+    );
+    let (jobsets, jobset_stream) = index::watch_trimmed(
+        scoped::<JobSet>(&client, ns),
+        true,
+        "jobsets",
+        index::trim_jobset,
+    );
     let (pods, pod_stream) =
         index::watch_trimmed(scoped::<Pod>(&client, ns), true, "pods", index::trim_pod);
     let (secrets, secret_stream) = index::watch_objects(
@@ -222,10 +231,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         };
         let writer = kube::runtime::reflector::store::Writer::new(resource.clone());
         let reader = writer.as_reader();
-        let stream = index::reflect(
+        let stream = index::reflect_trimmed(
             watcher(api, watcher::Config::default()),
             writer,
             "workloads",
+            index::trim_workload,
         );
         workloads = Some(reader);
         later.push(
