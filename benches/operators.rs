@@ -261,6 +261,11 @@ struct Run {
     cpu: Cpu,
     /// The operator's peak RSS (VmHWM), MiB.
     peak_rss_mib: Option<f64>,
+    /// The operator's reconciles over the run (it starts fresh for each), p50 and p99 in ms
+    /// as bucket upper bounds: the whole reconcile, and its own work (observe and plan, no
+    /// API waits: `flux_operator_reconcile_decide_seconds`).
+    reconcile_ms: Option<(f64, f64)>,
+    decide_ms: Option<(f64, f64)>,
     api: ApiStats,
     controllers: Option<Controllers>,
     idle: Option<Idle>,
@@ -433,6 +438,38 @@ fn sum_samples(text: &str, metric: &str, filter: &[(&str, &str)]) -> Option<f64>
         }
     }
     found
+}
+
+/// The p50 and p99 of Prometheus histogram `metric` (its `_bucket` samples), in ms, as the
+/// upper bounds of the buckets they fall in.
+fn histogram_p50_p99_ms(text: &str, metric: &str) -> Option<(f64, f64)> {
+    let bucket = format!("{metric}_bucket");
+    let mut buckets: Vec<(f64, f64)> = text
+        .lines()
+        .filter_map(parse_sample)
+        .filter(|(name, _, _)| *name == bucket)
+        .filter_map(|(_, labels, count)| {
+            let le = label(&labels, "le");
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((le, count))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let at = |q: f64| {
+        buckets
+            .iter()
+            .find(|(_, c)| *c >= q * total)
+            .map(|(le, _)| le * 1000.0)
+    };
+    Some((at(0.5)?, at(0.99)?))
 }
 
 fn api_stats_from(text: &str) -> ApiStats {
@@ -630,6 +667,20 @@ impl OperatorProc {
                 &[("controller", "minicluster")],
             ),
         }
+    }
+
+    /// p50 and p99 (ms) of the whole reconcile and of its own work, this operator only.
+    async fn reconcile_quantiles(&self) -> (Option<(f64, f64)>, Option<(f64, f64)>) {
+        if self.arm != Arm::Operator {
+            return (None, None);
+        }
+        let Ok(text) = http_get(self.metrics_port, "/metrics").await else {
+            return (None, None);
+        };
+        (
+            histogram_p50_p99_ms(&text, "flux_operator_reconcile_duration_seconds"),
+            histogram_p50_p99_ms(&text, "flux_operator_reconcile_decide_seconds"),
+        )
     }
 
     /// SIGTERM, up to 10 s, then SIGKILL.
@@ -1336,6 +1387,10 @@ impl Bench {
                 cpu: cpu_minus(&cpu_b, &cpu_a),
             });
         }
+        let (reconcile_ms, decide_ms) = match &operator {
+            Some(p) => p.reconcile_quantiles().await,
+            None => (None, None),
+        };
         let secs = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
         Ok(Run {
             scenario,
@@ -1345,6 +1400,8 @@ impl Bench {
             all_created: secs(timeline.all_created),
             cpu: cpu_minus(&cpu1, &cpu0),
             peak_rss_mib: op_pid.and_then(peak_rss_mib),
+            reconcile_ms,
+            decide_ms,
             api: api1.minus(&api0),
             controllers: ctl0.zip(ctl1).map(|(a, b)| b.minus(&a)),
             idle,
@@ -1733,6 +1790,26 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
                 2,
             ),
             ("operator peak RSS MiB", Box::new(|r| r.peak_rss_mib), 1),
+            (
+                "operator reconcile p50 ms (with API waits)",
+                Box::new(|r| r.reconcile_ms.map(|q| q.0)),
+                1,
+            ),
+            (
+                "operator reconcile p99 ms (with API waits)",
+                Box::new(|r| r.reconcile_ms.map(|q| q.1)),
+                1,
+            ),
+            (
+                "operator's own work per reconcile p50 ms (observe, plan)",
+                Box::new(|r| r.decide_ms.map(|q| q.0)),
+                3,
+            ),
+            (
+                "operator's own work per reconcile p99 ms",
+                Box::new(|r| r.decide_ms.map(|q| q.1)),
+                3,
+            ),
             (
                 "kube-apiserver CPU s",
                 Box::new(|r| r.cpu.get("kube-apiserver").copied()),

@@ -79,10 +79,12 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
     ctx.synced().await;
     let mc = ctx.latest(cached);
     ctx.sightings.saw(&mc, Instant::now(), Timestamp::now());
+    let observing = Instant::now();
     let mut observed = ctx.index.observe(&mc);
     // What this process made and the watches do not show yet is there: no second create,
     // no lookup (see `made`); look again by the time that is no longer taken for granted.
     let awaited = ctx.fill_in(&mc, &mut observed);
+    let mut decide = observing.elapsed();
     // The status the last reconcile wrote (this process's, if the cache lags behind it).
     let old = mc.status.clone().unwrap_or_default();
     confirm_absence(&mc, &old, &mut observed, ctx).await?;
@@ -96,6 +98,8 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
         env: &ctx.env,
         now: Timestamp::now(),
     })?;
+    decide += seen.elapsed();
+    ctx.metrics.reconcile_decide.observe(decide.as_secs_f64());
     if let Some(wait) = awaited {
         plan.requeue = Some(plan.requeue.map_or(wait, |r| r.min(wait)));
     }

@@ -86,6 +86,9 @@ pub struct Metrics {
     pub teardown: Durations,
     /// Duration of one reconcile.
     pub reconcile_duration: Histogram,
+    /// The operator's own work in one reconcile: observing from the watch caches and
+    /// planning, without the waits for the API server.
+    pub reconcile_decide: Histogram,
     /// Reconciles that ended in an error, by reason.
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     /// MiniClusters by namespace and phase, counted from the watch cache at each scrape.
@@ -112,6 +115,8 @@ impl Metrics {
             admission_wait: durations(),
             teardown: durations(),
             reconcile_duration: reconcile_histogram(),
+            // 10 us .. about 5 s.
+            reconcile_decide: Histogram::new(exponential_buckets(0.000_01, 2.0, 20)),
             reconcile_errors: Family::default(),
             phases: Arc::default(),
             registry: Registry::default(),
@@ -158,6 +163,13 @@ impl Metrics {
             "Duration of one MiniCluster reconcile",
             Unit::Seconds,
             m.reconcile_duration.clone(),
+        );
+        sub.register_with_unit(
+            "reconcile_decide",
+            "The operator's own work in one reconcile (observe from the watch caches, plan), \
+             without waits for the API server",
+            Unit::Seconds,
+            m.reconcile_decide.clone(),
         );
         sub.register(
             "reconcile_errors",
