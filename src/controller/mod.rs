@@ -79,6 +79,11 @@ pub struct Config {
     /// Log format: `json` or `text`.
     #[arg(long, env = "LOG_FORMAT", default_value = "json")]
     pub log_format: crate::telemetry::LogFormat,
+    /// Most reconciles running at once. Each in flight holds its rendered objects and an
+    /// API connection; a thousand MiniClusters created at once would otherwise run a
+    /// thousand reconciles side by side (kube-runtime's default is no bound).
+    #[arg(long, env = "MAX_CONCURRENT_RECONCILES", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_concurrent_reconciles: u16,
 }
 
 /// Run the controller until SIGTERM/SIGINT (or until leadership is lost).
@@ -262,7 +267,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let controller = Controller::for_stream(mc_now, mc_store.clone())
         // No debounce in the controller: its requeues come when due, and what is debounced
         // is chosen above.
-        .with_config(controller::Config::default())
+        .with_config(controller::Config::default().concurrency(config.max_concurrent_reconciles))
         .reconcile_on(trigger::debounced(
             futures::stream::select_all(later),
             DEBOUNCE,
