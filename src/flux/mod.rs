@@ -113,9 +113,9 @@
 //! [`render::flux_pod`](crate::render::flux_pod)): its TBON port accepts connections, or with
 //! `maxSize` 1 its local socket exists ([`socket_exists_command`]). A follower's (every
 //! follower): its broker has joined the instance ([`broker_joined_command`]):
-//! `/bin/sh -c 'FLUX_URI=local://<SOCKET_PATH> exec <view>/view/bin/flux ping --count=1 broker'`
-//! (`flux` from `PATH` without a view), answered by the local broker only once it is online;
-//! a follower waiting for the lead is not ready. With `flux.disableSocket` the broker has no
+//! `flux uptime` through `local://<SOCKET_PATH>` (the view's `flux`, or `PATH`'s without a
+//! view) says state `run`: rc1 done and the rank in `broker.online`, so the lead counts it up;
+//! a follower waiting for the lead, running rc1 or leaving is not ready. With `flux.disableSocket` the broker has no
 //! known socket path and followers get no probe (`None`).
 
 pub mod command;

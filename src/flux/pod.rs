@@ -153,17 +153,20 @@ fn probe_flux(mc: &MiniCluster) -> String {
 }
 
 /// The exec command that succeeds once the broker behind [`SOCKET_PATH`] has joined the
-/// instance: `flux ping --count=1 broker` through the socket. The local broker answers it
-/// itself (no traffic to the lead), but only once it is online (entered state init, which
-/// needs its parent): before that Flux refuses every client request but a few
-/// ("Upstream Flux broker is offline"), and without a broker there is no socket to connect
-/// to. One C command and one local RPC, so cheap enough for every follower.
+/// instance: `flux uptime` through the socket says the broker is in state `run`. A follower
+/// gets there after its rc1 and after it joined the `broker.online` group, the set the lead's
+/// resource module counts as up; it is not ready while it waits for its parent (before
+/// state init Flux refuses client requests, "Upstream Flux broker is offline"), runs rc1,
+/// or leaves (cleanup and later). Asking only whether the local broker answers (`flux ping`,
+/// before) said ready during rc1, while the lead did not count the rank up yet: on a loaded
+/// machine the real-node test saw a MiniCluster Ready with Flux counting 2 of 3 ranks up.
+/// One C command and one local RPC, so cheap enough for every follower.
 pub fn broker_joined_command(mc: &MiniCluster) -> Vec<String> {
     vec![
         "/bin/sh".into(),
         "-c".into(),
         format!(
-            "FLUX_URI=local://{SOCKET_PATH} exec {} ping --count=1 broker",
+            "case \"$(FLUX_URI=local://{SOCKET_PATH} {} uptime 2>/dev/null)\" in *' run '*) exit 0 ;; esac; exit 1",
             probe_flux(mc)
         ),
     ]

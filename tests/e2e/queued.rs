@@ -146,7 +146,10 @@ async fn resizing_a_queued_cluster_is_readmitted_at_the_new_size_with_new_pods()
     // Kueue has no workload slices for JobSet: the new size is a new Workload, and the
     // cluster is stopped and started again (what the user guide says a queued resize does).
     let lead_after = lead_uid(&ns, &name).await?;
-    assert_ne!(lead_before, lead_after, "the lead pod survived a queued resize");
+    assert_ne!(
+        lead_before, lead_after,
+        "the lead pod survived a queued resize"
+    );
     ns.cleanup().await;
     Ok(())
 }

@@ -370,14 +370,14 @@ fn follower_readiness_probe() {
         mc.spec.max_size = max;
         mc.spec.flux.topology = "kary:2".into();
         let probe = flux_pod::follower_readiness_probe(&mc).expect("a probe");
-        // Joined: the local broker answers a ping only once it is online (its parent
-        // reached); the view's flux, which is not on the container's PATH.
+        // Joined: the local broker says it is in state run (rc1 done, in broker.online);
+        // the view's flux, which is not on the container's PATH.
         assert_eq!(
             probe.exec.as_ref().unwrap().command.as_deref().unwrap(),
             [
                 "/bin/sh",
                 "-c",
-                "FLUX_URI=local:///run/flux-operator/broker/local exec /mnt/flux/view/bin/flux ping --count=1 broker"
+                "case \"$(FLUX_URI=local:///run/flux-operator/broker/local /mnt/flux/view/bin/flux uptime 2>/dev/null)\" in *' run '*) exit 0 ;; esac; exit 1"
             ]
         );
         assert!(probe.tcp_socket.is_none() && probe.http_get.is_none());
@@ -404,7 +404,7 @@ fn follower_readiness_probe() {
         .command
         .unwrap();
     assert!(
-        command[2].ends_with(" exec '/opt/my flux/view/bin/flux' ping --count=1 broker"),
+        command[2].contains(" '/opt/my flux/view/bin/flux' uptime 2>/dev/null)"),
         "{command:?}"
     );
     mc.spec.flux.container.disable = true;
@@ -415,7 +415,7 @@ fn follower_readiness_probe() {
         .command
         .unwrap();
     assert!(
-        command[2].ends_with(" exec flux ping --count=1 broker"),
+        command[2].contains("/local flux uptime 2>/dev/null)"),
         "{command:?}"
     );
     // No known socket: no probe rather than one that claims readiness it cannot see.
