@@ -165,3 +165,59 @@ async fn lead_uid(ns: &TestNamespace, name: &str) -> Result<String> {
         .and_then(|p| p.metadata.uid)
         .ok_or_else(|| anyhow::anyhow!("no live lead pod for {name}"))
 }
+
+/// Quota follows a queued cluster's size both ways: with room for 4 one-CPU brokers, a
+/// second cluster of 2 waits beside one of 3; shrinking the first to 2 frees the room and the
+/// second is admitted; growing the first back to 3 then does not fit, so it waits (suspended,
+/// Kueue's reason in its status) instead of running over the quota.
+#[tokio::test]
+async fn a_queued_shrink_frees_quota_for_another_cluster_and_a_grow_beyond_it_waits() -> Result<()>
+{
+    let mut ns = TestNamespace::create("queued-quota").await?;
+    install_crd(&ns.client).await?;
+    let queue = queues(&mut ns, "4", "4Gi").await?;
+    let _operator = Operator::start(&ns.name)?;
+    let mcs: Api<MiniCluster> = ns.api();
+    let mut first = queued(&ns.name, "first", 3, &queue)?;
+    first.spec.max_size = Some(4);
+    mcs.create(&PostParams::default(), &first).await?;
+    wait_phase(&mcs, "first", Phase::Running).await?;
+    mcs.create(
+        &PostParams::default(),
+        &queued(&ns.name, "second", 2, &queue)?,
+    )
+    .await?;
+    wait_phase(&mcs, "second", Phase::Suspended).await?;
+
+    let size = |n: i32| Patch::Merge(json!({"spec": {"size": n}}));
+    mcs.patch("first", &PatchParams::default(), &size(2))
+        .await?;
+    let second = wait_phase(&mcs, "second", Phase::Running).await?;
+    assert_eq!(
+        mc_condition(&second, "Admitted").map(|c| c.0).as_deref(),
+        Some("True")
+    );
+
+    mcs.patch("first", &PatchParams::default(), &size(3))
+        .await?;
+    let waiting = wait_for("first waits for quota at size 3", TIMEOUT, || async {
+        let mc = mcs.get("first").await?;
+        Ok(mc_condition(&mc, "Admitted")
+            .filter(|c| c.0 == "False")
+            .map(|_| mc))
+    })
+    .await?;
+    assert_eq!(
+        waiting.status.as_ref().and_then(|s| s.phase),
+        Some(Phase::Suspended),
+        "{:?}",
+        waiting.status
+    );
+    assert_eq!(
+        mcs.get("second").await?.status.and_then(|s| s.phase),
+        Some(Phase::Running),
+        "the admitted cluster keeps running"
+    );
+    ns.cleanup().await;
+    Ok(())
+}
