@@ -45,7 +45,7 @@ pub fn parse_minicluster(text: &str) -> anyhow::Result<MiniCluster> {
 /// Print the objects (or, with `files`, the broker config and scripts) for a manifest.
 pub fn render(path: &Path, cluster_domain: &str, files: bool) -> anyhow::Result<()> {
     let mc = read_minicluster(path)?;
-    let errors = validation::validate(&mc);
+    let errors = crate::model::validate(&mc);
     if !errors.is_empty() {
         let list = errors
             .iter()
@@ -54,7 +54,7 @@ pub fn render(path: &Path, cluster_domain: &str, files: bool) -> anyhow::Result<
             .join("\n");
         anyhow::bail!("the MiniCluster is invalid:\n{list}");
     }
-    for warning in validation::unsupported(&mc) {
+    for warning in crate::model::unsupported(&mc) {
         eprintln!("warning: {warning}");
     }
     print!("{}", render_to_string(&mc, cluster_domain, files)?);

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{BROKER_PORT, CURVE_PRIVATE_PATH, Context, Error, RESOURCE_PATH};
 use crate::api::{LEAD_JOB, MiniCluster, QueuePolicy, WORKERS_JOB, is_dns_label};
+pub use crate::model::network::cluster_domain;
 
 /// The generated broker config. Serializes to the TOML Flux reads.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -173,42 +174,6 @@ pub fn host_entries(mc: &MiniCluster) -> Vec<HostEntry> {
 /// Fully qualified DNS name of a broker pod.
 pub fn fqdn(host: &str, subdomain: &str, namespace: &str, cluster_domain: &str) -> String {
     format!("{host}.{subdomain}.{namespace}.svc.{cluster_domain}")
-}
-
-/// The cluster's DNS domain for broker addresses: `spec.network.clusterDomain` when set,
-/// otherwise what the operator resolved ([`Context::cluster_domain`]). A trailing dot is
-/// dropped. Never assumed.
-pub fn cluster_domain(mc: &MiniCluster, ctx: &Context) -> Result<String, Error> {
-    let (field, value) = if mc.spec.network.cluster_domain.is_empty() {
-        (
-            "the operator's cluster domain (--cluster-domain)",
-            ctx.cluster_domain.as_str(),
-        )
-    } else {
-        (
-            "spec.network.clusterDomain",
-            mc.spec.network.cluster_domain.as_str(),
-        )
-    };
-    let domain = value.strip_suffix('.').unwrap_or(value);
-    let valid = !domain.is_empty()
-        && domain.len() <= 253
-        && domain.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        });
-    if !valid {
-        return Err(super::spec_error(
-            field,
-            format!("{value:?} is not a DNS domain (e.g. cluster.local)"),
-        ));
-    }
-    Ok(domain.to_ascii_lowercase())
 }
 
 /// The broker config for `mc` (ignores `spec.flux.brokerConfig`; see [`broker_toml`]).

@@ -1,12 +1,13 @@
 //! What a pod needs to know of Flux: the containers' command lines, the variables that tell
 //! the entrypoints where things are, the certificate's file mode, the readiness probes'
-//! command lines, and what `flux.minimalService` needs. The render module builds the
+//! command lines, and what `flux.minimalService` needs ([`check_minimal_service`], the model's). The render module builds the
 //! Kubernetes objects (volumes, mounts, containers, probes, Services) from these.
 
 use super::command::quote;
 use super::scripts::{Sidecar, files, flux_container, is_wrapped};
-use super::{CONFIG_MOUNT, CURVE_MOUNT, Error, KEY_MOUNT, RUN_MOUNT, Role, SOCKET_PATH};
+use super::{CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, Role, SOCKET_PATH};
 use crate::api::MiniCluster;
+pub use crate::model::network::check_minimal_service;
 
 /// The mode of the certificate file in the Secret volume. Secret files are owned by root
 /// (group fsGroup when set), so the narrowest mode that the broker's user can still read:
@@ -167,23 +168,4 @@ pub fn broker_joined_command(mc: &MiniCluster) -> Vec<String> {
             probe_flux(mc)
         ),
     ]
-}
-
-/// With `flux.minimalService`, only the lead broker needs a DNS name: in the flat TBON every
-/// follower connects to rank 0 and nothing connects to a follower. A tree topology
-/// (`flux.topology`) makes followers parents, which then need DNS names too: an error.
-pub fn check_minimal_service(mc: &MiniCluster) -> Result<(), Error> {
-    let flux = &mc.spec.flux;
-    let topology = flux.topology.trim();
-    if flux.minimal_service
-        && !(topology.is_empty() || topology == "custom" || topology == "kary:0")
-    {
-        return Err(super::spec_error(
-            "spec.flux.minimalService",
-            format!(
-                "needs the flat topology: with flux.topology {topology:?} followers connect to other followers, which then need DNS names"
-            ),
-        ));
-    }
-    Ok(())
 }

@@ -17,6 +17,9 @@ use super::{
     RESOURCE_PATH, RUN_MOUNT, SAVE_CANCEL_NOTE, SOCKET_PATH,
 };
 use crate::api::{MiniCluster, MiniClusterContainer, RunningJobs, is_dns_label};
+pub use crate::model::containers::{
+    Mode, Sidecar, flux_container, is_wrapped, mode, program_text, sidecars,
+};
 
 /// File names in the ConfigMap (keys of its `data`).
 ///
@@ -93,64 +96,6 @@ const SAVE: &str = include_str!("templates/save.sh.j2");
 const SAVE_ON_CLEANUP: &str = include_str!("templates/save-on-cleanup.py.j2");
 const HOLD_QUEUES: &str = include_str!("templates/hold-queues.py.j2");
 const RELEASE_QUEUES: &str = include_str!("templates/release-queues.py.j2");
-
-/// What the lead broker runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Submit the command (`tasks`, `-N size`) and wait for it: `flux submit ... --watch`.
-    Submit,
-    /// Each command line is its own `flux submit` inside one `flux batch`; wait for all.
-    Batch,
-    /// `batchRaw`: the command is a Flux batch script taken verbatim.
-    BatchRaw,
-    /// The command is the instance's initial program itself.
-    Launcher,
-    /// No program: the instance stays up until `flux shutdown` (`interactive` or no command).
-    Interactive,
-}
-
-/// The container that runs Flux, with its index in `spec.containers`.
-pub fn flux_container(mc: &MiniCluster) -> Result<(usize, &MiniClusterContainer), Error> {
-    let containers = &mc.spec.containers;
-    if containers.len() == 1 {
-        return Ok((0, &containers[0]));
-    }
-    let mut runners = containers.iter().enumerate().filter(|(_, c)| c.run_flux);
-    match (runners.next(), runners.next()) {
-        (Some(found), None) => Ok(found),
-        _ => Err(super::spec_error(
-            "spec.containers",
-            "exactly one container must set runFlux: true",
-        )),
-    }
-}
-
-/// The text the Flux container runs: `commands.script` when set, else `command`.
-fn program_text(c: &MiniClusterContainer) -> &str {
-    if c.commands.script.trim().is_empty() {
-        &c.command
-    } else {
-        &c.commands.script
-    }
-}
-
-/// The lead's mode for `mc`.
-pub fn mode(mc: &MiniCluster) -> Result<Mode, Error> {
-    let (_, c) = flux_container(mc)?;
-    Ok(
-        if mc.spec.interactive || program_text(c).trim().is_empty() {
-            Mode::Interactive
-        } else if c.launcher {
-            Mode::Launcher
-        } else if c.batch && c.batch_raw {
-            Mode::BatchRaw
-        } else if c.batch {
-            Mode::Batch
-        } else {
-            Mode::Submit
-        },
-    )
-}
 
 fn field_err(field: impl Into<String>, message: impl Into<String>) -> Error {
     super::spec_error(field, message)
@@ -712,85 +657,6 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
         complete_workers: flux.complete_workers,
     };
     render(if lead { "lead.sh.j2" } else { "worker.sh.j2" }, &ctx)
-}
-
-/// A container that does not run Flux, and where it runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sidecar {
-    /// `spec.containers[i]` other than the Flux container: beside the broker in every broker
-    /// pod, as in the Go operator.
-    Container(usize),
-    /// `spec.services[i]`: once, in the services pod (`<mc>-services`), as in the Go operator.
-    Service(usize),
-}
-
-impl Sidecar {
-    /// Its spec, `None` for an index out of range (or the Flux container).
-    pub fn spec(self, mc: &MiniCluster) -> Option<&MiniClusterContainer> {
-        match self {
-            Sidecar::Container(i) => mc
-                .spec
-                .containers
-                .get(i)
-                .filter(|_| flux_container(mc).is_ok_and(|(f, _)| f != i)),
-            Sidecar::Service(i) => mc.spec.services.get(i),
-        }
-    }
-
-    /// Its field, `spec.containers[i]` or `spec.services[i]`.
-    pub fn field(self) -> String {
-        match self {
-            Sidecar::Container(i) => format!("spec.containers[{i}]"),
-            Sidecar::Service(i) => format!("spec.services[{i}]"),
-        }
-    }
-
-    /// Whether it runs in the broker pods (else in the services pod).
-    pub fn in_broker_pods(self) -> bool {
-        matches!(self, Sidecar::Container(_))
-    }
-
-    /// The prefix of its ConfigMap files ([`files::sidecar`]).
-    pub fn file_prefix(self) -> &'static str {
-        match self {
-            Sidecar::Container(_) => "container",
-            Sidecar::Service(_) => "service",
-        }
-    }
-}
-
-/// Every container of `mc` that does not run Flux: those of `spec.containers` beside the
-/// Flux container, then `spec.services`.
-pub fn sidecars(mc: &MiniCluster) -> Vec<Sidecar> {
-    let flux = flux_container(mc).map(|(i, _)| i).ok();
-    (0..mc.spec.containers.len())
-        .filter(|i| Some(*i) != flux)
-        .map(Sidecar::Container)
-        .chain((0..mc.spec.services.len()).map(Sidecar::Service))
-        .collect()
-}
-
-/// Whether a container that does not run Flux runs through the operator's wrapper: never
-/// with `noWrapEntrypoint` (the image's entrypoint stays), and only with something to run.
-/// In the broker pods that is its `command` or one of `commands.init`, `servicePre`, `post`
-/// (the Go operator wraps such a container even with nothing to run, so an image whose
-/// entrypoint is its server never starts it: here that entrypoint stays); in the services
-/// pod its `command`.
-pub fn is_wrapped(mc: &MiniCluster, sidecar: Sidecar) -> bool {
-    let Some(c) = sidecar.spec(mc) else {
-        return false;
-    };
-    let has = |t: &str| !t.trim().is_empty();
-    let runs = match sidecar {
-        Sidecar::Container(_) => {
-            has(&c.command)
-                || has(&c.commands.init)
-                || has(&c.commands.service_pre)
-                || has(&c.commands.post)
-        }
-        Sidecar::Service(_) => has(&c.command),
-    };
-    !c.no_wrap_entrypoint && runs
 }
 
 /// Entrypoint of a container that does not run Flux (POSIX sh, run by bash where the image

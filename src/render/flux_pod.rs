@@ -6,51 +6,22 @@
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, ExecAction,
     KeyToPath, Probe, SeccompProfile, SecretVolumeSource, SecurityContext, TCPSocketAction, Volume,
-    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::MiniCluster;
-use crate::flux::{
-    self, BROKER_PORT, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, KEY_MOUNT, RUN_MOUNT, Role,
-    SOFTWARE_MOUNT, Sidecar,
+use crate::flux::{self, BROKER_PORT, CONFIG_MOUNT, CURVE_SECRET_KEY, Role, Sidecar};
+pub use crate::model::mounts::{
+    CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RESERVED_VOLUMES, RUN_VOLUME, VIEW_VOLUME,
+    flux_container_mounts, mount, sidecar_mounts,
 };
 
-/// Volume holding the ConfigMap (broker.toml, scripts, hooks).
-pub const CONFIG_VOLUME: &str = "flux-operator-config";
-/// Volume holding the CURVE certificate Secret.
-pub const CURVE_VOLUME: &str = "flux-operator-curve";
-/// emptyDir for the broker's local socket, shared with the service containers (read-only
-/// there). Holds nothing secret.
-pub const RUN_VOLUME: &str = "flux-operator-run";
-/// Memory-backed emptyDir for the certificate copy Flux reads (mounted at [`KEY_MOUNT`] in the
-/// Flux container only).
-pub const KEY_VOLUME: &str = "flux-operator-key";
 /// Size limit of [`KEY_VOLUME`] (it holds one certificate of a few hundred bytes).
 const KEY_VOLUME_SIZE: &str = "1Mi";
-/// emptyDir the init container copies the flux view into.
-pub const VIEW_VOLUME: &str = "flux-view";
-/// Volume names this module uses; user volumes must not take them.
-pub const RESERVED_VOLUMES: [&str; 5] = [
-    CONFIG_VOLUME,
-    CURVE_VOLUME,
-    RUN_VOLUME,
-    KEY_VOLUME,
-    VIEW_VOLUME,
-];
 /// User the view init container runs as unless `flux.container.securityContext` says
 /// otherwise (`nobody`: the view's files are world-readable, the emptyDir world-writable).
 pub const VIEW_INIT_USER: i64 = 65534;
-
-pub(super) fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
-    VolumeMount {
-        name: name.into(),
-        mount_path: path.into(),
-        read_only: read_only.then_some(true),
-        ..Default::default()
-    }
-}
 
 fn view_enabled(mc: &MiniCluster) -> bool {
     !mc.spec.flux.container.disable
@@ -106,56 +77,6 @@ pub fn pod_volumes(mc: &MiniCluster, config_map: &str, curve_secret: &str) -> Ve
         });
     }
     volumes
-}
-
-fn view_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
-    if !view_enabled(mc) {
-        return Vec::new();
-    }
-    vec![
-        mount(VIEW_VOLUME, &mc.spec.flux.container.mount_path, true),
-        // The view's links and library paths point into /opt/software.
-        VolumeMount {
-            sub_path: Some("software".into()),
-            ..mount(VIEW_VOLUME, SOFTWARE_MOUNT, true)
-        },
-    ]
-}
-
-/// Mounts of the Flux container: the ConfigMap and the Secret (read-only), the run
-/// directory, the key directory, and the flux view with its install tree at `/opt/software`
-/// (read-only). The only container that mounts the Secret or the key directory.
-pub fn flux_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
-    let mut mounts = vec![
-        mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
-        mount(CURVE_VOLUME, CURVE_MOUNT, true),
-        mount(RUN_VOLUME, RUN_MOUNT, false),
-        mount(KEY_VOLUME, KEY_MOUNT, false),
-    ];
-    mounts.extend(view_mounts(mc));
-    mounts
-}
-
-/// Mounts of a container that does not run Flux. In the broker pods: the ConfigMap (its
-/// wrapper), the run directory (read-only: the broker socket) and the flux view, as the Go
-/// operator mounts its view into every container (also with `noWrapEntrypoint`, for
-/// `kubectl exec`). In the services pod, which has neither broker nor view: the ConfigMap when
-/// the container is wrapped. Never the CURVE Secret or the key directory: a sidecar cannot
-/// read the secret key.
-pub fn sidecar_mounts(mc: &MiniCluster, sidecar: Sidecar) -> Vec<VolumeMount> {
-    if !sidecar.in_broker_pods() {
-        return if flux::is_wrapped(mc, sidecar) {
-            vec![mount(CONFIG_VOLUME, CONFIG_MOUNT, true)]
-        } else {
-            Vec::new()
-        };
-    }
-    let mut mounts = vec![
-        mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
-        mount(RUN_VOLUME, RUN_MOUNT, true),
-    ];
-    mounts.extend(view_mounts(mc));
-    mounts
 }
 
 /// Environment of the Flux container: where the entrypoint finds things, the role

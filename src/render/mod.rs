@@ -70,6 +70,12 @@ pub enum Error {
     Spec(FieldError),
 }
 
+impl From<FieldError> for Error {
+    fn from(e: FieldError) -> Self {
+        Error::Spec(e)
+    }
+}
+
 impl Error {
     /// The spec field at fault, when the error is the spec's (not the operator's).
     pub fn field(&self) -> Option<&str> {

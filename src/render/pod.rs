@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{
     EmptyDirVolumeSource, ExecAction, HostPathVolumeSource, KeyToPath, Lifecycle, LifecycleHandler,
     LocalObjectReference, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
     PersistentVolumeClaimVolumeSource, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec,
-    ResourceRequirements, SecretVolumeSource, Volume, VolumeMount, WeightedPodAffinityTerm,
+    ResourceRequirements, SecretVolumeSource, Volume, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
@@ -18,12 +18,8 @@ use crate::api::{
     NAME_LABEL, PLACEMENT_GROUP, Placement, ROLE_LABEL,
 };
 use crate::flux::{self, Role, Sidecar};
-
-/// The name the Flux container gets when the user left it unnamed: the MiniCluster's, as the
-/// Go operator names it (so its users' `kubectl logs <pod> -c <minicluster>` keeps working).
-pub fn default_container_name(mc: &MiniCluster) -> &str {
-    mc.name()
-}
+pub use crate::model::containers::default_container_name;
+pub use crate::model::mounts::{DEFAULT_EMPTY_DIR_PATH, mount_path, user_mounts};
 
 /// Kueue's topology request for `spec.placement`, the same on the lead's and the followers'
 /// pod templates, the two in one pod-set group (so in one domain) when there are followers.
@@ -261,30 +257,6 @@ pub(super) fn sidecar_container(
     container.env = Some(flux_pod::sidecar_env(mc, sidecar, role)).filter(|e| !e.is_empty());
     container
 }
-
-fn user_mounts(c: &MiniClusterContainer) -> Vec<VolumeMount> {
-    c.volumes
-        .iter()
-        .map(|(name, v)| VolumeMount {
-            name: name.clone(),
-            mount_path: mount_path(v),
-            read_only: v.read_only.then_some(true),
-            ..VolumeMount::default()
-        })
-        .collect()
-}
-
-/// Where a volume is mounted: its `path`; an emptyDir without one at `/dev/shm`, as the Go
-/// operator mounts emptyDirs (shared memory for MPI and the like).
-pub fn mount_path(v: &ContainerVolume) -> String {
-    match v.path.as_str() {
-        "" if v.empty_dir => DEFAULT_EMPTY_DIR_PATH.to_string(),
-        path => path.to_string(),
-    }
-}
-
-/// Mount path of an emptyDir volume that names none.
-pub const DEFAULT_EMPTY_DIR_PATH: &str = "/dev/shm";
 
 /// `emptyDirMedium` as Kubernetes spells it: the Go operator's examples write `memory`.
 fn empty_dir_medium(medium: &str) -> Option<String> {

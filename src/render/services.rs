@@ -12,8 +12,10 @@ use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{Error, owned_meta};
-use crate::api::{LEAD_JOB, MiniCluster, NAME_LABEL, ROLE_LABEL, is_dns_label};
-use crate::flux::{self, BROKER_PORT, Sidecar, sidecars};
+use crate::api::{LEAD_JOB, MiniCluster, NAME_LABEL, ROLE_LABEL};
+use crate::flux::BROKER_PORT;
+pub use crate::model::network::PortTarget;
+use crate::model::network::{self, check_minimal_service};
 
 fn lead_selector(mc: &MiniCluster) -> BTreeMap<String, String> {
     BTreeMap::from([
@@ -57,15 +59,6 @@ pub fn services(mc: &MiniCluster) -> Result<Vec<Service>, Error> {
     Ok(out)
 }
 
-/// Where a Service for a container's ports sends traffic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PortTarget {
-    /// Every broker pod (a container of `spec.containers` runs in each).
-    BrokerPods,
-    /// The services pod (`spec.services`).
-    ServicesPod,
-}
-
 /// A Service for the ports of a container that does not run Flux.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SidecarService {
@@ -90,46 +83,22 @@ fn port(name: String, p: i32) -> ServicePort {
     }
 }
 
-/// Services for the containers that do not run Flux and list `ports`. Their names must be
-/// DNS labels, differ from each other and from the pods' subdomain (the headless Service).
+/// Services for the containers that do not run Flux and list `ports`
+/// ([`network::port_services`]: the names are the model's, and checked there).
 pub fn sidecar_services(mc: &MiniCluster) -> Result<Vec<SidecarService>, Error> {
-    let mut out: Vec<SidecarService> = Vec::new();
-    for sidecar in sidecars(mc) {
-        let Some(c) = sidecar.spec(mc).filter(|c| !c.ports.is_empty()) else {
-            continue;
-        };
-        let (name, target) = match sidecar {
-            Sidecar::Container(_) => (c.name.clone(), PortTarget::BrokerPods),
-            Sidecar::Service(_) => (format!("{}-{}", mc.name(), c.name), PortTarget::ServicesPod),
-        };
-        let field = format!("{}.name", sidecar.field());
-        let clash = if !is_dns_label(&name) {
-            Some("which is not a DNS label of at most 63 characters".to_string())
-        } else if name == mc.subdomain() {
-            Some("the name of the pods' subdomain (the headless Service)".to_string())
-        } else {
-            out.iter()
-                .find(|s| s.name == name)
-                .map(|s| format!("the name of the Service for container {}", s.container))
-        };
-        if let Some(why) = clash {
-            return Err(Error::Spec(crate::api::validation::FieldError::new(
-                field,
-                format!("the Service for its ports would be named {name:?}, {why}"),
-            )));
-        }
-        out.push(SidecarService {
-            name,
-            container: c.name.clone(),
-            target,
-            ports: c
+    Ok(network::port_services(mc)?
+        .into_iter()
+        .map(|s| SidecarService {
+            ports: s
                 .ports
                 .iter()
                 .map(|p| port(format!("port-{p}"), *p))
                 .collect(),
-        });
-    }
-    Ok(out)
+            name: s.name,
+            container: s.container,
+            target: s.target,
+        })
+        .collect())
 }
 
 /// The lead-only Service of `flux.minimalService`.
@@ -145,12 +114,12 @@ pub struct LeadService {
 /// follower connects to rank 0 and nothing connects to a follower. So a headless Service named
 /// like the subdomain (`publishNotReadyAddresses: true`) that selects only the lead pod is
 /// enough. A tree topology (`flux.topology`) makes followers parents, so it is an error
-/// ([`flux::pod::check_minimal_service`]).
+/// ([`check_minimal_service`]).
 pub fn minimal_service(mc: &MiniCluster) -> Result<Option<LeadService>, Error> {
     if !mc.spec.flux.minimal_service {
         return Ok(None);
     }
-    flux::pod::check_minimal_service(mc)?;
+    check_minimal_service(mc)?;
     Ok(Some(LeadService {
         name: mc.subdomain().to_string(),
         port: port("broker".into(), BROKER_PORT),

@@ -14,8 +14,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flux_operator::api::{LEAD_JOB, MiniCluster, WORKERS_JOB, validation};
+use flux_operator::api::{LEAD_JOB, MiniCluster, WORKERS_JOB};
 use flux_operator::flux;
+use flux_operator::model;
 use flux_operator::render::{self, Environment};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvVar, PodSpec, Probe, Secret};
 
@@ -129,7 +130,7 @@ impl Default for Start {
 impl MiniClusterRun {
     /// Render `mc` and start its pods.
     pub fn start(mc: MiniCluster, how: Start) -> MiniClusterRun {
-        let errors = validation::validate(&mc);
+        let errors = model::validate(&mc);
         assert!(errors.is_empty(), "invalid MiniCluster: {errors:?}");
         let env = Environment {
             cluster_domain: CLUSTER_DOMAIN.into(),

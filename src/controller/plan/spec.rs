@@ -2,13 +2,13 @@
 //! then whether the spec renders at all. A spec refused here creates nothing.
 
 use super::{Error, Inputs, certificate};
-use crate::api::validation;
+use crate::model;
 use crate::render::{self, Desired};
 
 /// The desired objects, or why the spec is refused (`InvalidSpec`'s message, naming the
 /// fields). `Err`: the operator's fault, not the spec's (retried).
 pub(super) fn decide(input: &Inputs<'_>) -> Result<Result<Desired, String>, Error> {
-    let errors = validation::validate(input.mc);
+    let errors = model::validate(input.mc);
     if !errors.is_empty() {
         return Ok(Err(super::join(&errors)));
     }

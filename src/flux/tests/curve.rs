@@ -90,7 +90,7 @@ fn parse_accepts_flux_keygen_style_and_rejects_broken_text() {
 
     let no_name = cert.to_text().replace("    name = \"mc\"\n", "");
     let err = Certificate::parse(&no_name).unwrap_err();
-    assert_eq!(err.field(), Some("spec.flux.curveCert"));
+    assert_eq!(err.field, "spec.flux.curveCert");
     assert!(err.to_string().contains("name"), "{err}");
 
     let underscore = cert

@@ -454,7 +454,7 @@ fn examples_render_as_committed() {
     for path in entries {
         let mc = crate::cli::read_minicluster(&path).unwrap();
         assert!(
-            crate::api::validation::validate(&mc).is_empty(),
+            crate::model::validate(&mc).is_empty(),
             "{} is valid",
             path.display()
         );
@@ -491,7 +491,7 @@ fn empty_dir_without_path_is_shared_memory_as_in_the_go_operator() {
     let v: crate::api::ContainerVolume =
         serde_norway::from_str("{emptyDir: true, emptyDirMedium: memory}").unwrap();
     mc.spec.containers[0].volumes.insert("shm".into(), v);
-    assert!(crate::api::validation::validate(&mc).is_empty());
+    assert!(crate::model::validate(&mc).is_empty());
     let tpl = pod_template(&mc, Role::Lead, "m-flux-0");
     let spec = tpl.spec.unwrap();
     let vol = spec

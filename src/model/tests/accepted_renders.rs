@@ -21,7 +21,7 @@ use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
 
 use crate::api::MiniCluster;
-use crate::api::validation::{unsupported, validate};
+use crate::model::{unsupported, validate};
 use crate::render::{self, Environment};
 
 /// Cases per run: about 9 s in a debug build on two cores.
