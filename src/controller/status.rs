@@ -403,7 +403,8 @@ mod tests {
     }
 
     fn jobset(workers: i32, conditions: Vec<Condition>) -> JobSet {
-        let mut js = crate::render::jobset(&mc(workers + 1), "m-flux-0");
+        let mut js =
+            crate::render::jobset(&crate::model::tests::cluster(&mc(workers + 1)), "m-flux-0");
         js.metadata.name = Some("m".into());
         js.status = Some(JobSetStatus {
             conditions,

@@ -1,7 +1,7 @@
 //! Flux domain knowledge: everything that turns the pods of a MiniCluster into one working
 //! Flux instance (the contract is the project's spec `flux-runtime.md`, kept outside this
 //! repository in `../shared/spec/`; what it asks is restated below). Pure functions of the
-//! MiniCluster; the render module puts the results into the ConfigMap, Secret, JobSet and
+//! resolved MiniCluster ([`crate::model::Cluster`]); the render module puts the results into the ConfigMap, Secret, JobSet and
 //! Services.
 //!
 //! # Layout in the pod
@@ -133,6 +133,7 @@ use serde::Deserialize;
 
 use crate::api::MiniCluster;
 use crate::api::validation::FieldError;
+use crate::model::Cluster;
 
 pub use crate::model::containers::{ARCHIVE_INIT, Sidecar, is_wrapped, sidecars};
 pub use crate::model::mounts::{CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, SOFTWARE_MOUNT};
@@ -285,13 +286,13 @@ pub(crate) fn spec_error(field: impl Into<String>, message: impl Into<String>) -
 
 /// ConfigMap data: file name -> contents (`broker.toml`, the entrypoints, hook files,
 /// `script.sh`, `batch.sh`, service wrappers, `view-init.sh`).
-pub fn config_map_data(mc: &MiniCluster, ctx: &Context) -> Result<BTreeMap<String, String>, Error> {
-    let mut data = scripts::script_files(mc)?;
+pub fn config_map_data(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, Error> {
+    let mut data = scripts::script_files(cluster)?;
     data.insert(
         scripts::files::BROKER_TOML.to_string(),
-        config::broker_toml(mc, ctx)?,
+        config::broker_toml(cluster.mc, &cluster.environment)?,
     );
-    if let Some(text) = config::scheduler_toml(mc) {
+    if let Some(text) = config::scheduler_toml(cluster.mc) {
         data.insert(scripts::files::SCHEDULER_TOML.to_string(), text);
     }
     Ok(data)

@@ -17,6 +17,8 @@ use super::{
     RESOURCE_PATH, RUN_MOUNT, SAVE_CANCEL_NOTE, SOCKET_PATH,
 };
 use crate::api::{MiniCluster, MiniClusterContainer, RunningJobs, is_dns_label};
+use crate::model::Cluster;
+use crate::model::containers::SidecarContainer;
 pub use crate::model::containers::{
     Mode, Sidecar, flux_container, is_wrapped, mode, program_text, sidecars,
 };
@@ -133,12 +135,8 @@ fn job_words(c: &MiniClusterContainer) -> Vec<String> {
 }
 
 /// Lines of the initial program inside the lead's `start=( ... )` array.
-fn program_lines(
-    mc: &MiniCluster,
-    c: &MiniClusterContainer,
-    field: &str,
-    mode: Mode,
-) -> Result<Vec<String>, Error> {
+fn program_lines(cluster: &Cluster<'_>) -> Result<Vec<String>, Error> {
+    let (mc, c, field) = (cluster.mc, cluster.flux.spec, &cluster.flux.field);
     let flux = &mc.spec.flux;
     let option_flags =
         split_words(&flux.option_flags).map_err(|m| field_err("spec.flux.optionFlags", m))?;
@@ -156,7 +154,7 @@ fn program_lines(
         ]
     };
     let mut lines = Vec::new();
-    match mode {
+    match cluster.flux.mode {
         Mode::Interactive => {}
         Mode::Submit => {
             let submit = if flux.submit_command.trim().is_empty() {
@@ -233,10 +231,10 @@ fn program_lines(
 }
 
 /// The batch script (`batch.sh`) for batch modes, `None` otherwise.
-pub fn batch_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
-    let (index, c) = flux_container(mc)?;
+pub fn batch_script(cluster: &Cluster<'_>) -> Result<Option<String>, Error> {
+    let (mc, index, c) = (cluster.mc, cluster.flux.index, cluster.flux.spec);
     let text = program_text(c);
-    match mode(mc)? {
+    match cluster.flux.mode {
         Mode::BatchRaw => {
             let mut script = String::new();
             if !text.starts_with("#!") {
@@ -519,12 +517,11 @@ fn view_mount(mc: &MiniCluster) -> Option<String> {
 }
 
 /// Entrypoint of the lead broker (`lead.sh`) or of a follower (`worker.sh`).
-pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
-    let (index, c) = flux_container(mc)?;
-    let field = format!("spec.containers[{index}]");
+pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error> {
+    let (mc, c, field) = (cluster.mc, cluster.flux.spec, &cluster.flux.field);
     let flux = &mc.spec.flux;
     let logging = &mc.spec.logging;
-    let mode = mode(mc)?;
+    let mode = cluster.flux.mode;
 
     for (name, text) in [
         ("command", &c.command),
@@ -570,7 +567,7 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
     let wrap = (!flux.wrap.trim().is_empty())
         .then(|| quote(&format!("--wrap={}", flux.wrap.trim())).into_owned());
     let program = if lead {
-        program_lines(mc, c, &field, mode)?
+        program_lines(cluster)?
     } else {
         Vec::new()
     };
@@ -582,7 +579,7 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
     };
     let quiet = logging.quiet;
     let cmds = &c.commands;
-    let hook = |name: &str, text: &str, file: &str| hook(&field, name, text, file.into(), quiet);
+    let hook = |name: &str, text: &str, file: &str| hook(field, name, text, file.into(), quiet);
     let hooks = Hooks {
         init: hook("init", &cmds.init, files::HOOK_INIT),
         pre: hook("pre", &cmds.pre, files::HOOK_PRE),
@@ -646,9 +643,11 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
         broker_opts: broker_opts.iter().map(|o| quote(o).into_owned()).collect(),
         // The save and the drain on SIGTERM talk to the instance through the socket: an
         // archive keeps it even with `disableSocket`.
-        socket: !flux.disable_socket || mc.has_archive(),
-        archive: (lead && mc.has_archive()).then(|| quote(&mc.spec.archive.path).into_owned()),
-        save: lead && mc.has_archive(),
+        socket: !flux.disable_socket || cluster.archive.is_some(),
+        archive: (cluster.archive.as_ref())
+            .filter(|_| lead)
+            .map(|a| quote(a.path).into_owned()),
+        save: lead && cluster.archive.is_some(),
         save_script: files::SAVE,
         drain_grace: mc.drain_grace_seconds(),
         prefix,
@@ -661,13 +660,14 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
 
 /// Entrypoint of a container that does not run Flux (POSIX sh, run by bash where the image
 /// has it), `None` when it is not wrapped ([`is_wrapped`]).
-pub fn sidecar_script(mc: &MiniCluster, sidecar: Sidecar) -> Result<Option<String>, Error> {
-    if !is_wrapped(mc, sidecar) {
+pub fn sidecar_script(
+    cluster: &Cluster<'_>,
+    container: &SidecarContainer<'_>,
+) -> Result<Option<String>, Error> {
+    if !container.wrapped {
         return Ok(None);
     }
-    let Some(c) = sidecar.spec(mc) else {
-        return Ok(None);
-    };
+    let (mc, c, sidecar) = (cluster.mc, container.spec, container.sidecar);
     let field = sidecar.field();
     check_no_nul(&c.command).map_err(|m| field_err(format!("{field}.command"), m))?;
     let flux = &mc.spec.flux;
@@ -717,7 +717,8 @@ pub fn sidecar_script(mc: &MiniCluster, sidecar: Sidecar) -> Result<Option<Strin
 }
 
 /// The flux view init container's script (`view-init.sh`).
-pub fn view_init_script(mc: &MiniCluster) -> Result<String, Error> {
+pub fn view_init_script(cluster: &Cluster<'_>) -> Result<String, Error> {
+    let mc = cluster.mc;
     #[derive(Serialize)]
     struct ViewInit {
         mc: String,
@@ -730,7 +731,7 @@ pub fn view_init_script(mc: &MiniCluster) -> Result<String, Error> {
         &ViewInit {
             mc: mc.name().to_string(),
             mount: quote(&mc.spec.flux.container.mount_path).into_owned(),
-            shell_env: quote(&shell_environment(mc)).into_owned(),
+            shell_env: quote(&shell_environment(cluster)).into_owned(),
         },
     )
 }
@@ -739,7 +740,8 @@ pub fn view_init_script(mc: &MiniCluster) -> Result<String, Error> {
 /// ... -- bash`, then `. /mnt/flux/flux-view.sh`): Flux's commands on PATH, its Python
 /// bindings on PYTHONPATH, and `FLUX_URI`/`fluxsocket` at the pod's broker, as the Go
 /// operator's file of that name sets them. Every user string in it is quoted.
-pub fn shell_environment(mc: &MiniCluster) -> String {
+pub fn shell_environment(cluster: &Cluster<'_>) -> String {
+    let mc = cluster.mc;
     let flux = &mc.spec.flux;
     let mount = flux.container.mount_path.trim_end_matches('/');
     let mut out = format!(
@@ -766,7 +768,7 @@ pub fn shell_environment(mc: &MiniCluster) -> String {
             quote(&flux.container.python_path)
         ));
     }
-    if !flux.disable_socket || mc.has_archive() {
+    if !flux.disable_socket || cluster.archive.is_some() {
         out.push_str(&format!(
             "FLUX_URI=local://{SOCKET_PATH}\nfluxsocket=$FLUX_URI\nexport FLUX_URI fluxsocket\n"
         ));
@@ -777,19 +779,20 @@ pub fn shell_environment(mc: &MiniCluster) -> String {
 /// The save of the queue before the instance stops (`save.sh`), `None` without
 /// `spec.archive`: the instance runs it as a cleanup command on every ending, and the lead's
 /// entrypoint from its SIGTERM trap.
-pub fn save_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
-    if !mc.has_archive() {
+pub fn save_script(cluster: &Cluster<'_>) -> Result<Option<String>, Error> {
+    let Some(archive) = &cluster.archive else {
         return Ok(None);
-    }
+    };
+    let mc = cluster.mc;
     render(
         "save.sh.j2",
         &Save {
             mc: mc.name().to_string(),
-            archive: quote(&mc.spec.archive.path).into_owned(),
+            archive: quote(archive.path).into_owned(),
             quiet: mc.spec.logging.quiet,
-            grace: mc.archive_grace_seconds(),
-            finish: mc.spec.archive.running_jobs == RunningJobs::Finish,
-            running_jobs: mc.spec.archive.running_jobs,
+            grace: archive.grace_seconds,
+            finish: archive.running_jobs == RunningJobs::Finish,
+            running_jobs: archive.running_jobs,
             note: SAVE_CANCEL_NOTE,
         },
     )
@@ -799,7 +802,7 @@ pub fn save_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
 /// The archive report init container's script (`archive-check.sh`), `None` without
 /// `spec.archive`. It writes an [`ArchiveReport`](super::ArchiveReport) as the container's
 /// termination message.
-pub fn archive_check_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
+pub fn archive_check_script(cluster: &Cluster<'_>) -> Result<Option<String>, Error> {
     #[derive(Serialize)]
     struct ArchiveCheck {
         name: &'static str,
@@ -808,16 +811,17 @@ pub fn archive_check_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
         archive: String,
         note: String,
     }
-    if !mc.has_archive() {
+    let Some(archive) = &cluster.archive else {
         return Ok(None);
-    }
+    };
+    let mc = cluster.mc;
     render(
         "archive-check.sh.j2",
         &ArchiveCheck {
             name: ARCHIVE_INIT,
             mc: mc.name().to_string(),
             view: view_mount(mc),
-            archive: quote(&mc.spec.archive.path).into_owned(),
+            archive: quote(archive.path).into_owned(),
             note: quote(SAVE_CANCEL_NOTE).into_owned(),
         },
     )
@@ -835,20 +839,19 @@ fn hook_file(origin: &str, text: &str) -> String {
 }
 
 /// All script and hook files of the ConfigMap (everything except `broker.toml`).
-pub fn script_files(mc: &MiniCluster) -> Result<BTreeMap<String, String>, Error> {
-    let (index, c) = flux_container(mc)?;
-    let field = format!("spec.containers[{index}]");
+pub fn script_files(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, Error> {
+    let (mc, c, field) = (cluster.mc, cluster.flux.spec, &cluster.flux.field);
     let mut out = BTreeMap::new();
-    out.insert(files::LEAD.to_string(), broker_script(mc, true)?);
+    out.insert(files::LEAD.to_string(), broker_script(cluster, true)?);
     // Also with maxSize 1: it costs nothing and keeps the ConfigMap's shape fixed.
-    out.insert(files::WORKER.to_string(), broker_script(mc, false)?);
+    out.insert(files::WORKER.to_string(), broker_script(cluster, false)?);
     if !mc.spec.flux.container.disable {
-        out.insert(files::VIEW_INIT.to_string(), view_init_script(mc)?);
+        out.insert(files::VIEW_INIT.to_string(), view_init_script(cluster)?);
     }
-    if let Some(script) = archive_check_script(mc)? {
+    if let Some(script) = archive_check_script(cluster)? {
         out.insert(files::ARCHIVE_CHECK.to_string(), script);
     }
-    if let Some(script) = save_script(mc)? {
+    if let Some(script) = save_script(cluster)? {
         out.insert(files::SAVE.to_string(), script);
     }
     let hooks = [
@@ -869,16 +872,14 @@ pub fn script_files(mc: &MiniCluster) -> Result<BTreeMap<String, String>, Error>
     if !c.commands.script.trim().is_empty() {
         out.insert(files::SCRIPT.to_string(), c.commands.script.clone());
     }
-    if let Some(batch) = batch_script(mc)? {
+    if let Some(batch) = batch_script(cluster)? {
         out.insert(files::BATCH.to_string(), batch);
     }
-    for sidecar in sidecars(mc) {
-        let Some(script) = sidecar_script(mc, sidecar)? else {
+    for container in &cluster.sidecars {
+        let Some(script) = sidecar_script(cluster, container)? else {
             continue;
         };
-        let Some(c) = sidecar.spec(mc) else {
-            continue;
-        };
+        let (sidecar, c) = (container.sidecar, container.spec);
         let sfield = sidecar.field();
         // Validation makes names unique DNS labels; never overwrite a file if it did not.
         if !is_dns_label(&c.name) {

@@ -197,6 +197,16 @@ pub struct SidecarContainer<'a> {
     pub spec: &'a MiniClusterContainer,
     /// Whether the operator's wrapper runs it ([`is_wrapped`]).
     pub wrapped: bool,
+    /// Every mount: the operator's ([`sidecar_mounts`](super::mounts::sidecar_mounts)), then
+    /// the user's `volumes` (empty until [`resolve`](super::resolve) fills them in).
+    pub mounts: Vec<k8s_openapi::api::core::v1::VolumeMount>,
+}
+
+impl SidecarContainer<'_> {
+    /// Its field, `spec.containers[i]` or `spec.services[i]`.
+    pub fn field(&self) -> String {
+        self.sidecar.field()
+    }
 }
 
 /// Every container of `mc` that does not run Flux, resolved, in [`sidecars`]' order.
@@ -209,6 +219,7 @@ pub fn sidecar_containers(mc: &MiniCluster) -> Vec<SidecarContainer<'_>> {
                 sidecar,
                 spec,
                 wrapped: wraps(sidecar, spec),
+                mounts: Vec::new(),
             })
         })
         .collect()

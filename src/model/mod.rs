@@ -2,6 +2,10 @@
 //! wrote it) and everything that renders or decides ([`crate::flux`], [`crate::render`], the
 //! controller). It imports only the API; nothing below it imports it.
 //!
+//! [`resolve`] is the one function from a spec (and the operator's [`Environment`]) to either
+//! a typed [`Cluster`] or the list of [`FieldError`](crate::api::validation::FieldError)s
+//! naming API field paths.
+//!
 //! It is the one home of the checks the API server cannot make ([`validate`]) and of the
 //! facts those checks share with the renderer, so the two cannot disagree: which container
 //! runs Flux and what the lead runs ([`containers`]), every mount and the clash check
@@ -10,12 +14,14 @@
 
 pub mod certificate;
 mod check;
+mod cluster;
 pub mod containers;
 pub mod mounts;
 pub mod network;
 pub mod words;
 
 pub use check::{unsupported, validate};
+pub use cluster::{Archive, Cluster, resolve};
 
 /// What the operator knows about the cluster it runs in.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,4 +32,4 @@ pub struct Environment {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

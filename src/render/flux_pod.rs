@@ -10,8 +10,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::api::MiniCluster;
-use crate::flux::{self, BROKER_PORT, CONFIG_MOUNT, CURVE_SECRET_KEY, Role, Sidecar};
+use crate::flux::{self, BROKER_PORT, CONFIG_MOUNT, CURVE_SECRET_KEY, Role};
+use crate::model::Cluster;
+use crate::model::containers::SidecarContainer;
 pub use crate::model::mounts::{
     CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RESERVED_VOLUMES, RUN_VOLUME, VIEW_VOLUME,
     flux_container_mounts, mount, sidecar_mounts,
@@ -23,14 +24,15 @@ const KEY_VOLUME_SIZE: &str = "1Mi";
 /// otherwise (`nobody`: the view's files are world-readable, the emptyDir world-writable).
 pub const VIEW_INIT_USER: i64 = 65534;
 
-fn view_enabled(mc: &MiniCluster) -> bool {
+fn view_enabled(mc: &crate::api::MiniCluster) -> bool {
     !mc.spec.flux.container.disable
 }
 
 /// Pod volumes Flux needs: the ConfigMap `config_map`, the CURVE Secret `curve_secret`, the
 /// run directory (the socket), the key directory (memory-backed, for the certificate copy),
 /// and the flux view (unless disabled).
-pub fn pod_volumes(mc: &MiniCluster, config_map: &str, curve_secret: &str) -> Vec<Volume> {
+pub fn pod_volumes(cluster: &Cluster<'_>, config_map: &str, curve_secret: &str) -> Vec<Volume> {
+    let mc = cluster.mc;
     let mut volumes = vec![
         Volume {
             name: CONFIG_VOLUME.into(),
@@ -44,7 +46,7 @@ pub fn pod_volumes(mc: &MiniCluster, config_map: &str, curve_secret: &str) -> Ve
             name: CURVE_VOLUME.into(),
             secret: Some(SecretVolumeSource {
                 secret_name: Some(curve_secret.into()),
-                default_mode: Some(flux::curve_secret_mode(mc)),
+                default_mode: Some(flux::curve_secret_mode(cluster)),
                 items: Some(vec![KeyToPath {
                     key: CURVE_SECRET_KEY.into(),
                     path: CURVE_SECRET_KEY.into(),
@@ -83,29 +85,28 @@ pub fn pod_volumes(mc: &MiniCluster, config_map: &str, curve_secret: &str) -> Ve
 /// ([`flux::flux_container_variables`]), then the container's `environment` (values as
 /// given; Kubernetes expands `$(VAR)`) and `secrets` (`valueFrom.secretKeyRef`).
 /// `flux.environment` is exported by the entrypoint instead.
-pub fn flux_container_env(mc: &MiniCluster, role: Role) -> Vec<EnvVar> {
-    let mut env: Vec<EnvVar> = flux::flux_container_variables(mc, role)
+pub fn flux_container_env(cluster: &Cluster<'_>, role: Role) -> Vec<EnvVar> {
+    let mut env: Vec<EnvVar> = flux::flux_container_variables(cluster, role)
         .into_iter()
         .map(|(name, value)| var(name, &value))
         .collect();
-    if let Ok((_, c)) = flux::scripts::flux_container(mc) {
-        env.extend(c.env_vars());
-    }
+    env.extend(cluster.flux.spec.env_vars());
     env
 }
 
 /// Environment of a container that does not run Flux: in the broker pods, where its wrapper
 /// finds things and the pod's role ([`flux::sidecar_variables`]); then its `environment`
 /// and `secrets`.
-pub fn sidecar_env(mc: &MiniCluster, sidecar: Sidecar, role: Role) -> Vec<EnvVar> {
-    let Some(c) = sidecar.spec(mc) else {
-        return Vec::new();
-    };
-    let mut env: Vec<EnvVar> = flux::sidecar_variables(mc, sidecar, role)
+pub fn sidecar_env(
+    cluster: &Cluster<'_>,
+    container: &SidecarContainer<'_>,
+    role: Role,
+) -> Vec<EnvVar> {
+    let mut env: Vec<EnvVar> = flux::sidecar_variables(cluster, container, role)
         .into_iter()
         .map(|(name, value)| var(name, &value))
         .collect();
-    env.extend(c.env_vars());
+    env.extend(container.spec.env_vars());
     env
 }
 
@@ -142,8 +143,8 @@ pub fn view_init_security_context() -> SecurityContext {
 
 /// The flux view init container, `None` with `flux.container.disable`. It runs
 /// `view-init.sh` from the ConfigMap to copy the view into the shared emptyDir.
-pub fn view_init_container(mc: &MiniCluster) -> Option<Container> {
-    let view = &mc.spec.flux.container;
+pub fn view_init_container(cluster: &Cluster<'_>) -> Option<Container> {
+    let view = &cluster.mc.spec.flux.container;
     if view.disable {
         return None;
     }
@@ -171,7 +172,8 @@ pub fn view_init_container(mc: &MiniCluster) -> Option<Container> {
 /// the broker is up and followers can join. With `maxSize` 1 the broker binds no port, so
 /// the probe checks its local socket instead (or nothing when `disableSocket`). Checked every
 /// second, so `LeadFirst` startup waits little.
-pub fn lead_readiness_probe(mc: &MiniCluster) -> Probe {
+pub fn lead_readiness_probe(cluster: &Cluster<'_>) -> Probe {
+    let mc = cluster.mc;
     let base = Probe {
         period_seconds: Some(1),
         timeout_seconds: Some(1),
@@ -212,13 +214,13 @@ pub fn lead_readiness_probe(mc: &MiniCluster) -> Probe {
 /// `None` with `flux.disableSocket`: the broker then picks its own socket path under
 /// `$TMPDIR`, so there is nothing fixed to ask, and a probe that always succeeds would only
 /// claim something it does not know.
-pub fn follower_readiness_probe(mc: &MiniCluster) -> Option<Probe> {
-    if mc.spec.flux.disable_socket {
+pub fn follower_readiness_probe(cluster: &Cluster<'_>) -> Option<Probe> {
+    if cluster.mc.spec.flux.disable_socket {
         return None;
     }
     Some(Probe {
         exec: Some(ExecAction {
-            command: Some(flux::broker_joined_command(mc)),
+            command: Some(flux::broker_joined_command(cluster)),
         }),
         period_seconds: Some(1),
         timeout_seconds: Some(2),

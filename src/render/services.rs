@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{Error, owned_meta};
+use super::owned_meta;
 use crate::api::{LEAD_JOB, MiniCluster, NAME_LABEL, ROLE_LABEL};
 use crate::flux::BROKER_PORT;
+use crate::model::Cluster;
 pub use crate::model::network::PortTarget;
-use crate::model::network::{self, check_minimal_service};
 
 fn lead_selector(mc: &MiniCluster) -> BTreeMap<String, String> {
     BTreeMap::from([
@@ -25,8 +25,9 @@ fn lead_selector(mc: &MiniCluster) -> BTreeMap<String, String> {
 }
 
 /// The Services of a MiniCluster (none by default).
-pub fn services(mc: &MiniCluster) -> Result<Vec<Service>, Error> {
-    let mut out: Vec<Service> = sidecar_services(mc)?
+pub fn services(cluster: &Cluster<'_>) -> Vec<Service> {
+    let mc = cluster.mc;
+    let mut out: Vec<Service> = sidecar_services(cluster)
         .into_iter()
         .map(|s| Service {
             metadata: owned_meta(mc, s.name),
@@ -43,7 +44,7 @@ pub fn services(mc: &MiniCluster) -> Result<Vec<Service>, Error> {
             ..Service::default()
         })
         .collect();
-    if let Some(lead) = minimal_service(mc)? {
+    if let Some(lead) = minimal_service(cluster) {
         out.push(Service {
             metadata: owned_meta(mc, lead.name),
             spec: Some(ServiceSpec {
@@ -56,7 +57,7 @@ pub fn services(mc: &MiniCluster) -> Result<Vec<Service>, Error> {
             ..Service::default()
         });
     }
-    Ok(out)
+    out
 }
 
 /// A Service for the ports of a container that does not run Flux.
@@ -84,21 +85,21 @@ fn port(name: String, p: i32) -> ServicePort {
 }
 
 /// Services for the containers that do not run Flux and list `ports`
-/// ([`network::port_services`]: the names are the model's, and checked there).
-pub fn sidecar_services(mc: &MiniCluster) -> Result<Vec<SidecarService>, Error> {
-    Ok(network::port_services(mc)?
-        .into_iter()
+/// ([`port_services`](crate::model::network::port_services): the names are the model's, and
+/// checked there).
+pub fn sidecar_services(cluster: &Cluster<'_>) -> Vec<SidecarService> {
+    (cluster.port_services.iter())
         .map(|s| SidecarService {
             ports: s
                 .ports
                 .iter()
                 .map(|p| port(format!("port-{p}"), *p))
                 .collect(),
-            name: s.name,
-            container: s.container,
+            name: s.name.clone(),
+            container: s.container.clone(),
             target: s.target,
         })
-        .collect())
+        .collect()
 }
 
 /// The lead-only Service of `flux.minimalService`.
@@ -114,14 +115,11 @@ pub struct LeadService {
 /// follower connects to rank 0 and nothing connects to a follower. So a headless Service named
 /// like the subdomain (`publishNotReadyAddresses: true`) that selects only the lead pod is
 /// enough. A tree topology (`flux.topology`) makes followers parents, so it is an error
-/// ([`check_minimal_service`]).
-pub fn minimal_service(mc: &MiniCluster) -> Result<Option<LeadService>, Error> {
-    if !mc.spec.flux.minimal_service {
-        return Ok(None);
-    }
-    check_minimal_service(mc)?;
-    Ok(Some(LeadService {
-        name: mc.subdomain().to_string(),
+/// ([`check_minimal_service`](crate::model::network::check_minimal_service), refused when
+/// the spec is resolved).
+pub fn minimal_service(cluster: &Cluster<'_>) -> Option<LeadService> {
+    cluster.mc.spec.flux.minimal_service.then(|| LeadService {
+        name: cluster.mc.subdomain().to_string(),
         port: port("broker".into(), BROKER_PORT),
-    }))
+    })
 }

@@ -29,7 +29,8 @@ use super::jobset::DEFAULT_BACKOFF_LIMIT;
 use super::owned_meta;
 use super::pod::{node_affinity, non_empty, pull_secrets, sidecar_container, user_volumes};
 use crate::api::MiniCluster;
-use crate::flux::{self, Role, Sidecar};
+use crate::flux::Role;
+use crate::model::Cluster;
 
 /// The label by which JobSet's headless Service (the pods' subdomain) selects its pods.
 pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
@@ -48,7 +49,8 @@ pub fn services_pod_selector(mc: &MiniCluster) -> BTreeMap<String, String> {
 
 /// The Job running the services pod, `None` without `spec.services`; `config_map` names
 /// the ConfigMap with the scripts (see [`super::config_map`]).
-pub fn services_job(mc: &MiniCluster, config_map: &str) -> Option<Job> {
+pub fn services_job(cluster: &Cluster<'_>, config_map: &str) -> Option<Job> {
+    let mc = cluster.mc;
     let spec = &mc.spec;
     if spec.services.is_empty() {
         return None;
@@ -62,15 +64,13 @@ pub fn services_job(mc: &MiniCluster, config_map: &str) -> Option<Job> {
     );
     labels.insert(JOBSET_NAME_LABEL.to_string(), mc.name().to_string());
 
-    let containers = spec
-        .services
-        .iter()
-        .enumerate()
+    let containers = cluster
+        .services()
         // (The role is that of a broker pod: not used in the services pod.)
-        .map(|(i, s)| sidecar_container(mc, s, Sidecar::Service(i), Role::Lead))
+        .map(|s| sidecar_container(cluster, s, Role::Lead))
         .collect();
     let mut volumes: Vec<Volume> = Vec::new();
-    if (0..spec.services.len()).any(|i| flux::is_wrapped(mc, Sidecar::Service(i))) {
+    if cluster.services().any(|s| s.wrapped) {
         volumes.push(Volume {
             name: super::flux_pod::CONFIG_VOLUME.to_string(),
             config_map: Some(ConfigMapVolumeSource {

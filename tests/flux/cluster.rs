@@ -135,7 +135,7 @@ impl MiniClusterRun {
         let env = Environment {
             cluster_domain: CLUSTER_DOMAIN.into(),
         };
-        let desired = render::desired(&mc, &env).expect("render");
+        let desired = render::desired(&model::resolve(&mc, &env).unwrap()).expect("render");
         let cert = flux::curve_certificate(&mc).expect("certificate");
         let secret = render::curve_secret(&mc, &cert.to_text());
         let template = |name: &str| -> Option<PodSpec> {

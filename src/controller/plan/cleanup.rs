@@ -50,7 +50,7 @@ mod tests {
     #[test]
     fn what_nobody_uses_goes_and_a_finished_cluster_with_cleanup_goes_too() {
         let mc = Mc::new(2).running();
-        let desired = render::desired(&mc.0, &env()).unwrap();
+        let desired = render::desired(&crate::model::resolve(&mc.0, &env()).unwrap()).unwrap();
         let in_use = desired.config_map.name_any();
         let stray = || OwnedObject {
             name: "m-old".into(),

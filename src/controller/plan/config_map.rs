@@ -64,7 +64,7 @@ mod tests {
     #[test]
     fn the_pods_keep_their_config_map_and_a_lost_one_is_made_again_or_degrades() {
         let mc = Mc::new(2).running();
-        let desired = render::desired(&mc.0, &env())
+        let desired = render::desired(&crate::model::resolve(&mc.0, &env()).unwrap())
             .unwrap()
             .config_map
             .name_any();
@@ -123,7 +123,7 @@ mod tests {
             let decision = decide(
                 &input,
                 &Facts::of(&input),
-                &render::desired(&seen.mc, &env()).unwrap(),
+                &render::desired(&crate::model::resolve(&seen.mc, &env()).unwrap()).unwrap(),
             );
             assert_eq!(decision.in_use, in_use, "{what}");
             let got = decision.step.as_ref().map(|s| match s {

@@ -151,7 +151,8 @@ mod tests {
         for (what, (seen, lost), step, restarted, held) in cases {
             let old = seen.mc.status.clone().unwrap_or_default();
             let input = seen.inputs(&seen.observed, &old);
-            let desired = render::desired(&seen.mc, &env()).unwrap();
+            let desired =
+                render::desired(&crate::model::resolve(&seen.mc, &env()).unwrap()).unwrap();
             let decision = decide(&input, &Facts::of(&input), &desired, lost);
             let got = decision.step.as_ref().map(|s| match s {
                 Step::CreateJobSet(_) => "create",

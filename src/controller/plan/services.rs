@@ -68,7 +68,8 @@ mod tests {
         for (what, seen, want) in cases {
             let old = seen.mc.status.clone().unwrap_or_default();
             let input = seen.inputs(&seen.observed, &old);
-            let desired = render::desired(&seen.mc, &env()).unwrap();
+            let desired =
+                render::desired(&crate::model::resolve(&seen.mc, &env()).unwrap()).unwrap();
             let got: Vec<String> = decide(&input, &Facts::of(&input), &desired)
                 .iter()
                 .map(|s| match s {

@@ -103,7 +103,7 @@ impl Seen {
     }
     /// Everything the operator creates, as rendered for `mc`, and `ready` of the pods ready.
     pub(super) fn everything(mc: &Mc, ready: i32) -> Self {
-        let desired = render::desired(&mc.0, &env()).unwrap();
+        let desired = render::desired(&crate::model::resolve(&mc.0, &env()).unwrap()).unwrap();
         let mut js = desired.jobset.clone();
         js.metadata.owner_references = Some(vec![owner()]);
         js.metadata.uid = Some("uid-js".into());
@@ -485,7 +485,7 @@ fn a_running_jobset_keeps_the_config_map_it_started_with_when_the_spec_renders_a
     let mut resized = seen;
     resized.mc.spec.size = 3;
     let plan = resized.plan();
-    let new_cm = render::desired(&resized.mc, &env())
+    let new_cm = render::desired(&crate::model::resolve(&resized.mc, &env()).unwrap())
         .unwrap()
         .config_map
         .name_any();
@@ -798,7 +798,7 @@ fn with_everything_made(created: bool) -> Seen {
     mc.0.spec.flux.curve_cert = Certificate::generate("m").unwrap().to_text().into();
     let mc = if created { mc.running() } else { mc };
     let mut seen = Seen::everything(&mc, 2);
-    let mut job = render::desired(&mc.0, &env())
+    let mut job = render::desired(&crate::model::resolve(&mc.0, &env()).unwrap())
         .unwrap()
         .services_job
         .unwrap();

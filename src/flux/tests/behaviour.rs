@@ -64,7 +64,9 @@ impl Pod {
         for d in [&pod.config, &pod.curve, &pod.view, &pod.bin] {
             std::fs::create_dir_all(d).unwrap();
         }
-        for (name, text) in crate::flux::config_map_data(mc, &ctx()).unwrap() {
+        for (name, text) in
+            crate::flux::config_map_data(&crate::model::resolve(mc, &ctx()).unwrap()).unwrap()
+        {
             std::fs::write(pod.config.join(name), text).unwrap();
         }
         // As the kubelet may leave it with fsGroup: group-readable.
@@ -702,9 +704,11 @@ fn quiet_prints_nothing_of_its_own_and_keeps_the_output_of_post() {
 fn quiet_batch_does_not_print_the_batch_job_id() {
     let mut mc = mc_command("mc", 2, "hostname");
     mc.spec.containers[0].batch = true;
-    let loud = crate::flux::scripts::broker_script(&mc, true).unwrap();
+    let loud =
+        crate::flux::scripts::broker_script(&crate::model::tests::cluster(&mc), true).unwrap();
     mc.spec.logging.quiet = true;
-    let quiet = crate::flux::scripts::broker_script(&mc, true).unwrap();
+    let quiet =
+        crate::flux::scripts::broker_script(&crate::model::tests::cluster(&mc), true).unwrap();
     assert!(loud.contains(r#"'flux batch "$@" && flux job wait --all'"#));
     assert!(quiet.contains(r#"'flux batch "$@" >/dev/null && flux job wait --all'"#));
 }
@@ -1266,7 +1270,11 @@ fn flux_view_sh_puts_flux_on_path_and_points_at_the_broker_for_any_mount_path() 
         mc.spec.flux.container.python_path = python.into();
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("flux-view.sh");
-        std::fs::write(&file, crate::flux::scripts::shell_environment(&mc)).unwrap();
+        std::fs::write(
+            &file,
+            crate::flux::scripts::shell_environment(&crate::model::tests::cluster(&mc)),
+        )
+        .unwrap();
         let out = Command::new("sh")
             .arg("-c")
             .arg(r#". "$1" && printf '%s\n' "$PATH" "${PYTHONPATH:-}" "$FLUX_URI" "$fluxsocket""#)

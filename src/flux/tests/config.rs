@@ -349,10 +349,11 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
 fn broker_config_replaces_the_generated_one_whole() {
     let mut mc = mc_yaml("mc", "default", "size: 2\ncontainers:\n- image: app");
     mc.spec.flux.broker_config = "[bootstrap]\ncurve_cert = \"/x\"\n".into();
-    let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let data =
+        crate::flux::config_map_data(&crate::model::resolve(&mc, &super::ctx()).unwrap()).unwrap();
     assert_eq!(data["broker.toml"], mc.spec.flux.broker_config);
     mc.spec.flux.broker_config = "[bootstrap\n".into();
-    let err = crate::flux::config_map_data(&mc, &super::ctx()).unwrap_err();
+    let err = crate::flux::config::broker_toml(&mc, &super::ctx()).unwrap_err();
     assert_eq!(err.field(), Some("spec.flux.brokerConfig"));
 }
 
@@ -360,12 +361,15 @@ fn broker_config_replaces_the_generated_one_whole() {
 fn simple_scheduler_is_selected_by_modprobe_alternatives_not_by_disabling_fluxion() {
     let mut mc = mc_yaml("mc", "default", "size: 2\ncontainers:\n- image: app");
     assert_eq!(config::scheduler_toml(&mc), None);
-    let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let data =
+        crate::flux::config_map_data(&crate::model::resolve(&mc, &super::ctx()).unwrap()).unwrap();
     assert!(!data.contains_key("scheduler.toml"));
     mc.spec.flux.scheduler.simple = true;
     for user_config in ["", "[bootstrap]\ncurve_cert = \"/x\"\n"] {
         mc.spec.flux.broker_config = user_config.into();
-        let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+        let data =
+            crate::flux::config_map_data(&crate::model::resolve(&mc, &super::ctx()).unwrap())
+                .unwrap();
         let table: toml::Table = data["scheduler.toml"].parse().unwrap();
         // Only the [modules] table flux-modprobe reads, naming only flux-core's sched-simple
         // for both services it provides (Fluxion splits them across two modules).
@@ -391,11 +395,13 @@ fn the_config_map_tomls_are_broker_and_scheduler() {
         "size: 2\ncontainers:\n- image: app\n  command: hostname\n  batch: true",
     );
     mc.spec.containers[0].commands.pre = "echo".into();
-    let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let data =
+        crate::flux::config_map_data(&crate::model::resolve(&mc, &super::ctx()).unwrap()).unwrap();
     let tomls: Vec<&String> = data.keys().filter(|k| k.ends_with(".toml")).collect();
     assert_eq!(tomls, ["broker.toml"]);
     mc.spec.flux.scheduler.simple = true;
-    let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let data =
+        crate::flux::config_map_data(&crate::model::resolve(&mc, &super::ctx()).unwrap()).unwrap();
     let tomls: Vec<&String> = data.keys().filter(|k| k.ends_with(".toml")).collect();
     assert_eq!(tomls, ["broker.toml", "scheduler.toml"]);
     for key in data.keys() {

@@ -4,7 +4,25 @@ use std::collections::BTreeMap;
 
 use crate::api::validation::longest_pod_name;
 use crate::api::*;
-use crate::model::validate;
+use crate::model::{Cluster, Environment, resolve, validate};
+
+/// The environment unit tests render in: the cluster domain `cluster.local`.
+pub(crate) fn env() -> Environment {
+    Environment {
+        cluster_domain: "cluster.local".to_string(),
+    }
+}
+
+/// The field of the first error refusing `mc` (`None` when it resolves).
+pub(crate) fn refused_field(mc: &MiniCluster) -> Option<String> {
+    let errors = resolve(mc, &env()).err()?;
+    errors.into_iter().next().map(|e| e.field)
+}
+
+/// `mc` resolved in [`env`]; panics, naming the errors, when its spec is refused.
+pub(crate) fn cluster(mc: &MiniCluster) -> Cluster<'_> {
+    resolve(mc, &env()).unwrap_or_else(|errors| panic!("the spec is refused: {errors:?}"))
+}
 
 fn minicluster(yaml: &str) -> MiniCluster {
     serde_norway::from_str(yaml).expect("test manifest parses")
@@ -400,7 +418,8 @@ fn accepted_and_rendered(mc: &MiniCluster) -> bool {
     let env = crate::render::Environment {
         cluster_domain: "cluster.local".to_string(),
     };
-    validate(mc).is_empty() && crate::render::desired(mc, &env).is_ok()
+    validate(mc).is_empty()
+        && crate::render::desired(&crate::model::resolve(mc, &env).unwrap()).is_ok()
 }
 
 /// The one error of `mc`: its field and message.
@@ -650,7 +669,7 @@ spec:
 "#;
 
 fn pod_annotations(mc: &MiniCluster) -> Vec<BTreeMap<String, String>> {
-    let js = crate::render::jobset(mc, "cm");
+    let js = crate::render::jobset(&cluster(mc), "cm");
     js.spec
         .replicated_jobs
         .iter()
