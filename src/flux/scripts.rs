@@ -136,98 +136,96 @@ fn job_words(c: &MiniClusterContainer) -> Vec<String> {
 
 /// Lines of the initial program inside the lead's `start=( ... )` array.
 fn program_lines(cluster: &Cluster<'_>) -> Result<Vec<String>, Error> {
-    let (mc, c, field) = (cluster.mc, cluster.flux.spec, &cluster.flux.field);
-    let flux = &mc.spec.flux;
+    let flux = &cluster.mc.spec.flux;
     let option_flags =
         split_words(&flux.option_flags).map_err(|m| field_err("spec.flux.optionFlags", m))?;
-    let timed = |label: &str| {
-        vec![
-            "# logging.timed: report the wall time of the program".to_string(),
-            format!(
-                "{} flux-operator-time {label}",
-                quote_all(&[
-                    "bash",
-                    "-c",
-                    r#"TIMEFORMAT="FLUXTIME $1 wall time %3lR"; shift; time "$@""#
-                ])
-            ),
-        ]
+    let (label, body) = match cluster.flux.mode {
+        Mode::Interactive => return Ok(Vec::new()),
+        Mode::Submit => ("submit", submit_lines(cluster, option_flags)?),
+        Mode::Launcher => (
+            "launcher",
+            vec![
+                "# initial program: the command itself (launcher)".into(),
+                job_words(cluster.flux.spec).join(" "),
+            ],
+        ),
+        Mode::Batch | Mode::BatchRaw => ("batch", batch_lines(cluster, option_flags)),
     };
     let mut lines = Vec::new();
-    match cluster.flux.mode {
-        Mode::Interactive => {}
-        Mode::Submit => {
-            let submit = if flux.submit_command.trim().is_empty() {
-                vec!["flux".to_string(), "submit".to_string()]
-            } else {
-                split_words(&flux.submit_command)
-                    .map_err(|m| field_err("spec.flux.submitCommand", m))?
-            };
-            if mc.spec.logging.timed {
-                lines.extend(timed("submit"));
-            }
-            let mut words = submit.clone();
-            words.extend(node_task_flags(mc.spec.size, mc.spec.tasks));
-            words.extend(option_flags);
-            // `--quiet --watch` belong to `flux submit`; `flux run` waits by itself.
-            if submit.get(1).map(String::as_str) == Some("submit") {
-                words.extend(["--quiet".to_string(), "--watch".to_string()]);
-            }
-            if mc.spec.logging.debug {
-                words.push("-vvv".into());
-            }
-            lines.push("# initial program: submit the command and wait for it".into());
-            lines.push(quote_all(&words));
-            let job = job_words(c);
-            if job.is_empty() {
-                return Err(field_err(format!("{field}.command"), "is empty"));
-            }
-            lines.push(job.join(" "));
-        }
-        Mode::Launcher => {
-            if mc.spec.logging.timed {
-                lines.extend(timed("launcher"));
-            }
-            lines.push("# initial program: the command itself (launcher)".into());
-            lines.push(job_words(c).join(" "));
-        }
-        Mode::Batch | Mode::BatchRaw => {
-            if mc.spec.logging.timed {
-                lines.extend(timed("batch"));
-            }
-            let logs = if c.logs.is_empty() {
-                DEFAULT_BATCH_LOGS
-            } else {
-                c.logs.as_str()
-            };
-            // logging.quiet: the batch job's id is not printed (its jobs' output goes to
-            // files anyway); errors stay on stderr.
-            let batch = if mc.spec.logging.quiet {
-                r#"flux batch "$@" >/dev/null && flux job wait --all"#
-            } else {
-                r#"flux batch "$@" && flux job wait --all"#
-            };
-            let mut words: Vec<String> = ["bash", "-c", batch, "flux-batch"]
-                .map(String::from)
-                .to_vec();
-            words.extend(batch_flags(mc.spec.size, mc.spec.tasks));
-            words.extend(option_flags);
-            words.push("--flags=waitable".into());
-            words.push(format!(
-                "--output={}/flux-batch-{{{{id}}}}.out",
-                logs.trim_end_matches('/')
-            ));
-            lines.push(
-                "# initial program: run the batch script with flux batch and wait for it".into(),
-            );
-            lines.push(format!(
-                "{} \"$config_dir\"/{}",
-                quote_all(&words),
-                files::BATCH
-            ));
-        }
+    if cluster.mc.spec.logging.timed {
+        lines.push("# logging.timed: report the wall time of the program".to_string());
+        lines.push(format!(
+            "{} flux-operator-time {label}",
+            quote_all(&[
+                "bash",
+                "-c",
+                r#"TIMEFORMAT="FLUXTIME $1 wall time %3lR"; shift; time "$@""#
+            ])
+        ));
     }
+    lines.extend(body);
     Ok(lines)
+}
+
+/// The single command's program: `flux submit` (or `submitCommand`) and the job.
+fn submit_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Result<Vec<String>, Error> {
+    let (mc, c, field) = (cluster.mc, cluster.flux.spec, &cluster.flux.field);
+    let flux = &mc.spec.flux;
+    let submit = if flux.submit_command.trim().is_empty() {
+        vec!["flux".to_string(), "submit".to_string()]
+    } else {
+        split_words(&flux.submit_command).map_err(|m| field_err("spec.flux.submitCommand", m))?
+    };
+    let mut words = submit.clone();
+    words.extend(node_task_flags(mc.spec.size, mc.spec.tasks));
+    words.extend(option_flags);
+    // `--quiet --watch` belong to `flux submit`; `flux run` waits by itself.
+    if submit.get(1).map(String::as_str) == Some("submit") {
+        words.extend(["--quiet".to_string(), "--watch".to_string()]);
+    }
+    if mc.spec.logging.debug {
+        words.push("-vvv".into());
+    }
+    let job = job_words(c);
+    if job.is_empty() {
+        return Err(field_err(format!("{field}.command"), "is empty"));
+    }
+    Ok(vec![
+        "# initial program: submit the command and wait for it".into(),
+        quote_all(&words),
+        job.join(" "),
+    ])
+}
+
+/// The batch modes' program: `flux batch` of `batch.sh`, then wait for its jobs.
+fn batch_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Vec<String> {
+    let (mc, c) = (cluster.mc, cluster.flux.spec);
+    let logs = if c.logs.is_empty() {
+        DEFAULT_BATCH_LOGS
+    } else {
+        c.logs.as_str()
+    };
+    // logging.quiet: the batch job's id is not printed (its jobs' output goes to
+    // files anyway); errors stay on stderr.
+    let batch = if mc.spec.logging.quiet {
+        r#"flux batch "$@" >/dev/null && flux job wait --all"#
+    } else {
+        r#"flux batch "$@" && flux job wait --all"#
+    };
+    let mut words: Vec<String> = ["bash", "-c", batch, "flux-batch"]
+        .map(String::from)
+        .to_vec();
+    words.extend(batch_flags(mc.spec.size, mc.spec.tasks));
+    words.extend(option_flags);
+    words.push("--flags=waitable".into());
+    words.push(format!(
+        "--output={}/flux-batch-{{{{id}}}}.out",
+        logs.trim_end_matches('/')
+    ));
+    vec![
+        "# initial program: run the batch script with flux batch and wait for it".into(),
+        format!("{} \"$config_dir\"/{}", quote_all(&words), files::BATCH),
+    ]
 }
 
 /// The batch script (`batch.sh`) for batch modes, `None` otherwise.
@@ -326,15 +324,14 @@ struct Hooks {
     post: Option<Hook>,
 }
 
+/// What both broker entrypoints (`lead.sh`, `worker.sh`) are made from.
 #[derive(Serialize)]
 struct BrokerScript {
     mc: String,
     container: String,
-    mode_help: &'static str,
     strict: bool,
     debug: bool,
     quiet: bool,
-    timed: bool,
     config_mount: &'static str,
     curve_mount: &'static str,
     key_mount: &'static str,
@@ -353,17 +350,37 @@ struct BrokerScript {
     hooks: Hooks,
     broker_opts: Vec<String>,
     socket: bool,
+    wrap: Option<String>,
+}
+
+/// What only the lead's entrypoint (`lead.sh`) is made from, beside [`BrokerScript`].
+#[derive(Serialize)]
+struct LeadScript {
+    #[serde(flatten)]
+    broker: BrokerScript,
+    mode_help: &'static str,
+    timed: bool,
+    /// `commands.prefix`, quoted words.
+    prefix: String,
+    /// [`program_lines`].
+    program: Vec<String>,
+    /// `spec.archive.path`, quoted.
     archive: Option<String>,
     /// Whether the lead saves the queue before the instance stops (`spec.archive`, see
     /// [`save_script`]).
     save: bool,
     /// [`files::SAVE`].
     save_script: &'static str,
+}
+
+/// What only the followers' entrypoint (`worker.sh`) is made from, beside [`BrokerScript`].
+#[derive(Serialize)]
+struct FollowerScript {
+    #[serde(flatten)]
+    broker: BrokerScript,
     /// `spec.drainGracePeriodSeconds`.
     drain_grace: i32,
-    prefix: String,
-    wrap: Option<String>,
-    program: Vec<String>,
+    /// `spec.flux.completeWorkers`.
     complete_workers: bool,
 }
 
@@ -518,11 +535,51 @@ fn view_mount(mc: &MiniCluster) -> Option<String> {
 
 /// Entrypoint of the lead broker (`lead.sh`) or of a follower (`worker.sh`).
 pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error> {
+    let broker = broker_context(cluster, lead)?;
+    if !lead {
+        let ctx = FollowerScript {
+            broker,
+            drain_grace: cluster.mc.drain_grace_seconds(),
+            complete_workers: cluster.mc.spec.flux.complete_workers,
+        };
+        return render("worker.sh.j2", &ctx);
+    }
+    let (c, field) = (cluster.flux.spec, &cluster.flux.field);
+    let prefix = split_words(&c.commands.prefix)
+        .map_err(|m| field_err(format!("{field}.commands.prefix"), m))?;
+    let ctx = LeadScript {
+        broker,
+        mode_help: mode_help(cluster.flux.mode),
+        timed: cluster.mc.spec.logging.timed,
+        prefix: quote_all(&prefix),
+        program: program_lines(cluster)?,
+        archive: (cluster.archive.as_ref()).map(|a| quote(a.path).into_owned()),
+        save: cluster.archive.is_some(),
+        save_script: files::SAVE,
+    };
+    render("lead.sh.j2", &ctx)
+}
+
+/// What the lead's script says its mode is.
+fn mode_help(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Submit => {
+            "single command: flux submit the command and wait for it (spec.containers[].command)"
+        }
+        Mode::Batch => "batch: every command line is a job in one flux batch (batch.sh)",
+        Mode::BatchRaw => {
+            "batchRaw: the command is a Flux batch script, run with flux batch (batch.sh)"
+        }
+        Mode::Launcher => "launcher: the command is the instance's initial program",
+        Mode::Interactive => "interactive: no program; the instance stays up until `flux shutdown`",
+    }
+}
+
+/// The context both broker entrypoints share.
+fn broker_context(cluster: &Cluster<'_>, lead: bool) -> Result<BrokerScript, Error> {
     let (mc, c, field) = (cluster.mc, cluster.flux.spec, &cluster.flux.field);
     let flux = &mc.spec.flux;
     let logging = &mc.spec.logging;
-    let mode = cluster.flux.mode;
-
     for (name, text) in [
         ("command", &c.command),
         ("commands.script", &c.commands.script),
@@ -537,11 +594,70 @@ pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error>
         check_no_nul(value).map_err(|m| field_err(format!("spec.flux.environment.{name}"), m))?;
         flux_env.push((name.clone(), quote(value).into_owned()));
     }
+    let batch = matches!(cluster.flux.mode, Mode::Batch | Mode::BatchRaw);
+    let logs = if c.logs.is_empty() {
+        DEFAULT_BATCH_LOGS
+    } else {
+        c.logs.as_str()
+    };
+    Ok(BrokerScript {
+        mc: mc.name().to_string(),
+        container: if c.name.is_empty() {
+            format!("{field} (runFlux)")
+        } else {
+            format!("{} ({field})", c.name)
+        },
+        strict: logging.strict,
+        debug: logging.debug,
+        quiet: logging.quiet,
+        config_mount: CONFIG_MOUNT,
+        curve_mount: CURVE_MOUNT,
+        key_mount: KEY_MOUNT,
+        run_mount: RUN_MOUNT,
+        broker_subdir: broker_subdir(),
+        socket_name: socket_name(),
+        rejoin_marker: REJOIN_MARKER,
+        resource: resource_file(mc),
+        cert_key: CURVE_SECRET_KEY,
+        view: view_mount(mc),
+        python_path: (!flux.container.python_path.is_empty())
+            .then(|| quote(&flux.container.python_path).into_owned()),
+        flux_env,
+        scheduler_simple: flux.scheduler.simple,
+        logs_dir: batch.then(|| quote(logs).into_owned()),
+        hooks: broker_hooks(cluster, lead),
+        broker_opts: broker_options(cluster, lead),
+        // The save and the drain on SIGTERM talk to the instance through the socket: an
+        // archive keeps it even with `disableSocket`.
+        socket: !flux.disable_socket || cluster.archive.is_some(),
+        wrap: (!flux.wrap.trim().is_empty())
+            .then(|| quote(&format!("--wrap={}", flux.wrap.trim())).into_owned()),
+    })
+}
 
+/// The hooks of the Flux container a broker's entrypoint runs: `brokerPre` on the lead,
+/// `workerPre` on the followers.
+fn broker_hooks(cluster: &Cluster<'_>, lead: bool) -> Hooks {
+    let (cmds, field) = (&cluster.flux.spec.commands, &cluster.flux.field);
+    let quiet = cluster.mc.spec.logging.quiet;
+    let hook = |name: &str, text: &str, file: &str| hook(field, name, text, file.into(), quiet);
+    Hooks {
+        init: hook("init", &cmds.init, files::HOOK_INIT),
+        pre: hook("pre", &cmds.pre, files::HOOK_PRE),
+        broker_pre: hook("brokerPre", &cmds.broker_pre, files::HOOK_BROKER_PRE).filter(|_| lead),
+        worker_pre: hook("workerPre", &cmds.worker_pre, files::HOOK_WORKER_PRE).filter(|_| !lead),
+        post: hook("post", &cmds.post, files::HOOK_POST),
+    }
+}
+
+/// The `-S` options of `flux start`, quoted.
+fn broker_options(cluster: &Cluster<'_>, lead: bool) -> Vec<String> {
+    let mc = cluster.mc;
+    let logging = &mc.spec.logging;
     let log_level = if logging.quiet {
         0
     } else {
-        flux.log_level.clamp(0, 7)
+        mc.spec.flux.log_level.clamp(0, 7)
     };
     let mut broker_opts = vec![
         format!("-Slog-stderr-level={log_level}"),
@@ -553,109 +669,28 @@ pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error>
     if logging.zeromq {
         broker_opts.push("-Stbon.zmqdebug=1".into());
     }
-    if lead && mode == Mode::Interactive {
+    if lead && cluster.flux.mode == Mode::Interactive {
         broker_opts.push("-Sbroker.rc2_none=1".into());
     }
+    broker_opts.iter().map(|o| quote(o).into_owned()).collect()
+}
 
-    let prefix = if lead {
-        let words = split_words(&c.commands.prefix)
-            .map_err(|m| field_err(format!("{field}.commands.prefix"), m))?;
-        quote_all(&words)
-    } else {
-        String::new()
-    };
-    let wrap = (!flux.wrap.trim().is_empty())
-        .then(|| quote(&format!("--wrap={}", flux.wrap.trim())).into_owned());
-    let program = if lead {
-        program_lines(cluster)?
-    } else {
-        Vec::new()
-    };
-    let batch = matches!(mode, Mode::Batch | Mode::BatchRaw);
-    let logs = if c.logs.is_empty() {
-        DEFAULT_BATCH_LOGS
-    } else {
-        c.logs.as_str()
-    };
-    let quiet = logging.quiet;
-    let cmds = &c.commands;
-    let hook = |name: &str, text: &str, file: &str| hook(field, name, text, file.into(), quiet);
-    let hooks = Hooks {
-        init: hook("init", &cmds.init, files::HOOK_INIT),
-        pre: hook("pre", &cmds.pre, files::HOOK_PRE),
-        broker_pre: hook("brokerPre", &cmds.broker_pre, files::HOOK_BROKER_PRE).filter(|_| lead),
-        worker_pre: hook("workerPre", &cmds.worker_pre, files::HOOK_WORKER_PRE).filter(|_| !lead),
-        post: hook("post", &cmds.post, files::HOOK_POST),
-    };
-    let ctx = BrokerScript {
-        mc: mc.name().to_string(),
-        container: if c.name.is_empty() {
-            format!("{field} (runFlux)")
-        } else {
-            format!("{} ({field})", c.name)
+/// The R file the entrypoints write (`None` with `spec.flux.brokerConfig`).
+fn resource_file(mc: &MiniCluster) -> Option<ResourceFile> {
+    resource_hosts(mc).map(|hosts| ResourceFile {
+        file: RESOURCE_PATH
+            .strip_prefix(BROKER_DIR)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .expect("RESOURCE_PATH is inside BROKER_DIR"),
+        hosts: quote(&format!("--hosts={hosts}")).into_owned(),
+        // An RFC 22 idset: `0-0` is not one, so a lone lead is `0`.
+        rank_set: match mc.max_size() {
+            1 => "0".to_string(),
+            n => format!("0-{}", n - 1),
         },
-        mode_help: match mode {
-            Mode::Submit => {
-                "single command: flux submit the command and wait for it (spec.containers[].command)"
-            }
-            Mode::Batch => "batch: every command line is a job in one flux batch (batch.sh)",
-            Mode::BatchRaw => {
-                "batchRaw: the command is a Flux batch script, run with flux batch (batch.sh)"
-            }
-            Mode::Launcher => "launcher: the command is the instance's initial program",
-            Mode::Interactive => {
-                "interactive: no program; the instance stays up until `flux shutdown`"
-            }
-        },
-        strict: logging.strict,
-        debug: logging.debug,
-        quiet: logging.quiet,
-        timed: lead && logging.timed,
-        config_mount: CONFIG_MOUNT,
-        curve_mount: CURVE_MOUNT,
-        key_mount: KEY_MOUNT,
-        run_mount: RUN_MOUNT,
-        broker_subdir: broker_subdir(),
-        socket_name: socket_name(),
-        rejoin_marker: REJOIN_MARKER,
-        resource: resource_hosts(mc).map(|hosts| ResourceFile {
-            file: RESOURCE_PATH
-                .strip_prefix(BROKER_DIR)
-                .and_then(|rest| rest.strip_prefix('/'))
-                .expect("RESOURCE_PATH is inside BROKER_DIR"),
-            hosts: quote(&format!("--hosts={hosts}")).into_owned(),
-            // An RFC 22 idset: `0-0` is not one, so a lone lead is `0`.
-            rank_set: match mc.max_size() {
-                1 => "0".to_string(),
-                n => format!("0-{}", n - 1),
-            },
-            quorum: quorum(mc).unwrap_or(mc.max_size()),
-            ranks: mc.max_size(),
-        }),
-        cert_key: CURVE_SECRET_KEY,
-        view: view_mount(mc),
-        python_path: (!flux.container.python_path.is_empty())
-            .then(|| quote(&flux.container.python_path).into_owned()),
-        flux_env,
-        scheduler_simple: flux.scheduler.simple,
-        logs_dir: batch.then(|| quote(logs).into_owned()),
-        hooks,
-        broker_opts: broker_opts.iter().map(|o| quote(o).into_owned()).collect(),
-        // The save and the drain on SIGTERM talk to the instance through the socket: an
-        // archive keeps it even with `disableSocket`.
-        socket: !flux.disable_socket || cluster.archive.is_some(),
-        archive: (cluster.archive.as_ref())
-            .filter(|_| lead)
-            .map(|a| quote(a.path).into_owned()),
-        save: lead && cluster.archive.is_some(),
-        save_script: files::SAVE,
-        drain_grace: mc.drain_grace_seconds(),
-        prefix,
-        wrap,
-        program,
-        complete_workers: flux.complete_workers,
-    };
-    render(if lead { "lead.sh.j2" } else { "worker.sh.j2" }, &ctx)
+        quorum: quorum(mc).unwrap_or(mc.max_size()),
+        ranks: mc.max_size(),
+    })
 }
 
 /// Entrypoint of a container that does not run Flux (POSIX sh, run by bash where the image
