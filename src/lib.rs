@@ -11,6 +11,8 @@
 pub mod api;
 pub mod cli;
 pub mod controller;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod flux;
 pub mod jobset;
 pub mod metrics;

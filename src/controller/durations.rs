@@ -209,8 +209,7 @@ mod tests {
     use super::*;
 
     fn mc(created: Timestamp) -> MiniCluster {
-        let mut mc: MiniCluster =
-            serde_norway::from_str(include_str!("../../examples/hello-world.yaml")).unwrap();
+        let mut mc = crate::fixtures::manifest(include_str!("../../examples/hello-world.yaml"));
         mc.metadata.namespace = Some("ns".into());
         mc.metadata.uid = Some("u-1".into());
         mc.metadata.creation_timestamp = Some(Time(created));

@@ -190,10 +190,10 @@ mod tests {
     use crate::api::RestoreStatus;
 
     fn mc() -> MiniCluster {
-        serde_norway::from_str(
-            "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: m, namespace: n}\nspec:\n  containers: [{image: x}]\n",
-        )
-        .unwrap()
+        crate::fixtures::m()
+            .namespace("n")
+            .container("x", "")
+            .build()
     }
 
     fn with_restore(restore: Option<RestoreStatus>) -> MiniClusterStatus {

@@ -32,4 +32,4 @@ pub struct Environment {
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;

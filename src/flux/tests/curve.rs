@@ -116,7 +116,7 @@ fn debug_does_not_show_the_secret_key() {
 #[test]
 fn user_certificate_is_checked_and_used() {
     require_curve();
-    let mut mc = super::mc_command("mc", 2, "hostname");
+    let mut mc = crate::fixtures::with_command("mc", 2, "hostname");
     let user = Certificate::generate("users-cert").unwrap();
     mc.spec.flux.curve_cert = user.to_text().into();
     assert_eq!(crate::flux::curve_certificate(&mc).unwrap(), user);

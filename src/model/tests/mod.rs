@@ -4,29 +4,8 @@ use std::collections::BTreeMap;
 
 use crate::api::validation::longest_pod_name;
 use crate::api::*;
-use crate::model::{Cluster, Environment, resolve, validate};
-
-/// The environment unit tests render in: the cluster domain `cluster.local`.
-pub(crate) fn env() -> Environment {
-    Environment {
-        cluster_domain: "cluster.local".to_string(),
-    }
-}
-
-/// The field of the first error refusing `mc` (`None` when it resolves).
-pub(crate) fn refused_field(mc: &MiniCluster) -> Option<String> {
-    let errors = resolve(mc, &env()).err()?;
-    errors.into_iter().next().map(|e| e.field)
-}
-
-/// `mc` resolved in [`env`]; panics, naming the errors, when its spec is refused.
-pub(crate) fn cluster(mc: &MiniCluster) -> Cluster<'_> {
-    resolve(mc, &env()).unwrap_or_else(|errors| panic!("the spec is refused: {errors:?}"))
-}
-
-fn minicluster(yaml: &str) -> MiniCluster {
-    serde_norway::from_str(yaml).expect("test manifest parses")
-}
+use crate::fixtures::{cluster, manifest};
+use crate::model::validate;
 
 const HELLO: &str = r#"
 apiVersion: flux-framework.org/v1alpha2
@@ -41,7 +20,7 @@ spec:
 
 #[test]
 fn defaults_match_the_go_operator() {
-    let mc = minicluster(HELLO);
+    let mc = manifest(HELLO);
     assert_eq!(mc.spec.tasks, 1);
     assert_eq!(mc.spec.deadline_seconds, 31_500_000);
     assert_eq!(mc.spec.flux.log_level, 6);
@@ -54,7 +33,7 @@ fn defaults_match_the_go_operator() {
 
 #[test]
 fn old_operator_manifest_fields_parse() {
-    let mc = minicluster(
+    let mc = manifest(
         r#"
 apiVersion: flux-framework.org/v1alpha2
 kind: MiniCluster
@@ -95,11 +74,11 @@ fn fields(mc: &MiniCluster) -> Vec<String> {
 
 #[test]
 fn errors_name_the_field() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.max_size = Some(2);
     assert!(fields(&mc).contains(&"spec.size".to_string()));
 
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     let mut second = mc.spec.containers[0].clone();
     second.name = "two".into();
     second.run_flux = true;
@@ -107,7 +86,7 @@ fn errors_name_the_field() {
     mc.spec.containers.push(second);
     assert!(fields(&mc).contains(&"spec.containers".to_string()));
 
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].volumes.insert(
         "scratch".into(),
         ContainerVolume {
@@ -123,7 +102,7 @@ fn errors_name_the_field() {
         validate(&mc)
     );
 
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0]
         .environment
         .insert("1BAD".into(), "x".into());
@@ -135,14 +114,14 @@ fn errors_name_the_field() {
         validate(&mc)
     );
 
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.flux.broker_config = "[bootstrap\nhosts = ".into();
     assert!(fields(&mc).contains(&"spec.flux.brokerConfig".to_string()));
 }
 
 #[test]
 fn container_names_cannot_collide_with_generated_ones() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].run_flux = true;
     let mut other = mc.spec.containers[0].clone();
     other.run_flux = false;
@@ -162,7 +141,7 @@ fn container_names_cannot_collide_with_generated_ones() {
 
 #[test]
 fn flux_view_name_cannot_be_the_unnamed_flux_containers() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].name = String::new();
     mc.spec.flux.container.name = "hello".into();
     assert_eq!(
@@ -179,7 +158,7 @@ fn flux_view_name_cannot_be_the_unnamed_flux_containers() {
 
 #[test]
 fn with_an_archive_no_container_takes_the_archive_init_containers_name() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].name = "flux-archive".into();
     // Without an archive there is no such init container.
     assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
@@ -202,7 +181,7 @@ fn with_an_archive_no_container_takes_the_archive_init_containers_name() {
 
 #[test]
 fn pod_labels_cannot_take_the_selector_labels() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.pod.labels.insert("team".into(), "a".into());
     assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
     for key in [crate::api::NAME_LABEL, crate::api::ROLE_LABEL] {
@@ -227,7 +206,7 @@ fn garde_errors_use_the_api_field_names() {
         api_path("containers[0].volumes.my_data.host_path"),
         "containers[0].volumes.my_data.hostPath"
     );
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.network.headless_name = "Not_A_Label".into();
     assert_eq!(
         fields(&mc),
@@ -249,7 +228,7 @@ fn name_budget_matches_jobset_pod_names() {
         "hello-workers-0-10-abcde".len()
     );
     let name = "a".repeat(47);
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.metadata.name = Some(name);
     assert!(fields(&mc).contains(&"metadata.name".to_string()));
     mc.metadata.name = Some("a".repeat(45));
@@ -258,7 +237,7 @@ fn name_budget_matches_jobset_pod_names() {
 
 #[test]
 fn elastic_cluster_needs_two_brokers() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.size = 1;
     mc.spec.max_size = Some(4);
     assert!(fields(&mc).contains(&"spec.size".to_string()));
@@ -301,7 +280,7 @@ fn render_reads_a_file_as_the_api_server_does() {
 
 #[test]
 fn archive_path_must_be_an_absolute_path_flux_can_pass_to_a_shell() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.archive.path = "/state/flux-archive_1.tar.gz".into();
     assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
     for bad in [
@@ -322,7 +301,7 @@ fn archive_path_must_be_an_absolute_path_flux_can_pass_to_a_shell() {
 
 #[test]
 fn a_container_mounts_each_path_once() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     let c = &mut mc.spec.containers[0];
     let shm = ContainerVolume {
         empty_dir: true,
@@ -353,7 +332,7 @@ fn a_container_mounts_each_path_once() {
     assert_eq!(shm_errors[1].field, "spec.containers[0].volumes.shm.path");
 
     // A path where the operator mounts the flux view into the Flux container.
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].volumes.insert(
         "mine".into(),
         ContainerVolume {
@@ -370,14 +349,14 @@ fn a_container_mounts_each_path_once() {
     );
     assert!(errors[0].message.contains("operator mounts its own volume"));
     // Different paths are fine, and so is one emptyDir at /dev/shm.
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].volumes.insert("shm".into(), shm);
     assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
 }
 
 #[test]
 fn hooks_only_the_flux_container_runs_are_reported_on_other_containers() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].run_flux = true;
     let mut side = MiniClusterContainer {
         name: "server".into(),
@@ -400,7 +379,7 @@ fn hooks_only_the_flux_container_runs_are_reported_on_other_containers() {
 
 #[test]
 fn a_curve_cert_that_is_not_a_certificate_is_refused_naming_the_field() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.flux.curve_cert = "not a certificate".to_string().into();
     assert_eq!(fields(&mc), ["spec.flux.curveCert"], "{:?}", validate(&mc));
     let good = crate::flux::curve::Certificate::generate("mc").unwrap();
@@ -415,11 +394,8 @@ fn a_curve_cert_that_is_not_a_certificate_is_refused_naming_the_field() {
 
 /// Whether `mc` is accepted and renders whole (what the controller does next).
 fn accepted_and_rendered(mc: &MiniCluster) -> bool {
-    let env = crate::render::Environment {
-        cluster_domain: "cluster.local".to_string(),
-    };
-    validate(mc).is_empty()
-        && crate::render::desired(&crate::model::resolve(mc, &env).unwrap()).is_ok()
+    crate::model::resolve(mc, &crate::fixtures::env())
+        .is_ok_and(|cluster| crate::render::desired(&cluster).is_ok())
 }
 
 /// The one error of `mc`: its field and message.
@@ -431,13 +407,13 @@ fn only_error(mc: &MiniCluster) -> (String, String) {
 
 #[test]
 fn a_nul_in_a_command_is_refused_naming_the_field() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].command = "echo a\0b".into();
     let (field, message) = only_error(&mc);
     assert_eq!(field, "spec.containers[0].command");
     assert!(message.contains("NUL"), "{message}");
     // In a container that does not run Flux, and in a service, too.
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].run_flux = true;
     mc.spec.containers.push(MiniClusterContainer {
         name: "side".into(),
@@ -460,7 +436,7 @@ fn a_nul_in_a_command_is_refused_naming_the_field() {
 
 #[test]
 fn a_nul_in_the_batch_logs_directory_is_refused_naming_the_field() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].batch = true;
     mc.spec.containers[0].logs = "/tmp/out\0".into();
     assert_eq!(only_error(&mc).0, "spec.containers[0].logs");
@@ -470,7 +446,7 @@ fn a_nul_in_the_batch_logs_directory_is_refused_naming_the_field() {
 
 #[test]
 fn a_nul_in_an_environment_value_is_refused_naming_the_variable() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0]
         .environment
         .insert("GREETING".into(), "hi\0".into());
@@ -494,7 +470,7 @@ fn a_nul_in_an_environment_value_is_refused_naming_the_variable() {
 
 #[test]
 fn a_nul_in_the_wrapper_prefix_or_flux_wrap_is_refused_naming_the_field() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].commands.prefix = "time\0".into();
     mc.spec.flux.wrap = "strace,\0".into();
     assert_eq!(
@@ -508,7 +484,7 @@ fn a_nul_in_the_wrapper_prefix_or_flux_wrap_is_refused_naming_the_field() {
 
 #[test]
 fn a_nul_in_a_hook_or_script_is_refused_naming_the_hook() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     let c = &mut mc.spec.containers[0];
     c.command.clear();
     c.commands.init = "echo init\0".into();
@@ -544,7 +520,7 @@ fn a_nul_in_a_hook_or_script_is_refused_naming_the_hook() {
 
 #[test]
 fn option_flags_that_do_not_split_into_words_are_refused_naming_the_field() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.flux.option_flags = "-o 'cpu-affinity=per-task".into();
     let (field, message) = only_error(&mc);
     assert_eq!(field, "spec.flux.optionFlags");
@@ -555,7 +531,7 @@ fn option_flags_that_do_not_split_into_words_are_refused_naming_the_field() {
 
 #[test]
 fn a_submit_command_that_does_not_split_into_words_is_refused_naming_the_field() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.flux.submit_command = "flux \"run".into();
     assert_eq!(only_error(&mc).0, "spec.flux.submitCommand");
     mc.spec.flux.submit_command = "flux run".into();
@@ -564,7 +540,7 @@ fn a_submit_command_that_does_not_split_into_words_is_refused_naming_the_field()
 
 #[test]
 fn a_wrapper_prefix_that_does_not_split_into_words_is_refused_naming_the_field() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].commands.prefix = "mpirun \"-np 2".into();
     assert_eq!(only_error(&mc).0, "spec.containers[0].commands.prefix");
     mc.spec.containers[0].commands.prefix = "mpirun -np 2".into();
@@ -574,20 +550,20 @@ fn a_wrapper_prefix_that_does_not_split_into_words_is_refused_naming_the_field()
 #[test]
 fn a_cluster_domain_that_is_not_a_dns_name_is_refused_naming_the_field() {
     for bad in ["bad domain", "a..b", "-x.local", ".", "a_b.local", "x\0y"] {
-        let mut mc = minicluster(HELLO);
+        let mut mc = manifest(HELLO);
         mc.spec.network.cluster_domain = bad.into();
         let (field, message) = only_error(&mc);
         assert_eq!(field, "spec.network.clusterDomain", "{bad:?}");
         assert!(message.contains("not a DNS domain"), "{message}");
     }
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.network.cluster_domain = "hpc.example.".into();
     assert!(accepted_and_rendered(&mc), "{:?}", validate(&mc));
 }
 
 #[test]
 fn a_minimal_service_with_a_tree_topology_is_refused_naming_the_field() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.flux.minimal_service = true;
     mc.spec.flux.topology = "kary:2".into();
     let (field, message) = only_error(&mc);
@@ -600,7 +576,7 @@ fn a_minimal_service_with_a_tree_topology_is_refused_naming_the_field() {
 #[test]
 fn a_name_that_is_not_a_dns_label_is_refused_naming_the_field() {
     for bad in ["Hello", "bad.name", "bad_name", "1abc"] {
-        let mut mc = minicluster(HELLO);
+        let mut mc = manifest(HELLO);
         mc.metadata.name = Some(bad.into());
         assert_eq!(only_error(&mc).0, "metadata.name", "{bad:?}");
     }
@@ -608,7 +584,7 @@ fn a_name_that_is_not_a_dns_label_is_refused_naming_the_field() {
 
 #[test]
 fn a_service_for_ports_that_takes_the_subdomains_name_is_refused_naming_the_container() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].run_flux = true;
     mc.spec.containers.push(MiniClusterContainer {
         name: "web".into(),
@@ -626,7 +602,7 @@ fn a_service_for_ports_that_takes_the_subdomains_name_is_refused_naming_the_cont
 
 #[test]
 fn map_keys_that_are_not_one_path_segment_are_quoted_in_field_paths() {
-    let mut mc = minicluster(HELLO);
+    let mut mc = manifest(HELLO);
     mc.spec.containers[0].volumes.insert(
         String::new(),
         ContainerVolume {
@@ -683,7 +659,7 @@ fn pod_annotations(mc: &MiniCluster) -> Vec<BTreeMap<String, String>> {
 
 #[test]
 fn placement_puts_one_topology_request_and_one_group_on_the_lead_and_the_followers() {
-    let mc = minicluster(PLACED);
+    let mc = manifest(PLACED);
     assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
     let both = pod_annotations(&mc);
     assert_eq!(both.len(), 2, "lead and followers");
@@ -702,7 +678,7 @@ fn placement_puts_one_topology_request_and_one_group_on_the_lead_and_the_followe
 
 #[test]
 fn preferred_placement_of_a_lone_lead_has_no_group() {
-    let mut mc = minicluster(PLACED);
+    let mut mc = manifest(PLACED);
     mc.spec.size = 1;
     mc.spec.max_size = None;
     mc.spec.placement = Some(Placement {
@@ -723,7 +699,7 @@ fn preferred_placement_of_a_lone_lead_has_no_group() {
 
 #[test]
 fn placement_without_a_kueue_queue_is_refused_naming_the_field() {
-    let mut mc = minicluster(PLACED);
+    let mut mc = manifest(PLACED);
     mc.metadata.labels = None;
     assert_eq!(only_error(&mc).0, "spec.placement");
     mc.spec
@@ -734,7 +710,7 @@ fn placement_without_a_kueue_queue_is_refused_naming_the_field() {
 
 #[test]
 fn a_pod_annotation_that_placement_sets_is_refused_naming_the_annotation() {
-    let mut mc = minicluster(PLACED);
+    let mut mc = manifest(PLACED);
     mc.spec
         .pod
         .annotations
