@@ -64,6 +64,31 @@ pub fn services_job(cluster: &Cluster<'_>, config_map: &str) -> Option<Job> {
     );
     labels.insert(JOBSET_NAME_LABEL.to_string(), mc.name().to_string());
 
+    Some(Job {
+        metadata: owned_meta(mc, name.clone()),
+        spec: Some(JobSpec {
+            parallelism: Some(1),
+            completions: Some(1),
+            backoff_limit: Some(spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT)),
+            suspend: Some(spec.suspend),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    annotations: (!pod.annotations.is_empty()).then(|| pod.annotations.clone()),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(services_pod_spec(cluster, name, config_map)),
+            },
+            ..JobSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// The services pod: host `name` in the pods' subdomain, the `spec.services` containers,
+/// the ConfigMap when one of them is wrapped, and `spec.pod`'s settings that apply to it.
+fn services_pod_spec(cluster: &Cluster<'_>, name: String, config_map: &str) -> PodSpec {
+    let (mc, spec, pod) = (cluster.mc, &cluster.mc.spec, &cluster.mc.spec.pod);
     let containers = cluster
         .services()
         // (The role is that of a broker pod: not used in the services pod.)
@@ -81,55 +106,35 @@ pub fn services_job(cluster: &Cluster<'_>, config_map: &str) -> Option<Job> {
         });
     }
     volumes.extend(user_volumes(&spec.services));
-
-    Some(Job {
-        metadata: owned_meta(mc, name.clone()),
-        spec: Some(JobSpec {
-            parallelism: Some(1),
-            completions: Some(1),
-            backoff_limit: Some(spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT)),
-            suspend: Some(spec.suspend),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    annotations: (!pod.annotations.is_empty()).then(|| pod.annotations.clone()),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    hostname: Some(name),
-                    subdomain: Some(mc.subdomain().to_string()),
-                    containers,
-                    volumes: (!volumes.is_empty()).then_some(volumes),
-                    restart_policy: Some(
-                        match pod.restart_policy {
-                            Some(crate::api::RestartPolicy::Never) => "Never",
-                            _ => "OnFailure",
-                        }
-                        .to_string(),
-                    ),
-                    service_account_name: non_empty(&pod.service_account_name),
-                    automount_service_account_token: pod.automount_service_account_token,
-                    node_selector: (!pod.node_selector.is_empty())
-                        .then(|| pod.node_selector.clone()),
-                    affinity: node_affinity(mc).map(|n| Affinity {
-                        node_affinity: Some(n),
-                        ..Affinity::default()
-                    }),
-                    tolerations: (!pod.tolerations.is_empty()).then(|| pod.tolerations.clone()),
-                    scheduler_name: non_empty(&pod.scheduler_name),
-                    runtime_class_name: non_empty(&pod.runtime_class_name),
-                    dns_policy: non_empty(&pod.dns_policy),
-                    security_context: pod.security_context.clone(),
-                    image_pull_secrets: pull_secrets(
-                        spec.services.iter().map(|s| s.image_pull_secret.as_str()),
-                    ),
-                    ..PodSpec::default()
-                }),
-            },
-            ..JobSpec::default()
+    PodSpec {
+        hostname: Some(name),
+        subdomain: Some(mc.subdomain().to_string()),
+        containers,
+        volumes: (!volumes.is_empty()).then_some(volumes),
+        restart_policy: Some(
+            match pod.restart_policy {
+                Some(crate::api::RestartPolicy::Never) => "Never",
+                _ => "OnFailure",
+            }
+            .to_string(),
+        ),
+        service_account_name: non_empty(&pod.service_account_name),
+        automount_service_account_token: pod.automount_service_account_token,
+        node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.clone()),
+        affinity: node_affinity(mc).map(|n| Affinity {
+            node_affinity: Some(n),
+            ..Affinity::default()
         }),
-        status: None,
-    })
+        tolerations: (!pod.tolerations.is_empty()).then(|| pod.tolerations.clone()),
+        scheduler_name: non_empty(&pod.scheduler_name),
+        runtime_class_name: non_empty(&pod.runtime_class_name),
+        dns_policy: non_empty(&pod.dns_policy),
+        security_context: pod.security_context.clone(),
+        image_pull_secrets: pull_secrets(
+            spec.services.iter().map(|s| s.image_pull_secret.as_str()),
+        ),
+        ..PodSpec::default()
+    }
 }
 
 /// The later-change apply for an existing services Job: only `suspend`.

@@ -11,6 +11,7 @@ use crate::api::MiniCluster;
 use crate::fixtures::with_command;
 
 /// MiniClusters covering every mode, hook and option of the scripts, with a label.
+// Long: a list of fixtures, one per mode and option, read best side by side.
 pub(crate) fn matrix() -> Vec<(String, MiniCluster)> {
     let mut out = Vec::new();
     let commands = [

@@ -249,6 +249,8 @@ fn commands_and_env() {
 }
 
 #[test]
+// Long: one case per kind of container (wrapped or not, in the services pod or beside the
+// broker), each building on the one before.
 fn sidecar_commands() {
     let mut mc = with_command("mc", 2, "hostname");
     mc.spec.services.push(MiniClusterContainer {

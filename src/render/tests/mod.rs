@@ -275,6 +275,7 @@ fn ports_of_a_container_beside_the_broker_get_a_service_named_after_it() {
 }
 
 #[test]
+// Long: the services pod's Job, pod, containers, volumes and Services, checked as one object.
 fn services_run_once_in_their_own_pod_in_the_subdomain() {
     let mut mc = hello(2);
     mc.spec.network.headless_name = "net".into();
