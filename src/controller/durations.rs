@@ -111,6 +111,7 @@ fn duration(
 /// Record each lifecycle duration the first time its status timestamp appears. `seen` is when
 /// this reconcile saw the state `new` was computed from.
 #[allow(clippy::too_many_arguments)]
+// Long: the lifecycle in order, one block per metric, each read against the one before.
 pub(super) fn observe_durations(
     mc: &MiniCluster,
     metrics: &Metrics,
