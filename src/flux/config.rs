@@ -27,9 +27,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{BROKER_PORT, CURVE_PRIVATE_PATH, Context, Error, RESOURCE_PATH};
+use super::{BROKER_PORT, CURVE_PRIVATE_PATH, Error, RESOURCE_PATH};
 use crate::api::{LEAD_JOB, MiniCluster, QueuePolicy, WORKERS_JOB, is_dns_label};
-pub use crate::model::network::cluster_domain;
+use crate::model::Cluster;
 
 /// The generated broker config. Serializes to the TOML Flux reads.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -176,8 +176,10 @@ pub fn fqdn(host: &str, subdomain: &str, namespace: &str, cluster_domain: &str) 
     format!("{host}.{subdomain}.{namespace}.svc.{cluster_domain}")
 }
 
-/// The broker config for `mc` (ignores `spec.flux.brokerConfig`; see [`broker_toml`]).
-pub fn broker_config(mc: &MiniCluster, ctx: &Context) -> Result<BrokerConfig, Error> {
+/// The broker config of the resolved cluster, its addresses in the domain the model resolved
+/// (ignores `spec.flux.brokerConfig`; see [`broker_toml`]).
+pub fn broker_config(cluster: &Cluster<'_>) -> Result<BrokerConfig, Error> {
+    let mc = cluster.mc;
     if !is_dns_label(mc.name()) {
         return Err(super::spec_error(
             "metadata.name",
@@ -201,7 +203,7 @@ pub fn broker_config(mc: &MiniCluster, ctx: &Context) -> Result<BrokerConfig, Er
             format!("{ns:?} is not a DNS label"),
         ));
     }
-    let domain = cluster_domain(mc, ctx)?;
+    let domain = &cluster.cluster_domain;
     let flux = &mc.spec.flux;
     let topology = flux.topology.trim();
     let sched = &flux.scheduler;
@@ -214,7 +216,7 @@ pub fn broker_config(mc: &MiniCluster, ctx: &Context) -> Result<BrokerConfig, Er
             curve_cert: CURVE_PRIVATE_PATH.to_string(),
             default_port: BROKER_PORT,
             default_bind: "tcp://*:%p".to_string(),
-            default_connect: format!("tcp://{}:%p", fqdn("%h", sub, ns, &domain)),
+            default_connect: format!("tcp://{}:%p", fqdn("%h", sub, ns, domain)),
             enable_ipv6: None,
             hosts: host_entries(mc),
         },
@@ -254,8 +256,8 @@ pub fn to_toml(config: &BrokerConfig) -> String {
 
 /// The text of `broker.toml`: `spec.flux.brokerConfig` verbatim when set (it must parse as
 /// TOML), otherwise the generated config.
-pub fn broker_toml(mc: &MiniCluster, ctx: &Context) -> Result<String, Error> {
-    let user = &mc.spec.flux.broker_config;
+pub fn broker_toml(cluster: &Cluster<'_>) -> Result<String, Error> {
+    let user = &cluster.mc.spec.flux.broker_config;
     if !user.trim().is_empty() {
         return match user.parse::<toml::Table>() {
             Ok(_) => Ok(user.clone()),
@@ -265,7 +267,7 @@ pub fn broker_toml(mc: &MiniCluster, ctx: &Context) -> Result<String, Error> {
             )),
         };
     }
-    Ok(to_toml(&broker_config(mc, ctx)?))
+    Ok(to_toml(&broker_config(cluster)?))
 }
 
 /// The text of `scheduler.toml` with `spec.flux.scheduler.simple`, `None` otherwise. It

@@ -290,7 +290,7 @@ pub fn config_map_data(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>
     let mut data = scripts::script_files(cluster)?;
     data.insert(
         scripts::files::BROKER_TOML.to_string(),
-        config::broker_toml(cluster.mc, &cluster.environment)?,
+        config::broker_toml(cluster)?,
     );
     if let Some(text) = config::scheduler_toml(cluster.mc) {
         data.insert(scripts::files::SCHEDULER_TOML.to_string(), text);

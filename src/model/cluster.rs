@@ -17,8 +17,6 @@ pub struct Cluster<'a> {
     /// The MiniCluster as written, for what passes through unchanged (pod settings, images,
     /// resources, hooks' text).
     pub mc: &'a MiniCluster,
-    /// The operator's environment it was resolved in.
-    pub environment: Environment,
     /// The DNS domain the broker addresses end in (the spec's, or the operator's).
     pub cluster_domain: String,
     /// The container that runs Flux, and what the lead runs.
@@ -89,7 +87,6 @@ pub fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> Result<Cluster<'a>
     };
     Ok(Cluster {
         mc,
-        environment: env.clone(),
         cluster_domain: cluster_domain(mc, env).map_err(one)?,
         flux,
         flux_mounts,

@@ -49,7 +49,7 @@ fn hosts_are_the_pod_fqdns_in_rank_order() {
         ("flux-sample", "team-a", "", 4, Some(8), "cluster.local"),
         ("lammps", "hpc", "net", 3, Some(3), "k8s.example.org"),
         ("big", "ns1", "", 12, Some(120), "corp.internal"),
-        ("one", "x", "", 1, Some(2), "c.local"),
+        ("one", "x", "", 2, Some(2), "c.local"),
     ];
     for (name, ns, headless, size, max, domain) in cases {
         let mut spec = format!("size: {size}\ncontainers:\n- image: app\n");
@@ -63,7 +63,8 @@ fn hosts_are_the_pod_fqdns_in_rank_order() {
         let ctx = Context {
             cluster_domain: domain.into(),
         };
-        let text = crate::flux::config::broker_toml(&mc, &ctx).unwrap();
+        let text =
+            crate::flux::config::broker_toml(&crate::model::resolve(&mc, &ctx).unwrap()).unwrap();
         let table: toml::Table = text
             .parse()
             .unwrap_or_else(|e| panic!("{name}: not TOML: {e}\n{text}"));
@@ -133,7 +134,7 @@ fn expand_hostlist_follows_rfc29() {
 fn only_allowed_bootstrap_keys() {
     let mut mc = with_spec("mc", "ns", "size: 3\nmaxSize: 5\ncontainers:\n- image: app");
     mc.spec.flux.topology = "kary:2".into();
-    let table: toml::Table = config::broker_toml(&mc, &crate::fixtures::env())
+    let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))
         .unwrap()
         .parse()
         .unwrap();
@@ -182,10 +183,13 @@ fn connect_uses_subdomain_namespace_and_domain() {
         "size: 2\ncontainers:\n- image: app\nnetwork:\n  headlessName: flux-net",
     );
     let cfg = config::broker_config(
-        &mc,
-        &Context {
-            cluster_domain: "cluster.example.".into(),
-        },
+        &crate::model::resolve(
+            &mc,
+            &Context {
+                cluster_domain: "cluster.example.".into(),
+            },
+        )
+        .unwrap(),
     )
     .unwrap();
     assert_eq!(
@@ -195,13 +199,7 @@ fn connect_uses_subdomain_namespace_and_domain() {
     // spec.network.clusterDomain wins over the operator's.
     let mut mc = mc;
     mc.spec.network.cluster_domain = "other.domain".into();
-    let cfg = config::broker_config(
-        &mc,
-        &Context {
-            cluster_domain: "cluster.local".into(),
-        },
-    )
-    .unwrap();
+    let cfg = config::broker_config(&crate::fixtures::cluster(&mc)).unwrap();
     assert_eq!(
         cfg.bootstrap.default_connect,
         "tcp://%h.flux-net.science.svc.other.domain:%p"
@@ -211,7 +209,8 @@ fn connect_uses_subdomain_namespace_and_domain() {
 #[test]
 fn cluster_domain_is_never_assumed() {
     let mc = with_spec("mc", "default", "size: 2\ncontainers:\n- image: app");
-    let err = config::broker_config(
+    // Refused before anything renders: the domain is resolved by the model.
+    let errors = crate::model::resolve(
         &mc,
         &Context {
             cluster_domain: String::new(),
@@ -219,14 +218,15 @@ fn cluster_domain_is_never_assumed() {
     )
     .unwrap_err();
     assert_eq!(
-        err.field(),
-        Some("the operator's cluster domain (--cluster-domain)"),
-        "{err}"
+        errors[0].field, "the operator's cluster domain (--cluster-domain)",
+        "{errors:?}"
     );
     let mut mc = mc;
     mc.spec.network.cluster_domain = "bad domain".into();
-    let err = config::broker_config(&mc, &crate::fixtures::env()).unwrap_err();
-    assert_eq!(err.field(), Some("spec.network.clusterDomain"));
+    assert_eq!(
+        crate::fixtures::refused_field(&mc).as_deref(),
+        Some("spec.network.clusterDomain")
+    );
 }
 
 #[test]
@@ -236,7 +236,7 @@ fn queue_policy_and_simple_scheduler() {
         "default",
         "size: 2\ncontainers:\n- image: app\nflux:\n  scheduler:\n    queuePolicy: easy",
     );
-    let table: toml::Table = config::broker_toml(&mc, &crate::fixtures::env())
+    let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))
         .unwrap()
         .parse()
         .unwrap();
@@ -245,7 +245,7 @@ fn queue_policy_and_simple_scheduler() {
         Some("easy")
     );
     mc.spec.flux.scheduler.simple = true;
-    let table: toml::Table = config::broker_toml(&mc, &crate::fixtures::env())
+    let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))
         .unwrap()
         .parse()
         .unwrap();
@@ -286,7 +286,7 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
             Some("mc-lead-0-0,mc-workers-0-[0-1]"),
         ),
         (
-            "size: 3\nmaxSize: 5\nminSize: 5",
+            "size: 5\nmaxSize: 5\nminSize: 5",
             Some("mc-lead-0-0,mc-workers-0-[0-3]"),
         ),
         (
@@ -297,7 +297,7 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
             "size: 3\nminSize: 2",
             Some("mc-lead-0-0,mc-workers-0-[0-1]"),
         ),
-        ("size: 1\nmaxSize: 2", Some("mc-lead-0-0,mc-workers-0-0")),
+        ("size: 2\nmaxSize: 2", Some("mc-lead-0-0,mc-workers-0-0")),
         // A restored archive carries the saved instance's R: the cluster's own hosts instead.
         (
             "size: 3\narchive:\n  path: /state/flux.tar.gz",
@@ -311,7 +311,7 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
             &format!("{spec}\ncontainers:\n- image: app"),
         );
         assert_eq!(config::resource_hosts(&mc).as_deref(), hosts, "{spec}");
-        let table: toml::Table = config::broker_toml(&mc, &crate::fixtures::env())
+        let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))
             .unwrap()
             .parse()
             .unwrap();
@@ -352,8 +352,10 @@ fn broker_config_replaces_the_generated_one_whole() {
     let data = crate::flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
     assert_eq!(data["broker.toml"], mc.spec.flux.broker_config);
     mc.spec.flux.broker_config = "[bootstrap\n".into();
-    let err = crate::flux::config::broker_toml(&mc, &crate::fixtures::env()).unwrap_err();
-    assert_eq!(err.field(), Some("spec.flux.brokerConfig"));
+    assert_eq!(
+        crate::fixtures::refused_field(&mc).as_deref(),
+        Some("spec.flux.brokerConfig")
+    );
 }
 
 #[test]
