@@ -6,7 +6,8 @@ use std::path::Path;
 use anyhow::Context as _;
 
 use crate::api::{MiniCluster, validation};
-use crate::render::{self, Environment};
+use crate::model::{self, Cluster, Environment};
+use crate::render;
 
 /// Read a MiniCluster manifest from a file or standard input (`-`).
 pub fn read_minicluster(path: &Path) -> anyhow::Result<MiniCluster> {
@@ -45,20 +46,28 @@ pub fn parse_minicluster(text: &str) -> anyhow::Result<MiniCluster> {
 /// Print the objects (or, with `files`, the broker config and scripts) for a manifest.
 pub fn render(path: &Path, cluster_domain: &str, files: bool) -> anyhow::Result<()> {
     let mc = read_minicluster(path)?;
-    let errors = validation::validate(&mc);
-    if !errors.is_empty() {
+    let cluster = resolve(&mc, cluster_domain)?;
+    for warning in model::unsupported(&mc) {
+        eprintln!("warning: {warning}");
+    }
+    print!("{}", render_cluster(&cluster, files)?);
+    Ok(())
+}
+
+/// The MiniCluster resolved in a cluster whose DNS domain is `cluster_domain`, or every error
+/// in its spec.
+fn resolve<'a>(mc: &'a MiniCluster, cluster_domain: &str) -> anyhow::Result<Cluster<'a>> {
+    let env = Environment {
+        cluster_domain: cluster_domain.to_string(),
+    };
+    model::resolve(mc, &env).map_err(|errors| {
         let list = errors
             .iter()
             .map(|e| format!("  - {e}"))
             .collect::<Vec<_>>()
             .join("\n");
-        anyhow::bail!("the MiniCluster is invalid:\n{list}");
-    }
-    for warning in validation::unsupported(&mc) {
-        eprintln!("warning: {warning}");
-    }
-    print!("{}", render_to_string(&mc, cluster_domain, files)?);
-    Ok(())
+        anyhow::anyhow!("the MiniCluster is invalid:\n{list}")
+    })
 }
 
 /// What `render` prints: the objects as a YAML stream, or with `files` each ConfigMap file
@@ -68,10 +77,13 @@ pub fn render_to_string(
     cluster_domain: &str,
     files: bool,
 ) -> anyhow::Result<String> {
-    let env = Environment {
-        cluster_domain: cluster_domain.to_string(),
-    };
-    let desired = render::desired(mc, &env)?;
+    render_cluster(&resolve(mc, cluster_domain)?, files)
+}
+
+/// [`render_to_string`] of a resolved MiniCluster.
+fn render_cluster(cluster: &Cluster<'_>, files: bool) -> anyhow::Result<String> {
+    let mc = cluster.mc;
+    let desired = render::desired(cluster)?;
     let mut out = String::new();
     if files {
         for (name, body) in desired.config_map.data.unwrap_or_default() {

@@ -1,6 +1,7 @@
 //! The Flux Operator: runs Flux Framework MiniClusters on Kubernetes as JobSets.
 //!
 //! - [`api`]: the `MiniCluster` types, schema and validation.
+//! - [`model`]: the spec resolved, and the checks the API server cannot make.
 //! - [`flux`]: Flux domain knowledge: broker config, CURVE certificate, entrypoint scripts.
 //! - [`render`]: pure desired state, `MiniCluster` -> JobSet, ConfigMap, Secret, Services.
 //! - [`controller`]: the thin reconciler that applies the desired state and writes status.
@@ -10,8 +11,11 @@
 pub mod api;
 pub mod cli;
 pub mod controller;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod flux;
 pub mod jobset;
 pub mod metrics;
+pub mod model;
 pub mod render;
 pub mod telemetry;

@@ -2,8 +2,10 @@
 //!
 //! Field names and meanings follow the established Go Flux Operator so that an existing
 //! `minicluster.yaml` applies unchanged. What the API server can check lives in the schema
-//! (bounds, defaults, CEL rules); what it cannot is checked by [`validation`] and reported as
-//! an `InvalidSpec` condition. The CRD in `crds/` is generated from these types.
+//! (bounds, defaults, CEL rules); what it cannot is checked by the model
+//! ([`crate::model::validate`], one level up: this module imports nothing above it) and
+//! reported as an `InvalidSpec` condition; [`validation`] holds the one error type. The CRD
+//! in `crds/` is generated from these types.
 
 mod spec;
 mod status;

@@ -111,6 +111,7 @@ fn duration(
 /// Record each lifecycle duration the first time its status timestamp appears. `seen` is when
 /// this reconcile saw the state `new` was computed from.
 #[allow(clippy::too_many_arguments)]
+// Long: the lifecycle in order, one block per metric, each read against the one before.
 pub(super) fn observe_durations(
     mc: &MiniCluster,
     metrics: &Metrics,
@@ -209,8 +210,7 @@ mod tests {
     use super::*;
 
     fn mc(created: Timestamp) -> MiniCluster {
-        let mut mc: MiniCluster =
-            serde_norway::from_str(include_str!("../../examples/hello-world.yaml")).unwrap();
+        let mut mc = crate::fixtures::manifest(include_str!("../../examples/hello-world.yaml"));
         mc.metadata.namespace = Some("ns".into());
         mc.metadata.uid = Some("u-1".into());
         mc.metadata.creation_timestamp = Some(Time(created));

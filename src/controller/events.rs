@@ -8,7 +8,7 @@
 
 use kube::runtime::events::EventType;
 
-use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition};
+use crate::api::{MiniCluster, MiniClusterStatus, Phase, RestoreStatus, condition};
 
 /// One Event to publish about the MiniCluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,21 +63,7 @@ pub fn transitions(
     old: &MiniClusterStatus,
     new: &MiniClusterStatus,
 ) -> Vec<Note> {
-    let mut notes = Vec::new();
-    // A new cluster: one Event for what was made (the certificate's Secret is made with the
-    // JobSet, and is in the status too).
-    if old.job_set.is_empty() && !new.job_set.is_empty() {
-        let message = if old.curve_secret.is_empty() && !new.curve_secret.is_empty() {
-            format!(
-                "Created JobSet {}; the brokers' CURVE certificate is in Secret {} (made once, \
-                 never replaced)",
-                new.job_set, new.curve_secret
-            )
-        } else {
-            format!("Created JobSet {}", new.job_set)
-        };
-        notes.push(Note::normal("Created", "CreateJobSet", message));
-    }
+    let mut notes: Vec<Note> = created(old, new).into_iter().collect();
     // Conditions that hold the cluster or say something is wrong: a Warning each time one
     // turns true or says something new.
     for (type_, reason, action) in [
@@ -97,60 +83,12 @@ pub fn transitions(
         && old.phase.is_some()
         && let Some(phase) = new.phase
     {
-        let note = match phase {
-            Phase::Running => Note::normal(
-                "Running",
-                "Reconcile",
-                format!("All {} brokers are ready", mc.spec.size),
-            ),
-            Phase::Succeeded => Note::normal(
-                "Succeeded",
-                "Reconcile",
-                "The lead broker finished".to_string(),
-            ),
-            Phase::Failed => Note::warning("Failed", "Reconcile", "The cluster failed".to_string()),
-            Phase::Suspended => Note::normal(
-                "Suspended",
-                "Reconcile",
-                "The cluster is suspended".to_string(),
-            ),
-            Phase::Starting => Note::normal(
-                "Starting",
-                "Reconcile",
-                "Broker pods are starting".to_string(),
-            ),
-            Phase::Pending => Note::normal(
-                "Pending",
-                "Reconcile",
-                "Waiting for broker pods".to_string(),
-            ),
-        };
-        notes.push(note);
+        notes.push(phase_note(mc, phase));
     }
     if let Some(r) = &new.restore
         && old.restore.as_ref() != Some(r)
     {
-        notes.push(if r.error.is_empty() {
-            Note::normal(
-                "Restored",
-                "Restore",
-                format!(
-                    "Lead pod {} restores archive {}: {} pending jobs (resumed with their ids), \
-                     {} canceled by the save (still running then), {} ended before it",
-                    r.pod, r.archive, r.pending_jobs, r.canceled_jobs, r.ended_jobs
-                ),
-            )
-        } else {
-            Note::warning(
-                "RestoreFailed",
-                "Restore",
-                format!(
-                    "Lead pod {} cannot read archive {}: {}. The pod waits (its flux-archive \
-                     init container is retried); the archive is left as it is",
-                    r.pod, r.archive, r.error
-                ),
-            )
-        });
+        notes.push(restore_note(r));
     }
     if mc.spec.cleanup
         && new.phase.is_some_and(Phase::is_finished)
@@ -163,6 +101,81 @@ pub fn transitions(
         ));
     }
     notes
+}
+
+/// A new cluster: one Event for what was made (the certificate's Secret is made with the
+/// JobSet, and is in the status too).
+fn created(old: &MiniClusterStatus, new: &MiniClusterStatus) -> Option<Note> {
+    if !old.job_set.is_empty() || new.job_set.is_empty() {
+        return None;
+    }
+    let message = if old.curve_secret.is_empty() && !new.curve_secret.is_empty() {
+        format!(
+            "Created JobSet {}; the brokers' CURVE certificate is in Secret {} (made once, \
+             never replaced)",
+            new.job_set, new.curve_secret
+        )
+    } else {
+        format!("Created JobSet {}", new.job_set)
+    };
+    Some(Note::normal("Created", "CreateJobSet", message))
+}
+
+/// The Event of a change to `phase`.
+fn phase_note(mc: &MiniCluster, phase: Phase) -> Note {
+    match phase {
+        Phase::Running => Note::normal(
+            "Running",
+            "Reconcile",
+            format!("All {} brokers are ready", mc.spec.size),
+        ),
+        Phase::Succeeded => Note::normal(
+            "Succeeded",
+            "Reconcile",
+            "The lead broker finished".to_string(),
+        ),
+        Phase::Failed => Note::warning("Failed", "Reconcile", "The cluster failed".to_string()),
+        Phase::Suspended => Note::normal(
+            "Suspended",
+            "Reconcile",
+            "The cluster is suspended".to_string(),
+        ),
+        Phase::Starting => Note::normal(
+            "Starting",
+            "Reconcile",
+            "Broker pods are starting".to_string(),
+        ),
+        Phase::Pending => Note::normal(
+            "Pending",
+            "Reconcile",
+            "Waiting for broker pods".to_string(),
+        ),
+    }
+}
+
+/// The Event of a restore the lead pod reported: what it restores, or why it cannot.
+fn restore_note(r: &RestoreStatus) -> Note {
+    if r.error.is_empty() {
+        Note::normal(
+            "Restored",
+            "Restore",
+            format!(
+                "Lead pod {} restores archive {}: {} pending jobs (resumed with their ids), \
+                 {} canceled by the save (still running then), {} ended before it",
+                r.pod, r.archive, r.pending_jobs, r.canceled_jobs, r.ended_jobs
+            ),
+        )
+    } else {
+        Note::warning(
+            "RestoreFailed",
+            "Restore",
+            format!(
+                "Lead pod {} cannot read archive {}: {}. The pod waits (its flux-archive \
+                 init container is retried); the archive is left as it is",
+                r.pod, r.archive, r.error
+            ),
+        )
+    }
 }
 
 /// The condition's message if it is true in `new` and was not (or said otherwise) in `old`.
@@ -190,10 +203,10 @@ mod tests {
     use crate::api::RestoreStatus;
 
     fn mc() -> MiniCluster {
-        serde_norway::from_str(
-            "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: m, namespace: n}\nspec:\n  containers: [{image: x}]\n",
-        )
-        .unwrap()
+        crate::fixtures::m()
+            .namespace("n")
+            .container("x", "")
+            .build()
     }
 
     fn with_restore(restore: Option<RestoreStatus>) -> MiniClusterStatus {

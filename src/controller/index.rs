@@ -368,12 +368,10 @@ mod tests {
     use super::*;
 
     fn rendered() -> (MiniCluster, JobSet) {
-        let mut mc: MiniCluster = serde_norway::from_str(
-            "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: m, namespace: ns}\nspec:\n  size: 3\n  maxSize: 5\n  containers: [{image: app, command: app}]\n",
-        )
-        .expect("parses");
+        let mut mc = crate::fixtures::with_command("m", 3, "app");
+        mc.spec.max_size = Some(5);
         mc.metadata.uid = Some("uid".into());
-        let js = crate::render::jobset(&mc, "m-config");
+        let js = crate::render::jobset(&crate::fixtures::cluster(&mc), "m-config");
         (mc, js)
     }
 

@@ -370,11 +370,12 @@ mod tests {
     }
 
     fn mc(size: i32) -> MiniCluster {
-        let mut mc: MiniCluster = serde_norway::from_str(
-            "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: m, namespace: n, generation: 3}\nspec:\n  containers: [{image: x}]\n",
-        )
-        .unwrap();
-        mc.spec.size = size;
+        let mut mc = crate::fixtures::m()
+            .namespace("n")
+            .generation(3)
+            .container("x", "")
+            .size(size)
+            .build();
         mc.metadata.creation_timestamp = Some(Time(ts(0)));
         mc
     }
@@ -403,7 +404,7 @@ mod tests {
     }
 
     fn jobset(workers: i32, conditions: Vec<Condition>) -> JobSet {
-        let mut js = crate::render::jobset(&mc(workers + 1), "m-flux-0");
+        let mut js = crate::render::jobset(&crate::fixtures::cluster(&mc(workers + 1)), "m-flux-0");
         js.metadata.name = Some("m".into());
         js.status = Some(JobSetStatus {
             conditions,

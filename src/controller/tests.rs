@@ -24,12 +24,7 @@ use crate::metrics::Metrics;
 const UID: &str = "uid-m";
 
 fn minicluster() -> MiniCluster {
-    let mut mc: MiniCluster = serde_norway::from_str(
-        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: m, namespace: ns, generation: 1}\nspec:\n  size: 2\n  containers: [{image: rockylinux:9, command: hostname}]\n",
-    )
-    .unwrap();
-    mc.metadata.uid = Some(UID.into());
-    mc
+    crate::fixtures::m().generation(1).uid(UID).size(2).build()
 }
 
 /// One request the fake API server answered.
@@ -453,13 +448,7 @@ async fn a_service_named_as_the_subdomain_blocks_a_new_cluster_without_a_lookup(
 #[tokio::test]
 async fn when_the_watches_hold_everything_as_desired_a_reconcile_makes_no_call() {
     let mc = minicluster();
-    let desired = crate::render::desired(
-        &mc,
-        &crate::render::Environment {
-            cluster_domain: "cluster.local".into(),
-        },
-    )
-    .unwrap();
+    let desired = crate::render::desired(&crate::fixtures::cluster(&mc)).unwrap();
     let owner = mc.controller_owner_ref(&()).unwrap();
     let (index, mut stores) = index();
     let mut js = desired.jobset.clone();
@@ -740,7 +729,7 @@ fn running_without_service_and_job() -> (MiniCluster, Index) {
     let env = crate::render::Environment {
         cluster_domain: "cluster.local".into(),
     };
-    let desired = crate::render::desired(&mc, &env).unwrap();
+    let desired = crate::render::desired(&crate::model::resolve(&mc, &env).unwrap()).unwrap();
     let owner = mc.controller_owner_ref(&()).unwrap();
     let (index, mut stores) = index();
     let mut js = desired.jobset.clone();

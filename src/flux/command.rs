@@ -18,6 +18,8 @@
 
 use std::borrow::Cow;
 
+pub use crate::model::words::{check_no_nul, split_words};
+
 /// Characters that make bash do more than split words: expansions, operators, redirections,
 /// globbing, history, comments, escapes, line breaks.
 const SHELL_SYNTAX: &[char] = &[
@@ -173,13 +175,6 @@ pub fn plain_words(command: &str) -> Option<Vec<String>> {
     Some(words)
 }
 
-/// Splits a list of options or words (`optionFlags`, `submitCommand`, `prefix`) the way bash
-/// would, without any expansion. `Err` for unbalanced quotes.
-pub fn split_words(text: &str) -> Result<Vec<String>, String> {
-    shlex::split(text)
-        .ok_or_else(|| format!("cannot split {text:?} into words (unbalanced quotes?)"))
-}
-
 /// Quotes one word for bash or POSIX sh: unchanged when it has only safe characters,
 /// otherwise in single quotes. Panics never; a NUL byte (impossible in argv) is kept
 /// and rejected earlier by [`check_no_nul`].
@@ -202,13 +197,4 @@ pub fn quote_all<S: AsRef<str>>(words: &[S]) -> String {
         .map(|w| quote(w.as_ref()).into_owned())
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// Fails when `text` contains a NUL character, which no argv or environment can carry.
-pub fn check_no_nul(text: &str) -> Result<(), String> {
-    if text.contains('\0') {
-        Err("contains a NUL character".into())
-    } else {
-        Ok(())
-    }
 }

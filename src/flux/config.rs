@@ -27,8 +27,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{BROKER_PORT, CURVE_PRIVATE_PATH, Context, Error, RESOURCE_PATH};
+use super::{BROKER_PORT, CURVE_PRIVATE_PATH, Error, RESOURCE_PATH};
 use crate::api::{LEAD_JOB, MiniCluster, QueuePolicy, WORKERS_JOB, is_dns_label};
+use crate::model::Cluster;
 
 /// The generated broker config. Serializes to the TOML Flux reads.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -175,44 +176,10 @@ pub fn fqdn(host: &str, subdomain: &str, namespace: &str, cluster_domain: &str) 
     format!("{host}.{subdomain}.{namespace}.svc.{cluster_domain}")
 }
 
-/// The cluster's DNS domain for broker addresses: `spec.network.clusterDomain` when set,
-/// otherwise what the operator resolved ([`Context::cluster_domain`]). A trailing dot is
-/// dropped. Never assumed.
-pub fn cluster_domain(mc: &MiniCluster, ctx: &Context) -> Result<String, Error> {
-    let (field, value) = if mc.spec.network.cluster_domain.is_empty() {
-        (
-            "the operator's cluster domain (--cluster-domain)",
-            ctx.cluster_domain.as_str(),
-        )
-    } else {
-        (
-            "spec.network.clusterDomain",
-            mc.spec.network.cluster_domain.as_str(),
-        )
-    };
-    let domain = value.strip_suffix('.').unwrap_or(value);
-    let valid = !domain.is_empty()
-        && domain.len() <= 253
-        && domain.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        });
-    if !valid {
-        return Err(super::spec_error(
-            field,
-            format!("{value:?} is not a DNS domain (e.g. cluster.local)"),
-        ));
-    }
-    Ok(domain.to_ascii_lowercase())
-}
-
-/// The broker config for `mc` (ignores `spec.flux.brokerConfig`; see [`broker_toml`]).
-pub fn broker_config(mc: &MiniCluster, ctx: &Context) -> Result<BrokerConfig, Error> {
+/// The broker config of the resolved cluster, its addresses in the domain the model resolved
+/// (ignores `spec.flux.brokerConfig`; see [`broker_toml`]).
+pub fn broker_config(cluster: &Cluster<'_>) -> Result<BrokerConfig, Error> {
+    let mc = cluster.mc;
     if !is_dns_label(mc.name()) {
         return Err(super::spec_error(
             "metadata.name",
@@ -236,7 +203,7 @@ pub fn broker_config(mc: &MiniCluster, ctx: &Context) -> Result<BrokerConfig, Er
             format!("{ns:?} is not a DNS label"),
         ));
     }
-    let domain = cluster_domain(mc, ctx)?;
+    let domain = &cluster.cluster_domain;
     let flux = &mc.spec.flux;
     let topology = flux.topology.trim();
     let sched = &flux.scheduler;
@@ -249,7 +216,7 @@ pub fn broker_config(mc: &MiniCluster, ctx: &Context) -> Result<BrokerConfig, Er
             curve_cert: CURVE_PRIVATE_PATH.to_string(),
             default_port: BROKER_PORT,
             default_bind: "tcp://*:%p".to_string(),
-            default_connect: format!("tcp://{}:%p", fqdn("%h", sub, ns, &domain)),
+            default_connect: format!("tcp://{}:%p", fqdn("%h", sub, ns, domain)),
             enable_ipv6: None,
             hosts: host_entries(mc),
         },
@@ -289,8 +256,8 @@ pub fn to_toml(config: &BrokerConfig) -> String {
 
 /// The text of `broker.toml`: `spec.flux.brokerConfig` verbatim when set (it must parse as
 /// TOML), otherwise the generated config.
-pub fn broker_toml(mc: &MiniCluster, ctx: &Context) -> Result<String, Error> {
-    let user = &mc.spec.flux.broker_config;
+pub fn broker_toml(cluster: &Cluster<'_>) -> Result<String, Error> {
+    let user = &cluster.mc.spec.flux.broker_config;
     if !user.trim().is_empty() {
         return match user.parse::<toml::Table>() {
             Ok(_) => Ok(user.clone()),
@@ -300,7 +267,7 @@ pub fn broker_toml(mc: &MiniCluster, ctx: &Context) -> Result<String, Error> {
             )),
         };
     }
-    Ok(to_toml(&broker_config(mc, ctx)?))
+    Ok(to_toml(&broker_config(cluster)?))
 }
 
 /// The text of `scheduler.toml` with `spec.flux.scheduler.simple`, `None` otherwise. It

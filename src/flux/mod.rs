@@ -1,7 +1,7 @@
 //! Flux domain knowledge: everything that turns the pods of a MiniCluster into one working
 //! Flux instance (the contract is the project's spec `flux-runtime.md`, kept outside this
 //! repository in `../shared/spec/`; what it asks is restated below). Pure functions of the
-//! MiniCluster; the render module puts the results into the ConfigMap, Secret, JobSet and
+//! resolved MiniCluster ([`crate::model::Cluster`]); the render module puts the results into the ConfigMap, Secret, JobSet and
 //! Services.
 //!
 //! # Layout in the pod
@@ -133,31 +133,23 @@ use serde::Deserialize;
 
 use crate::api::MiniCluster;
 use crate::api::validation::FieldError;
+use crate::model::Cluster;
 
+pub use crate::model::containers::{ARCHIVE_INIT, Sidecar, is_wrapped, sidecars};
+pub use crate::model::mounts::{CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, SOFTWARE_MOUNT};
 pub use pod::{
     archive_check_command, broker_joined_command, curve_secret_mode, flux_container_command,
     flux_container_variables, sidecar_args, sidecar_command, sidecar_variables,
     socket_exists_command, view_init_command,
 };
-pub use scripts::{Sidecar, is_wrapped, sidecars};
 
-/// Where the ConfigMap (broker config and scripts) is mounted in containers.
-pub const CONFIG_MOUNT: &str = "/etc/flux-operator/config";
-/// Where the CURVE Secret is mounted in the Flux container.
-pub const CURVE_MOUNT: &str = "/etc/flux-operator/curve";
 /// The key of the certificate in the CURVE Secret (and its file name).
 pub const CURVE_SECRET_KEY: &str = "curve.cert";
-/// The run directory (emptyDir) of every broker pod. Shared with the containers that do not
-/// run Flux (read-only there), so it must never hold a secret. Only [`BROKER_DIR`] lives in it.
-pub const RUN_MOUNT: &str = "/run/flux-operator";
 /// The broker's directory in [`RUN_MOUNT`]: the entrypoint creates it (mode 0755, owned by
 /// the user the broker runs as) because Flux refuses a `local-uri` directory that the
 /// instance owner does not own, and emptyDirs are owned by root. Holds the socket
 /// ([`SOCKET_PATH`]); 0755 so sidecars running as another user still reach the socket.
 pub const BROKER_DIR: &str = "/run/flux-operator/broker";
-/// The Flux container's private key directory (memory-backed emptyDir [`KEY_VOLUME`](crate::render::flux_pod::KEY_VOLUME),
-/// mounted in no other container): the entrypoint's copy of the certificate.
-pub const KEY_MOUNT: &str = "/run/flux-operator-key";
 /// The private certificate copy Flux reads (`[bootstrap] curve_cert`), in [`KEY_MOUNT`].
 pub const CURVE_PRIVATE_PATH: &str = "/run/flux-operator-key/curve.cert";
 /// The broker's local socket (`-Slocal-uri=local://...`), in [`BROKER_DIR`], for sidecars,
@@ -168,8 +160,6 @@ pub const SOCKET_PATH: &str = "/run/flux-operator/broker/local";
 /// `flux R encode` before the broker starts (the ConfigMap is read-only, and the broker's
 /// directory is the one place every entrypoint, root or not, can write and no secret lives).
 pub const RESOURCE_PATH: &str = "/run/flux-operator/broker/R.json";
-/// Where the view's install tree appears in the containers (its links point there).
-pub const SOFTWARE_MOUNT: &str = "/opt/software";
 /// The TBON port of every broker.
 pub const BROKER_PORT: i32 = 8050;
 
@@ -181,10 +171,6 @@ pub enum Role {
     /// Ranks 1.., pods `<mc>-workers-0-<i>`.
     Worker,
 }
-
-/// The init container of the lead pod that reports what the archive holds
-/// (`spec.archive`; see [`ArchiveReport`]).
-pub const ARCHIVE_INIT: &str = "flux-archive";
 
 /// The note the lead's save puts on the jobs it cancels (`spec.archive`): the archive report
 /// counts them apart. Plain text: it is also written in a shell script.
@@ -245,13 +231,8 @@ pub fn termination_grace_seconds(mc: &MiniCluster, role: Role) -> Option<i64> {
     }
 }
 
-/// What the operator knows about the cluster it runs in.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Context {
-    /// The cluster's DNS domain (from `--cluster-domain` or discovered), e.g. `cluster.local`.
-    /// `spec.network.clusterDomain` overrides it.
-    pub cluster_domain: String,
-}
+/// What the operator knows about the cluster it runs in (the model's [`Environment`](crate::model::Environment)).
+pub type Context = crate::model::Environment;
 
 /// Why Flux's files for a MiniCluster cannot be produced. Spec problems name the field.
 #[derive(thiserror::Error, Debug)]
@@ -292,6 +273,12 @@ impl Error {
     }
 }
 
+impl From<FieldError> for Error {
+    fn from(e: FieldError) -> Self {
+        Error::Spec(e)
+    }
+}
+
 /// A spec error of `field`.
 pub(crate) fn spec_error(field: impl Into<String>, message: impl Into<String>) -> Error {
     Error::Spec(FieldError::new(field, message))
@@ -299,13 +286,13 @@ pub(crate) fn spec_error(field: impl Into<String>, message: impl Into<String>) -
 
 /// ConfigMap data: file name -> contents (`broker.toml`, the entrypoints, hook files,
 /// `script.sh`, `batch.sh`, service wrappers, `view-init.sh`).
-pub fn config_map_data(mc: &MiniCluster, ctx: &Context) -> Result<BTreeMap<String, String>, Error> {
-    let mut data = scripts::script_files(mc)?;
+pub fn config_map_data(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, Error> {
+    let mut data = scripts::script_files(cluster)?;
     data.insert(
         scripts::files::BROKER_TOML.to_string(),
-        config::broker_toml(mc, ctx)?,
+        config::broker_toml(cluster)?,
     );
-    if let Some(text) = config::scheduler_toml(mc) {
+    if let Some(text) = config::scheduler_toml(cluster.mc) {
         data.insert(scripts::files::SCHEDULER_TOML.to_string(), text);
     }
     Ok(data)
@@ -334,10 +321,14 @@ pub fn given_certificate(
     if user.trim().is_empty() {
         return None;
     }
-    Some(curve::Certificate::parse(user).and_then(|cert| {
-        if verify {
-            cert.verify()?;
-        }
-        Ok(cert)
-    }))
+    Some(
+        curve::Certificate::parse(user)
+            .map_err(Error::Spec)
+            .and_then(|cert| {
+                if verify {
+                    cert.verify()?;
+                }
+                Ok(cert)
+            }),
+    )
 }

@@ -1,27 +1,26 @@
 //! What a pod needs to know of Flux: the containers' command lines, the variables that tell
 //! the entrypoints where things are, the certificate's file mode, the readiness probes'
-//! command lines, and what `flux.minimalService` needs. The render module builds the
+//! command lines, and what `flux.minimalService` needs ([`check_minimal_service`], the model's). The render module builds the
 //! Kubernetes objects (volumes, mounts, containers, probes, Services) from these.
 
 use super::command::quote;
-use super::scripts::{Sidecar, files, flux_container, is_wrapped};
-use super::{CONFIG_MOUNT, CURVE_MOUNT, Error, KEY_MOUNT, RUN_MOUNT, Role, SOCKET_PATH};
-use crate::api::MiniCluster;
+use super::scripts::files;
+use super::{CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, Role, SOCKET_PATH};
+use crate::model::Cluster;
+use crate::model::containers::SidecarContainer;
+pub use crate::model::network::check_minimal_service;
 
 /// The mode of the certificate file in the Secret volume. Secret files are owned by root
 /// (group fsGroup when set), so the narrowest mode that the broker's user can still read:
 /// 0440 with `fsGroup` (the kubelet adds group read anyway), 0444 when the Flux container
 /// runs as a known non-root user without fsGroup, 0400 otherwise (root or the image's user).
 /// Flux itself reads the entrypoint's private copy, which is always 0400.
-pub fn curve_secret_mode(mc: &MiniCluster) -> i32 {
-    let pod = mc.spec.pod.security_context.as_ref();
+pub fn curve_secret_mode(cluster: &Cluster<'_>) -> i32 {
+    let pod = cluster.mc.spec.pod.security_context.as_ref();
     if pod.and_then(|p| p.fs_group).is_some() {
         return 0o440;
     }
-    let container_user = flux_container(mc)
-        .ok()
-        .and_then(|(_, c)| c.security_context.as_ref())
-        .and_then(|s| s.run_as_user);
+    let container_user = (cluster.flux.spec.security_context.as_ref()).and_then(|s| s.run_as_user);
     match container_user.or_else(|| pod.and_then(|p| p.run_as_user)) {
         Some(uid) if uid != 0 => 0o444,
         _ => 0o400,
@@ -30,7 +29,7 @@ pub fn curve_secret_mode(mc: &MiniCluster) -> i32 {
 
 /// Container command of the Flux container: bash runs the role's entrypoint from the
 /// ConfigMap (no exec bit needed on the mounted file).
-pub fn flux_container_command(_mc: &MiniCluster, role: Role) -> Vec<String> {
+pub fn flux_container_command(role: Role) -> Vec<String> {
     let script = match role {
         Role::Lead => files::LEAD,
         Role::Worker => files::WORKER,
@@ -42,8 +41,8 @@ pub fn flux_container_command(_mc: &MiniCluster, role: Role) -> Vec<String> {
 /// The render module puts them first in the container's environment, before the
 /// container's own `environment` and `secrets`. `flux.environment` is exported by the
 /// entrypoint instead.
-pub fn flux_container_variables(mc: &MiniCluster, role: Role) -> Vec<(&'static str, String)> {
-    let view = &mc.spec.flux.container;
+pub fn flux_container_variables(cluster: &Cluster<'_>, role: Role) -> Vec<(&'static str, String)> {
+    let view = &cluster.mc.spec.flux.container;
     vec![
         ("FLUX_OPERATOR_CONFIG_DIR", CONFIG_MOUNT.into()),
         ("FLUX_OPERATOR_CURVE_DIR", CURVE_MOUNT.into()),
@@ -62,16 +61,15 @@ pub fn flux_container_variables(mc: &MiniCluster, role: Role) -> Vec<(&'static s
 }
 
 /// Container command of a container that does not run Flux: its wrapper script, or `None` to
-/// keep the image's entrypoint (`noWrapEntrypoint`, or nothing to wrap: [`is_wrapped`]).
+/// keep the image's entrypoint (`noWrapEntrypoint`, or nothing to wrap: [`SidecarContainer::wrapped`]).
 /// With `None`, use [`sidecar_args`] as the container's `args`.
-pub fn sidecar_command(mc: &MiniCluster, sidecar: Sidecar) -> Option<Vec<String>> {
-    let c = sidecar.spec(mc)?;
-    is_wrapped(mc, sidecar).then(|| {
+pub fn sidecar_command(container: &SidecarContainer<'_>) -> Option<Vec<String>> {
+    container.wrapped.then(|| {
         vec![
             "/bin/sh".into(),
             format!(
                 "{CONFIG_MOUNT}/{}",
-                files::sidecar(sidecar.file_prefix(), &c.name)
+                files::sidecar(container.sidecar.file_prefix(), &container.spec.name)
             ),
         ]
     })
@@ -80,9 +78,9 @@ pub fn sidecar_command(mc: &MiniCluster, sidecar: Sidecar) -> Option<Vec<String>
 /// Container args of an unwrapped container that does not run Flux: its `command` split
 /// into words (no shell involved, the image's entrypoint receives them), `None` when there
 /// is no command or the container is wrapped.
-pub fn sidecar_args(mc: &MiniCluster, sidecar: Sidecar) -> Option<Vec<String>> {
-    let c = sidecar.spec(mc)?;
-    if is_wrapped(mc, sidecar) || c.command.trim().is_empty() {
+pub fn sidecar_args(container: &SidecarContainer<'_>) -> Option<Vec<String>> {
+    let c = container.spec;
+    if container.wrapped || c.command.trim().is_empty() {
         return None;
     }
     Some(shlex::split(&c.command).unwrap_or_else(|| vec![c.command.clone()]))
@@ -93,14 +91,14 @@ pub fn sidecar_args(mc: &MiniCluster, sidecar: Sidecar) -> Option<Vec<String>> {
 /// without the certificate's); none in the services pod. Its own `environment` and `secrets`
 /// follow them.
 pub fn sidecar_variables(
-    mc: &MiniCluster,
-    sidecar: Sidecar,
+    cluster: &Cluster<'_>,
+    container: &SidecarContainer<'_>,
     role: Role,
 ) -> Vec<(&'static str, String)> {
-    if sidecar.spec(mc).is_none() || !sidecar.in_broker_pods() {
+    if !container.sidecar.in_broker_pods() {
         return Vec::new();
     }
-    flux_container_variables(mc, role)
+    flux_container_variables(cluster, role)
         .into_iter()
         .filter(|(name, _)| !matches!(*name, "FLUX_OPERATOR_CURVE_DIR" | "FLUX_OPERATOR_KEY_DIR"))
         .collect()
@@ -143,7 +141,8 @@ pub fn socket_exists_command() -> Vec<String> {
 
 /// The `flux` the probes run: the view's (not on the container's `PATH`; the entrypoint
 /// only adds it for its own children), or the image's without a view.
-fn probe_flux(mc: &MiniCluster) -> String {
+fn probe_flux(cluster: &Cluster<'_>) -> String {
+    let mc = cluster.mc;
     if !mc.spec.flux.container.disable {
         let view = &mc.spec.flux.container.mount_path;
         quote(&format!("{}/view/bin/flux", view.trim_end_matches('/'))).into_owned()
@@ -161,32 +160,13 @@ fn probe_flux(mc: &MiniCluster) -> String {
 /// before) said ready during rc1, while the lead did not count the rank up yet: on a loaded
 /// machine the real-node test saw a MiniCluster Ready with Flux counting 2 of 3 ranks up.
 /// One C command and one local RPC, so cheap enough for every follower.
-pub fn broker_joined_command(mc: &MiniCluster) -> Vec<String> {
+pub fn broker_joined_command(cluster: &Cluster<'_>) -> Vec<String> {
     vec![
         "/bin/sh".into(),
         "-c".into(),
         format!(
             "case \"$(FLUX_URI=local://{SOCKET_PATH} {} uptime 2>/dev/null)\" in *' run '*) exit 0 ;; esac; exit 1",
-            probe_flux(mc)
+            probe_flux(cluster)
         ),
     ]
-}
-
-/// With `flux.minimalService`, only the lead broker needs a DNS name: in the flat TBON every
-/// follower connects to rank 0 and nothing connects to a follower. A tree topology
-/// (`flux.topology`) makes followers parents, which then need DNS names too: an error.
-pub fn check_minimal_service(mc: &MiniCluster) -> Result<(), Error> {
-    let flux = &mc.spec.flux;
-    let topology = flux.topology.trim();
-    if flux.minimal_service
-        && !(topology.is_empty() || topology == "custom" || topology == "kary:0")
-    {
-        return Err(super::spec_error(
-            "spec.flux.minimalService",
-            format!(
-                "needs the flat topology: with flux.topology {topology:?} followers connect to other followers, which then need DNS names"
-            ),
-        ));
-    }
-    Ok(())
 }

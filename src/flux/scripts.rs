@@ -17,6 +17,11 @@ use super::{
     RESOURCE_PATH, RUN_MOUNT, SAVE_CANCEL_NOTE, SOCKET_PATH,
 };
 use crate::api::{MiniCluster, MiniClusterContainer, RunningJobs, is_dns_label};
+use crate::model::Cluster;
+use crate::model::containers::SidecarContainer;
+pub use crate::model::containers::{
+    Mode, Sidecar, flux_container, is_wrapped, mode, program_text, sidecars,
+};
 
 /// File names in the ConfigMap (keys of its `data`).
 ///
@@ -94,64 +99,6 @@ const SAVE_ON_CLEANUP: &str = include_str!("templates/save-on-cleanup.py.j2");
 const HOLD_QUEUES: &str = include_str!("templates/hold-queues.py.j2");
 const RELEASE_QUEUES: &str = include_str!("templates/release-queues.py.j2");
 
-/// What the lead broker runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Submit the command (`tasks`, `-N size`) and wait for it: `flux submit ... --watch`.
-    Submit,
-    /// Each command line is its own `flux submit` inside one `flux batch`; wait for all.
-    Batch,
-    /// `batchRaw`: the command is a Flux batch script taken verbatim.
-    BatchRaw,
-    /// The command is the instance's initial program itself.
-    Launcher,
-    /// No program: the instance stays up until `flux shutdown` (`interactive` or no command).
-    Interactive,
-}
-
-/// The container that runs Flux, with its index in `spec.containers`.
-pub fn flux_container(mc: &MiniCluster) -> Result<(usize, &MiniClusterContainer), Error> {
-    let containers = &mc.spec.containers;
-    if containers.len() == 1 {
-        return Ok((0, &containers[0]));
-    }
-    let mut runners = containers.iter().enumerate().filter(|(_, c)| c.run_flux);
-    match (runners.next(), runners.next()) {
-        (Some(found), None) => Ok(found),
-        _ => Err(super::spec_error(
-            "spec.containers",
-            "exactly one container must set runFlux: true",
-        )),
-    }
-}
-
-/// The text the Flux container runs: `commands.script` when set, else `command`.
-fn program_text(c: &MiniClusterContainer) -> &str {
-    if c.commands.script.trim().is_empty() {
-        &c.command
-    } else {
-        &c.commands.script
-    }
-}
-
-/// The lead's mode for `mc`.
-pub fn mode(mc: &MiniCluster) -> Result<Mode, Error> {
-    let (_, c) = flux_container(mc)?;
-    Ok(
-        if mc.spec.interactive || program_text(c).trim().is_empty() {
-            Mode::Interactive
-        } else if c.launcher {
-            Mode::Launcher
-        } else if c.batch && c.batch_raw {
-            Mode::BatchRaw
-        } else if c.batch {
-            Mode::Batch
-        } else {
-            Mode::Submit
-        },
-    )
-}
-
 fn field_err(field: impl Into<String>, message: impl Into<String>) -> Error {
     super::spec_error(field, message)
 }
@@ -188,110 +135,104 @@ fn job_words(c: &MiniClusterContainer) -> Vec<String> {
 }
 
 /// Lines of the initial program inside the lead's `start=( ... )` array.
-fn program_lines(
-    mc: &MiniCluster,
-    c: &MiniClusterContainer,
-    field: &str,
-    mode: Mode,
-) -> Result<Vec<String>, Error> {
-    let flux = &mc.spec.flux;
+fn program_lines(cluster: &Cluster<'_>) -> Result<Vec<String>, Error> {
+    let flux = &cluster.mc.spec.flux;
     let option_flags =
         split_words(&flux.option_flags).map_err(|m| field_err("spec.flux.optionFlags", m))?;
-    let timed = |label: &str| {
-        vec![
-            "# logging.timed: report the wall time of the program".to_string(),
-            format!(
-                "{} flux-operator-time {label}",
-                quote_all(&[
-                    "bash",
-                    "-c",
-                    r#"TIMEFORMAT="FLUXTIME $1 wall time %3lR"; shift; time "$@""#
-                ])
-            ),
-        ]
+    let (label, body) = match cluster.flux.mode {
+        Mode::Interactive => return Ok(Vec::new()),
+        Mode::Submit => ("submit", submit_lines(cluster, option_flags)?),
+        Mode::Launcher => (
+            "launcher",
+            vec![
+                "# initial program: the command itself (launcher)".into(),
+                job_words(cluster.flux.spec).join(" "),
+            ],
+        ),
+        Mode::Batch | Mode::BatchRaw => ("batch", batch_lines(cluster, option_flags)),
     };
     let mut lines = Vec::new();
-    match mode {
-        Mode::Interactive => {}
-        Mode::Submit => {
-            let submit = if flux.submit_command.trim().is_empty() {
-                vec!["flux".to_string(), "submit".to_string()]
-            } else {
-                split_words(&flux.submit_command)
-                    .map_err(|m| field_err("spec.flux.submitCommand", m))?
-            };
-            if mc.spec.logging.timed {
-                lines.extend(timed("submit"));
-            }
-            let mut words = submit.clone();
-            words.extend(node_task_flags(mc.spec.size, mc.spec.tasks));
-            words.extend(option_flags);
-            // `--quiet --watch` belong to `flux submit`; `flux run` waits by itself.
-            if submit.get(1).map(String::as_str) == Some("submit") {
-                words.extend(["--quiet".to_string(), "--watch".to_string()]);
-            }
-            if mc.spec.logging.debug {
-                words.push("-vvv".into());
-            }
-            lines.push("# initial program: submit the command and wait for it".into());
-            lines.push(quote_all(&words));
-            let job = job_words(c);
-            if job.is_empty() {
-                return Err(field_err(format!("{field}.command"), "is empty"));
-            }
-            lines.push(job.join(" "));
-        }
-        Mode::Launcher => {
-            if mc.spec.logging.timed {
-                lines.extend(timed("launcher"));
-            }
-            lines.push("# initial program: the command itself (launcher)".into());
-            lines.push(job_words(c).join(" "));
-        }
-        Mode::Batch | Mode::BatchRaw => {
-            if mc.spec.logging.timed {
-                lines.extend(timed("batch"));
-            }
-            let logs = if c.logs.is_empty() {
-                DEFAULT_BATCH_LOGS
-            } else {
-                c.logs.as_str()
-            };
-            // logging.quiet: the batch job's id is not printed (its jobs' output goes to
-            // files anyway); errors stay on stderr.
-            let batch = if mc.spec.logging.quiet {
-                r#"flux batch "$@" >/dev/null && flux job wait --all"#
-            } else {
-                r#"flux batch "$@" && flux job wait --all"#
-            };
-            let mut words: Vec<String> = ["bash", "-c", batch, "flux-batch"]
-                .map(String::from)
-                .to_vec();
-            words.extend(batch_flags(mc.spec.size, mc.spec.tasks));
-            words.extend(option_flags);
-            words.push("--flags=waitable".into());
-            words.push(format!(
-                "--output={}/flux-batch-{{{{id}}}}.out",
-                logs.trim_end_matches('/')
-            ));
-            lines.push(
-                "# initial program: run the batch script with flux batch and wait for it".into(),
-            );
-            lines.push(format!(
-                "{} \"$config_dir\"/{}",
-                quote_all(&words),
-                files::BATCH
-            ));
-        }
+    if cluster.mc.spec.logging.timed {
+        lines.push("# logging.timed: report the wall time of the program".to_string());
+        lines.push(format!(
+            "{} flux-operator-time {label}",
+            quote_all(&[
+                "bash",
+                "-c",
+                r#"TIMEFORMAT="FLUXTIME $1 wall time %3lR"; shift; time "$@""#
+            ])
+        ));
     }
+    lines.extend(body);
     Ok(lines)
 }
 
+/// The single command's program: `flux submit` (or `submitCommand`) and the job.
+fn submit_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Result<Vec<String>, Error> {
+    let (mc, c, field) = (cluster.mc, cluster.flux.spec, &cluster.flux.field);
+    let flux = &mc.spec.flux;
+    let submit = if flux.submit_command.trim().is_empty() {
+        vec!["flux".to_string(), "submit".to_string()]
+    } else {
+        split_words(&flux.submit_command).map_err(|m| field_err("spec.flux.submitCommand", m))?
+    };
+    let mut words = submit.clone();
+    words.extend(node_task_flags(mc.spec.size, mc.spec.tasks));
+    words.extend(option_flags);
+    // `--quiet --watch` belong to `flux submit`; `flux run` waits by itself.
+    if submit.get(1).map(String::as_str) == Some("submit") {
+        words.extend(["--quiet".to_string(), "--watch".to_string()]);
+    }
+    if mc.spec.logging.debug {
+        words.push("-vvv".into());
+    }
+    let job = job_words(c);
+    if job.is_empty() {
+        return Err(field_err(format!("{field}.command"), "is empty"));
+    }
+    Ok(vec![
+        "# initial program: submit the command and wait for it".into(),
+        quote_all(&words),
+        job.join(" "),
+    ])
+}
+
+/// The batch modes' program: `flux batch` of `batch.sh`, then wait for its jobs.
+fn batch_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Vec<String> {
+    let (mc, c) = (cluster.mc, cluster.flux.spec);
+    let logs = if c.logs.is_empty() {
+        DEFAULT_BATCH_LOGS
+    } else {
+        c.logs.as_str()
+    };
+    // logging.quiet: the batch job's id is not printed (its jobs' output goes to
+    // files anyway); errors stay on stderr.
+    let batch = if mc.spec.logging.quiet {
+        r#"flux batch "$@" >/dev/null && flux job wait --all"#
+    } else {
+        r#"flux batch "$@" && flux job wait --all"#
+    };
+    let mut words: Vec<String> = ["bash", "-c", batch, "flux-batch"]
+        .map(String::from)
+        .to_vec();
+    words.extend(batch_flags(mc.spec.size, mc.spec.tasks));
+    words.extend(option_flags);
+    words.push("--flags=waitable".into());
+    words.push(format!(
+        "--output={}/flux-batch-{{{{id}}}}.out",
+        logs.trim_end_matches('/')
+    ));
+    vec![
+        "# initial program: run the batch script with flux batch and wait for it".into(),
+        format!("{} \"$config_dir\"/{}", quote_all(&words), files::BATCH),
+    ]
+}
+
 /// The batch script (`batch.sh`) for batch modes, `None` otherwise.
-pub fn batch_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
-    let (index, c) = flux_container(mc)?;
+pub fn batch_script(cluster: &Cluster<'_>) -> Result<Option<String>, Error> {
+    let (mc, index, c) = (cluster.mc, cluster.flux.index, cluster.flux.spec);
     let text = program_text(c);
-    match mode(mc)? {
+    match cluster.flux.mode {
         Mode::BatchRaw => {
             let mut script = String::new();
             if !text.starts_with("#!") {
@@ -383,15 +324,14 @@ struct Hooks {
     post: Option<Hook>,
 }
 
+/// What both broker entrypoints (`lead.sh`, `worker.sh`) are made from.
 #[derive(Serialize)]
 struct BrokerScript {
     mc: String,
     container: String,
-    mode_help: &'static str,
     strict: bool,
     debug: bool,
     quiet: bool,
-    timed: bool,
     config_mount: &'static str,
     curve_mount: &'static str,
     key_mount: &'static str,
@@ -410,17 +350,37 @@ struct BrokerScript {
     hooks: Hooks,
     broker_opts: Vec<String>,
     socket: bool,
+    wrap: Option<String>,
+}
+
+/// What only the lead's entrypoint (`lead.sh`) is made from, beside [`BrokerScript`].
+#[derive(Serialize)]
+struct LeadScript {
+    #[serde(flatten)]
+    broker: BrokerScript,
+    mode_help: &'static str,
+    timed: bool,
+    /// `commands.prefix`, quoted words.
+    prefix: String,
+    /// [`program_lines`].
+    program: Vec<String>,
+    /// `spec.archive.path`, quoted.
     archive: Option<String>,
     /// Whether the lead saves the queue before the instance stops (`spec.archive`, see
     /// [`save_script`]).
     save: bool,
     /// [`files::SAVE`].
     save_script: &'static str,
+}
+
+/// What only the followers' entrypoint (`worker.sh`) is made from, beside [`BrokerScript`].
+#[derive(Serialize)]
+struct FollowerScript {
+    #[serde(flatten)]
+    broker: BrokerScript,
     /// `spec.drainGracePeriodSeconds`.
     drain_grace: i32,
-    prefix: String,
-    wrap: Option<String>,
-    program: Vec<String>,
+    /// `spec.flux.completeWorkers`.
     complete_workers: bool,
 }
 
@@ -574,13 +534,52 @@ fn view_mount(mc: &MiniCluster) -> Option<String> {
 }
 
 /// Entrypoint of the lead broker (`lead.sh`) or of a follower (`worker.sh`).
-pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
-    let (index, c) = flux_container(mc)?;
-    let field = format!("spec.containers[{index}]");
+pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error> {
+    let broker = broker_context(cluster, lead)?;
+    if !lead {
+        let ctx = FollowerScript {
+            broker,
+            drain_grace: cluster.mc.drain_grace_seconds(),
+            complete_workers: cluster.mc.spec.flux.complete_workers,
+        };
+        return render("worker.sh.j2", &ctx);
+    }
+    let (c, field) = (cluster.flux.spec, &cluster.flux.field);
+    let prefix = split_words(&c.commands.prefix)
+        .map_err(|m| field_err(format!("{field}.commands.prefix"), m))?;
+    let ctx = LeadScript {
+        broker,
+        mode_help: mode_help(cluster.flux.mode),
+        timed: cluster.mc.spec.logging.timed,
+        prefix: quote_all(&prefix),
+        program: program_lines(cluster)?,
+        archive: (cluster.archive.as_ref()).map(|a| quote(a.path).into_owned()),
+        save: cluster.archive.is_some(),
+        save_script: files::SAVE,
+    };
+    render("lead.sh.j2", &ctx)
+}
+
+/// What the lead's script says its mode is.
+fn mode_help(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Submit => {
+            "single command: flux submit the command and wait for it (spec.containers[].command)"
+        }
+        Mode::Batch => "batch: every command line is a job in one flux batch (batch.sh)",
+        Mode::BatchRaw => {
+            "batchRaw: the command is a Flux batch script, run with flux batch (batch.sh)"
+        }
+        Mode::Launcher => "launcher: the command is the instance's initial program",
+        Mode::Interactive => "interactive: no program; the instance stays up until `flux shutdown`",
+    }
+}
+
+/// The context both broker entrypoints share.
+fn broker_context(cluster: &Cluster<'_>, lead: bool) -> Result<BrokerScript, Error> {
+    let (mc, c, field) = (cluster.mc, cluster.flux.spec, &cluster.flux.field);
     let flux = &mc.spec.flux;
     let logging = &mc.spec.logging;
-    let mode = mode(mc)?;
-
     for (name, text) in [
         ("command", &c.command),
         ("commands.script", &c.commands.script),
@@ -595,11 +594,70 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
         check_no_nul(value).map_err(|m| field_err(format!("spec.flux.environment.{name}"), m))?;
         flux_env.push((name.clone(), quote(value).into_owned()));
     }
+    let batch = matches!(cluster.flux.mode, Mode::Batch | Mode::BatchRaw);
+    let logs = if c.logs.is_empty() {
+        DEFAULT_BATCH_LOGS
+    } else {
+        c.logs.as_str()
+    };
+    Ok(BrokerScript {
+        mc: mc.name().to_string(),
+        container: if c.name.is_empty() {
+            format!("{field} (runFlux)")
+        } else {
+            format!("{} ({field})", c.name)
+        },
+        strict: logging.strict,
+        debug: logging.debug,
+        quiet: logging.quiet,
+        config_mount: CONFIG_MOUNT,
+        curve_mount: CURVE_MOUNT,
+        key_mount: KEY_MOUNT,
+        run_mount: RUN_MOUNT,
+        broker_subdir: broker_subdir(),
+        socket_name: socket_name(),
+        rejoin_marker: REJOIN_MARKER,
+        resource: resource_file(mc),
+        cert_key: CURVE_SECRET_KEY,
+        view: view_mount(mc),
+        python_path: (!flux.container.python_path.is_empty())
+            .then(|| quote(&flux.container.python_path).into_owned()),
+        flux_env,
+        scheduler_simple: flux.scheduler.simple,
+        logs_dir: batch.then(|| quote(logs).into_owned()),
+        hooks: broker_hooks(cluster, lead),
+        broker_opts: broker_options(cluster, lead),
+        // The save and the drain on SIGTERM talk to the instance through the socket: an
+        // archive keeps it even with `disableSocket`.
+        socket: !flux.disable_socket || cluster.archive.is_some(),
+        wrap: (!flux.wrap.trim().is_empty())
+            .then(|| quote(&format!("--wrap={}", flux.wrap.trim())).into_owned()),
+    })
+}
 
+/// The hooks of the Flux container a broker's entrypoint runs: `brokerPre` on the lead,
+/// `workerPre` on the followers.
+fn broker_hooks(cluster: &Cluster<'_>, lead: bool) -> Hooks {
+    let (cmds, field) = (&cluster.flux.spec.commands, &cluster.flux.field);
+    let quiet = cluster.mc.spec.logging.quiet;
+    let hook = |name: &str, text: &str, file: &str| hook(field, name, text, file.into(), quiet);
+    Hooks {
+        init: hook("init", &cmds.init, files::HOOK_INIT),
+        pre: hook("pre", &cmds.pre, files::HOOK_PRE),
+        broker_pre: hook("brokerPre", &cmds.broker_pre, files::HOOK_BROKER_PRE).filter(|_| lead),
+        worker_pre: hook("workerPre", &cmds.worker_pre, files::HOOK_WORKER_PRE).filter(|_| !lead),
+        post: hook("post", &cmds.post, files::HOOK_POST),
+    }
+}
+
+/// The `-S` options of `flux start`, quoted.
+fn broker_options(cluster: &Cluster<'_>, lead: bool) -> Vec<String> {
+    let mc = cluster.mc;
+    let logging = &mc.spec.logging;
     let log_level = if logging.quiet {
         0
     } else {
-        flux.log_level.clamp(0, 7)
+        mc.spec.flux.log_level.clamp(0, 7)
     };
     let mut broker_opts = vec![
         format!("-Slog-stderr-level={log_level}"),
@@ -611,197 +669,40 @@ pub fn broker_script(mc: &MiniCluster, lead: bool) -> Result<String, Error> {
     if logging.zeromq {
         broker_opts.push("-Stbon.zmqdebug=1".into());
     }
-    if lead && mode == Mode::Interactive {
+    if lead && cluster.flux.mode == Mode::Interactive {
         broker_opts.push("-Sbroker.rc2_none=1".into());
     }
+    broker_opts.iter().map(|o| quote(o).into_owned()).collect()
+}
 
-    let prefix = if lead {
-        let words = split_words(&c.commands.prefix)
-            .map_err(|m| field_err(format!("{field}.commands.prefix"), m))?;
-        quote_all(&words)
-    } else {
-        String::new()
-    };
-    let wrap = (!flux.wrap.trim().is_empty())
-        .then(|| quote(&format!("--wrap={}", flux.wrap.trim())).into_owned());
-    let program = if lead {
-        program_lines(mc, c, &field, mode)?
-    } else {
-        Vec::new()
-    };
-    let batch = matches!(mode, Mode::Batch | Mode::BatchRaw);
-    let logs = if c.logs.is_empty() {
-        DEFAULT_BATCH_LOGS
-    } else {
-        c.logs.as_str()
-    };
-    let quiet = logging.quiet;
-    let cmds = &c.commands;
-    let hook = |name: &str, text: &str, file: &str| hook(&field, name, text, file.into(), quiet);
-    let hooks = Hooks {
-        init: hook("init", &cmds.init, files::HOOK_INIT),
-        pre: hook("pre", &cmds.pre, files::HOOK_PRE),
-        broker_pre: hook("brokerPre", &cmds.broker_pre, files::HOOK_BROKER_PRE).filter(|_| lead),
-        worker_pre: hook("workerPre", &cmds.worker_pre, files::HOOK_WORKER_PRE).filter(|_| !lead),
-        post: hook("post", &cmds.post, files::HOOK_POST),
-    };
-    let ctx = BrokerScript {
-        mc: mc.name().to_string(),
-        container: if c.name.is_empty() {
-            format!("{field} (runFlux)")
-        } else {
-            format!("{} ({field})", c.name)
+/// The R file the entrypoints write (`None` with `spec.flux.brokerConfig`).
+fn resource_file(mc: &MiniCluster) -> Option<ResourceFile> {
+    resource_hosts(mc).map(|hosts| ResourceFile {
+        file: RESOURCE_PATH
+            .strip_prefix(BROKER_DIR)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .expect("RESOURCE_PATH is inside BROKER_DIR"),
+        hosts: quote(&format!("--hosts={hosts}")).into_owned(),
+        // An RFC 22 idset: `0-0` is not one, so a lone lead is `0`.
+        rank_set: match mc.max_size() {
+            1 => "0".to_string(),
+            n => format!("0-{}", n - 1),
         },
-        mode_help: match mode {
-            Mode::Submit => {
-                "single command: flux submit the command and wait for it (spec.containers[].command)"
-            }
-            Mode::Batch => "batch: every command line is a job in one flux batch (batch.sh)",
-            Mode::BatchRaw => {
-                "batchRaw: the command is a Flux batch script, run with flux batch (batch.sh)"
-            }
-            Mode::Launcher => "launcher: the command is the instance's initial program",
-            Mode::Interactive => {
-                "interactive: no program; the instance stays up until `flux shutdown`"
-            }
-        },
-        strict: logging.strict,
-        debug: logging.debug,
-        quiet: logging.quiet,
-        timed: lead && logging.timed,
-        config_mount: CONFIG_MOUNT,
-        curve_mount: CURVE_MOUNT,
-        key_mount: KEY_MOUNT,
-        run_mount: RUN_MOUNT,
-        broker_subdir: broker_subdir(),
-        socket_name: socket_name(),
-        rejoin_marker: REJOIN_MARKER,
-        resource: resource_hosts(mc).map(|hosts| ResourceFile {
-            file: RESOURCE_PATH
-                .strip_prefix(BROKER_DIR)
-                .and_then(|rest| rest.strip_prefix('/'))
-                .expect("RESOURCE_PATH is inside BROKER_DIR"),
-            hosts: quote(&format!("--hosts={hosts}")).into_owned(),
-            // An RFC 22 idset: `0-0` is not one, so a lone lead is `0`.
-            rank_set: match mc.max_size() {
-                1 => "0".to_string(),
-                n => format!("0-{}", n - 1),
-            },
-            quorum: quorum(mc).unwrap_or(mc.max_size()),
-            ranks: mc.max_size(),
-        }),
-        cert_key: CURVE_SECRET_KEY,
-        view: view_mount(mc),
-        python_path: (!flux.container.python_path.is_empty())
-            .then(|| quote(&flux.container.python_path).into_owned()),
-        flux_env,
-        scheduler_simple: flux.scheduler.simple,
-        logs_dir: batch.then(|| quote(logs).into_owned()),
-        hooks,
-        broker_opts: broker_opts.iter().map(|o| quote(o).into_owned()).collect(),
-        // The save and the drain on SIGTERM talk to the instance through the socket: an
-        // archive keeps it even with `disableSocket`.
-        socket: !flux.disable_socket || mc.has_archive(),
-        archive: (lead && mc.has_archive()).then(|| quote(&mc.spec.archive.path).into_owned()),
-        save: lead && mc.has_archive(),
-        save_script: files::SAVE,
-        drain_grace: mc.drain_grace_seconds(),
-        prefix,
-        wrap,
-        program,
-        complete_workers: flux.complete_workers,
-    };
-    render(if lead { "lead.sh.j2" } else { "worker.sh.j2" }, &ctx)
-}
-
-/// A container that does not run Flux, and where it runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sidecar {
-    /// `spec.containers[i]` other than the Flux container: beside the broker in every broker
-    /// pod, as in the Go operator.
-    Container(usize),
-    /// `spec.services[i]`: once, in the services pod (`<mc>-services`), as in the Go operator.
-    Service(usize),
-}
-
-impl Sidecar {
-    /// Its spec, `None` for an index out of range (or the Flux container).
-    pub fn spec(self, mc: &MiniCluster) -> Option<&MiniClusterContainer> {
-        match self {
-            Sidecar::Container(i) => mc
-                .spec
-                .containers
-                .get(i)
-                .filter(|_| flux_container(mc).is_ok_and(|(f, _)| f != i)),
-            Sidecar::Service(i) => mc.spec.services.get(i),
-        }
-    }
-
-    /// Its field, `spec.containers[i]` or `spec.services[i]`.
-    pub fn field(self) -> String {
-        match self {
-            Sidecar::Container(i) => format!("spec.containers[{i}]"),
-            Sidecar::Service(i) => format!("spec.services[{i}]"),
-        }
-    }
-
-    /// Whether it runs in the broker pods (else in the services pod).
-    pub fn in_broker_pods(self) -> bool {
-        matches!(self, Sidecar::Container(_))
-    }
-
-    /// The prefix of its ConfigMap files ([`files::sidecar`]).
-    pub fn file_prefix(self) -> &'static str {
-        match self {
-            Sidecar::Container(_) => "container",
-            Sidecar::Service(_) => "service",
-        }
-    }
-}
-
-/// Every container of `mc` that does not run Flux: those of `spec.containers` beside the
-/// Flux container, then `spec.services`.
-pub fn sidecars(mc: &MiniCluster) -> Vec<Sidecar> {
-    let flux = flux_container(mc).map(|(i, _)| i).ok();
-    (0..mc.spec.containers.len())
-        .filter(|i| Some(*i) != flux)
-        .map(Sidecar::Container)
-        .chain((0..mc.spec.services.len()).map(Sidecar::Service))
-        .collect()
-}
-
-/// Whether a container that does not run Flux runs through the operator's wrapper: never
-/// with `noWrapEntrypoint` (the image's entrypoint stays), and only with something to run.
-/// In the broker pods that is its `command` or one of `commands.init`, `servicePre`, `post`
-/// (the Go operator wraps such a container even with nothing to run, so an image whose
-/// entrypoint is its server never starts it: here that entrypoint stays); in the services
-/// pod its `command`.
-pub fn is_wrapped(mc: &MiniCluster, sidecar: Sidecar) -> bool {
-    let Some(c) = sidecar.spec(mc) else {
-        return false;
-    };
-    let has = |t: &str| !t.trim().is_empty();
-    let runs = match sidecar {
-        Sidecar::Container(_) => {
-            has(&c.command)
-                || has(&c.commands.init)
-                || has(&c.commands.service_pre)
-                || has(&c.commands.post)
-        }
-        Sidecar::Service(_) => has(&c.command),
-    };
-    !c.no_wrap_entrypoint && runs
+        quorum: quorum(mc).unwrap_or(mc.max_size()),
+        ranks: mc.max_size(),
+    })
 }
 
 /// Entrypoint of a container that does not run Flux (POSIX sh, run by bash where the image
 /// has it), `None` when it is not wrapped ([`is_wrapped`]).
-pub fn sidecar_script(mc: &MiniCluster, sidecar: Sidecar) -> Result<Option<String>, Error> {
-    if !is_wrapped(mc, sidecar) {
+pub fn sidecar_script(
+    cluster: &Cluster<'_>,
+    container: &SidecarContainer<'_>,
+) -> Result<Option<String>, Error> {
+    if !container.wrapped {
         return Ok(None);
     }
-    let Some(c) = sidecar.spec(mc) else {
-        return Ok(None);
-    };
+    let (mc, c, sidecar) = (cluster.mc, container.spec, container.sidecar);
     let field = sidecar.field();
     check_no_nul(&c.command).map_err(|m| field_err(format!("{field}.command"), m))?;
     let flux = &mc.spec.flux;
@@ -851,7 +752,8 @@ pub fn sidecar_script(mc: &MiniCluster, sidecar: Sidecar) -> Result<Option<Strin
 }
 
 /// The flux view init container's script (`view-init.sh`).
-pub fn view_init_script(mc: &MiniCluster) -> Result<String, Error> {
+pub fn view_init_script(cluster: &Cluster<'_>) -> Result<String, Error> {
+    let mc = cluster.mc;
     #[derive(Serialize)]
     struct ViewInit {
         mc: String,
@@ -864,7 +766,7 @@ pub fn view_init_script(mc: &MiniCluster) -> Result<String, Error> {
         &ViewInit {
             mc: mc.name().to_string(),
             mount: quote(&mc.spec.flux.container.mount_path).into_owned(),
-            shell_env: quote(&shell_environment(mc)).into_owned(),
+            shell_env: quote(&shell_environment(cluster)).into_owned(),
         },
     )
 }
@@ -873,7 +775,8 @@ pub fn view_init_script(mc: &MiniCluster) -> Result<String, Error> {
 /// ... -- bash`, then `. /mnt/flux/flux-view.sh`): Flux's commands on PATH, its Python
 /// bindings on PYTHONPATH, and `FLUX_URI`/`fluxsocket` at the pod's broker, as the Go
 /// operator's file of that name sets them. Every user string in it is quoted.
-pub fn shell_environment(mc: &MiniCluster) -> String {
+pub fn shell_environment(cluster: &Cluster<'_>) -> String {
+    let mc = cluster.mc;
     let flux = &mc.spec.flux;
     let mount = flux.container.mount_path.trim_end_matches('/');
     let mut out = format!(
@@ -900,7 +803,7 @@ pub fn shell_environment(mc: &MiniCluster) -> String {
             quote(&flux.container.python_path)
         ));
     }
-    if !flux.disable_socket || mc.has_archive() {
+    if !flux.disable_socket || cluster.archive.is_some() {
         out.push_str(&format!(
             "FLUX_URI=local://{SOCKET_PATH}\nfluxsocket=$FLUX_URI\nexport FLUX_URI fluxsocket\n"
         ));
@@ -911,19 +814,20 @@ pub fn shell_environment(mc: &MiniCluster) -> String {
 /// The save of the queue before the instance stops (`save.sh`), `None` without
 /// `spec.archive`: the instance runs it as a cleanup command on every ending, and the lead's
 /// entrypoint from its SIGTERM trap.
-pub fn save_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
-    if !mc.has_archive() {
+pub fn save_script(cluster: &Cluster<'_>) -> Result<Option<String>, Error> {
+    let Some(archive) = &cluster.archive else {
         return Ok(None);
-    }
+    };
+    let mc = cluster.mc;
     render(
         "save.sh.j2",
         &Save {
             mc: mc.name().to_string(),
-            archive: quote(&mc.spec.archive.path).into_owned(),
+            archive: quote(archive.path).into_owned(),
             quiet: mc.spec.logging.quiet,
-            grace: mc.archive_grace_seconds(),
-            finish: mc.spec.archive.running_jobs == RunningJobs::Finish,
-            running_jobs: mc.spec.archive.running_jobs,
+            grace: archive.grace_seconds,
+            finish: archive.running_jobs == RunningJobs::Finish,
+            running_jobs: archive.running_jobs,
             note: SAVE_CANCEL_NOTE,
         },
     )
@@ -933,7 +837,7 @@ pub fn save_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
 /// The archive report init container's script (`archive-check.sh`), `None` without
 /// `spec.archive`. It writes an [`ArchiveReport`](super::ArchiveReport) as the container's
 /// termination message.
-pub fn archive_check_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
+pub fn archive_check_script(cluster: &Cluster<'_>) -> Result<Option<String>, Error> {
     #[derive(Serialize)]
     struct ArchiveCheck {
         name: &'static str,
@@ -942,16 +846,17 @@ pub fn archive_check_script(mc: &MiniCluster) -> Result<Option<String>, Error> {
         archive: String,
         note: String,
     }
-    if !mc.has_archive() {
+    let Some(archive) = &cluster.archive else {
         return Ok(None);
-    }
+    };
+    let mc = cluster.mc;
     render(
         "archive-check.sh.j2",
         &ArchiveCheck {
             name: ARCHIVE_INIT,
             mc: mc.name().to_string(),
             view: view_mount(mc),
-            archive: quote(&mc.spec.archive.path).into_owned(),
+            archive: quote(archive.path).into_owned(),
             note: quote(SAVE_CANCEL_NOTE).into_owned(),
         },
     )
@@ -969,20 +874,19 @@ fn hook_file(origin: &str, text: &str) -> String {
 }
 
 /// All script and hook files of the ConfigMap (everything except `broker.toml`).
-pub fn script_files(mc: &MiniCluster) -> Result<BTreeMap<String, String>, Error> {
-    let (index, c) = flux_container(mc)?;
-    let field = format!("spec.containers[{index}]");
+pub fn script_files(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, Error> {
+    let (mc, c, field) = (cluster.mc, cluster.flux.spec, &cluster.flux.field);
     let mut out = BTreeMap::new();
-    out.insert(files::LEAD.to_string(), broker_script(mc, true)?);
+    out.insert(files::LEAD.to_string(), broker_script(cluster, true)?);
     // Also with maxSize 1: it costs nothing and keeps the ConfigMap's shape fixed.
-    out.insert(files::WORKER.to_string(), broker_script(mc, false)?);
+    out.insert(files::WORKER.to_string(), broker_script(cluster, false)?);
     if !mc.spec.flux.container.disable {
-        out.insert(files::VIEW_INIT.to_string(), view_init_script(mc)?);
+        out.insert(files::VIEW_INIT.to_string(), view_init_script(cluster)?);
     }
-    if let Some(script) = archive_check_script(mc)? {
+    if let Some(script) = archive_check_script(cluster)? {
         out.insert(files::ARCHIVE_CHECK.to_string(), script);
     }
-    if let Some(script) = save_script(mc)? {
+    if let Some(script) = save_script(cluster)? {
         out.insert(files::SAVE.to_string(), script);
     }
     let hooks = [
@@ -1003,16 +907,14 @@ pub fn script_files(mc: &MiniCluster) -> Result<BTreeMap<String, String>, Error>
     if !c.commands.script.trim().is_empty() {
         out.insert(files::SCRIPT.to_string(), c.commands.script.clone());
     }
-    if let Some(batch) = batch_script(mc)? {
+    if let Some(batch) = batch_script(cluster)? {
         out.insert(files::BATCH.to_string(), batch);
     }
-    for sidecar in sidecars(mc) {
-        let Some(script) = sidecar_script(mc, sidecar)? else {
+    for container in &cluster.sidecars {
+        let Some(script) = sidecar_script(cluster, container)? else {
             continue;
         };
-        let Some(c) = sidecar.spec(mc) else {
-            continue;
-        };
+        let (sidecar, c) = (container.sidecar, container.spec);
         let sfield = sidecar.field();
         // Validation makes names unique DNS labels; never overwrite a file if it did not.
         if !is_dns_label(&c.name) {

@@ -6,60 +6,33 @@
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, ExecAction,
     KeyToPath, Probe, SeccompProfile, SecretVolumeSource, SecurityContext, TCPSocketAction, Volume,
-    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::api::MiniCluster;
-use crate::flux::{
-    self, BROKER_PORT, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, KEY_MOUNT, RUN_MOUNT, Role,
-    SOFTWARE_MOUNT, Sidecar,
+use crate::flux::{self, BROKER_PORT, CONFIG_MOUNT, CURVE_SECRET_KEY, Role};
+use crate::model::Cluster;
+use crate::model::containers::SidecarContainer;
+pub use crate::model::mounts::{
+    CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RESERVED_VOLUMES, RUN_VOLUME, VIEW_VOLUME,
+    flux_container_mounts, mount, sidecar_mounts,
 };
 
-/// Volume holding the ConfigMap (broker.toml, scripts, hooks).
-pub const CONFIG_VOLUME: &str = "flux-operator-config";
-/// Volume holding the CURVE certificate Secret.
-pub const CURVE_VOLUME: &str = "flux-operator-curve";
-/// emptyDir for the broker's local socket, shared with the service containers (read-only
-/// there). Holds nothing secret.
-pub const RUN_VOLUME: &str = "flux-operator-run";
-/// Memory-backed emptyDir for the certificate copy Flux reads (mounted at [`KEY_MOUNT`] in the
-/// Flux container only).
-pub const KEY_VOLUME: &str = "flux-operator-key";
 /// Size limit of [`KEY_VOLUME`] (it holds one certificate of a few hundred bytes).
 const KEY_VOLUME_SIZE: &str = "1Mi";
-/// emptyDir the init container copies the flux view into.
-pub const VIEW_VOLUME: &str = "flux-view";
-/// Volume names this module uses; user volumes must not take them.
-pub const RESERVED_VOLUMES: [&str; 5] = [
-    CONFIG_VOLUME,
-    CURVE_VOLUME,
-    RUN_VOLUME,
-    KEY_VOLUME,
-    VIEW_VOLUME,
-];
 /// User the view init container runs as unless `flux.container.securityContext` says
 /// otherwise (`nobody`: the view's files are world-readable, the emptyDir world-writable).
 pub const VIEW_INIT_USER: i64 = 65534;
 
-pub(super) fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
-    VolumeMount {
-        name: name.into(),
-        mount_path: path.into(),
-        read_only: read_only.then_some(true),
-        ..Default::default()
-    }
-}
-
-fn view_enabled(mc: &MiniCluster) -> bool {
+fn view_enabled(mc: &crate::api::MiniCluster) -> bool {
     !mc.spec.flux.container.disable
 }
 
 /// Pod volumes Flux needs: the ConfigMap `config_map`, the CURVE Secret `curve_secret`, the
 /// run directory (the socket), the key directory (memory-backed, for the certificate copy),
 /// and the flux view (unless disabled).
-pub fn pod_volumes(mc: &MiniCluster, config_map: &str, curve_secret: &str) -> Vec<Volume> {
+pub fn pod_volumes(cluster: &Cluster<'_>, config_map: &str, curve_secret: &str) -> Vec<Volume> {
+    let mc = cluster.mc;
     let mut volumes = vec![
         Volume {
             name: CONFIG_VOLUME.into(),
@@ -73,7 +46,7 @@ pub fn pod_volumes(mc: &MiniCluster, config_map: &str, curve_secret: &str) -> Ve
             name: CURVE_VOLUME.into(),
             secret: Some(SecretVolumeSource {
                 secret_name: Some(curve_secret.into()),
-                default_mode: Some(flux::curve_secret_mode(mc)),
+                default_mode: Some(flux::curve_secret_mode(cluster)),
                 items: Some(vec![KeyToPath {
                     key: CURVE_SECRET_KEY.into(),
                     path: CURVE_SECRET_KEY.into(),
@@ -108,83 +81,32 @@ pub fn pod_volumes(mc: &MiniCluster, config_map: &str, curve_secret: &str) -> Ve
     volumes
 }
 
-fn view_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
-    if !view_enabled(mc) {
-        return Vec::new();
-    }
-    vec![
-        mount(VIEW_VOLUME, &mc.spec.flux.container.mount_path, true),
-        // The view's links and library paths point into /opt/software.
-        VolumeMount {
-            sub_path: Some("software".into()),
-            ..mount(VIEW_VOLUME, SOFTWARE_MOUNT, true)
-        },
-    ]
-}
-
-/// Mounts of the Flux container: the ConfigMap and the Secret (read-only), the run
-/// directory, the key directory, and the flux view with its install tree at `/opt/software`
-/// (read-only). The only container that mounts the Secret or the key directory.
-pub fn flux_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
-    let mut mounts = vec![
-        mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
-        mount(CURVE_VOLUME, CURVE_MOUNT, true),
-        mount(RUN_VOLUME, RUN_MOUNT, false),
-        mount(KEY_VOLUME, KEY_MOUNT, false),
-    ];
-    mounts.extend(view_mounts(mc));
-    mounts
-}
-
-/// Mounts of a container that does not run Flux. In the broker pods: the ConfigMap (its
-/// wrapper), the run directory (read-only: the broker socket) and the flux view, as the Go
-/// operator mounts its view into every container (also with `noWrapEntrypoint`, for
-/// `kubectl exec`). In the services pod, which has neither broker nor view: the ConfigMap when
-/// the container is wrapped. Never the CURVE Secret or the key directory: a sidecar cannot
-/// read the secret key.
-pub fn sidecar_mounts(mc: &MiniCluster, sidecar: Sidecar) -> Vec<VolumeMount> {
-    if !sidecar.in_broker_pods() {
-        return if flux::is_wrapped(mc, sidecar) {
-            vec![mount(CONFIG_VOLUME, CONFIG_MOUNT, true)]
-        } else {
-            Vec::new()
-        };
-    }
-    let mut mounts = vec![
-        mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
-        mount(RUN_VOLUME, RUN_MOUNT, true),
-    ];
-    mounts.extend(view_mounts(mc));
-    mounts
-}
-
 /// Environment of the Flux container: where the entrypoint finds things, the role
 /// ([`flux::flux_container_variables`]), then the container's `environment` (values as
 /// given; Kubernetes expands `$(VAR)`) and `secrets` (`valueFrom.secretKeyRef`).
 /// `flux.environment` is exported by the entrypoint instead.
-pub fn flux_container_env(mc: &MiniCluster, role: Role) -> Vec<EnvVar> {
-    let mut env: Vec<EnvVar> = flux::flux_container_variables(mc, role)
+pub fn flux_container_env(cluster: &Cluster<'_>, role: Role) -> Vec<EnvVar> {
+    let mut env: Vec<EnvVar> = flux::flux_container_variables(cluster, role)
         .into_iter()
         .map(|(name, value)| var(name, &value))
         .collect();
-    if let Ok((_, c)) = flux::scripts::flux_container(mc) {
-        env.extend(c.env_vars());
-    }
+    env.extend(cluster.flux.spec.env_vars());
     env
 }
 
 /// Environment of a container that does not run Flux: in the broker pods, where its wrapper
 /// finds things and the pod's role ([`flux::sidecar_variables`]); then its `environment`
 /// and `secrets`.
-pub fn sidecar_env(mc: &MiniCluster, sidecar: Sidecar, role: Role) -> Vec<EnvVar> {
-    let Some(c) = sidecar.spec(mc) else {
-        return Vec::new();
-    };
-    let mut env: Vec<EnvVar> = flux::sidecar_variables(mc, sidecar, role)
+pub fn sidecar_env(
+    cluster: &Cluster<'_>,
+    container: &SidecarContainer<'_>,
+    role: Role,
+) -> Vec<EnvVar> {
+    let mut env: Vec<EnvVar> = flux::sidecar_variables(cluster, container, role)
         .into_iter()
         .map(|(name, value)| var(name, &value))
         .collect();
-    env.extend(c.env_vars());
+    env.extend(container.spec.env_vars());
     env
 }
 
@@ -221,8 +143,8 @@ pub fn view_init_security_context() -> SecurityContext {
 
 /// The flux view init container, `None` with `flux.container.disable`. It runs
 /// `view-init.sh` from the ConfigMap to copy the view into the shared emptyDir.
-pub fn view_init_container(mc: &MiniCluster) -> Option<Container> {
-    let view = &mc.spec.flux.container;
+pub fn view_init_container(cluster: &Cluster<'_>) -> Option<Container> {
+    let view = &cluster.mc.spec.flux.container;
     if view.disable {
         return None;
     }
@@ -250,7 +172,8 @@ pub fn view_init_container(mc: &MiniCluster) -> Option<Container> {
 /// the broker is up and followers can join. With `maxSize` 1 the broker binds no port, so
 /// the probe checks its local socket instead (or nothing when `disableSocket`). Checked every
 /// second, so `LeadFirst` startup waits little.
-pub fn lead_readiness_probe(mc: &MiniCluster) -> Probe {
+pub fn lead_readiness_probe(cluster: &Cluster<'_>) -> Probe {
+    let mc = cluster.mc;
     let base = Probe {
         period_seconds: Some(1),
         timeout_seconds: Some(1),
@@ -291,13 +214,13 @@ pub fn lead_readiness_probe(mc: &MiniCluster) -> Probe {
 /// `None` with `flux.disableSocket`: the broker then picks its own socket path under
 /// `$TMPDIR`, so there is nothing fixed to ask, and a probe that always succeeds would only
 /// claim something it does not know.
-pub fn follower_readiness_probe(mc: &MiniCluster) -> Option<Probe> {
-    if mc.spec.flux.disable_socket {
+pub fn follower_readiness_probe(cluster: &Cluster<'_>) -> Option<Probe> {
+    if cluster.mc.spec.flux.disable_socket {
         return None;
     }
     Some(Probe {
         exec: Some(ExecAction {
-            command: Some(flux::broker_joined_command(mc)),
+            command: Some(flux::broker_joined_command(cluster)),
         }),
         period_seconds: Some(1),
         timeout_seconds: Some(2),

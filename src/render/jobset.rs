@@ -12,6 +12,7 @@ use crate::flux::Role;
 use crate::jobset::{
     DependsOn, FailurePolicy, JobSet, JobSetSpec, Network, ReplicatedJob, SuccessPolicy,
 };
+use crate::model::Cluster;
 
 /// Pod retries per Job when `spec.backoffLimit` is unset (Kubernetes' own default).
 pub const DEFAULT_BACKOFF_LIMIT: i32 = 6;
@@ -21,11 +22,12 @@ pub const DEFAULT_BACKOFF_LIMIT: i32 = 6;
 /// This is the object applied once, at creation. `suspend` is `spec.suspend` outside Kueue;
 /// a cluster in a Kueue queue is created suspended and from then on Kueue owns the field:
 /// later changes go through [`update`], which leaves it out for queued clusters.
-pub fn jobset(mc: &MiniCluster, config_map: &str) -> JobSet {
-    let mut replicated_jobs = vec![replicated_job(mc, Role::Lead, 1, config_map)];
+pub fn jobset(cluster: &Cluster<'_>, config_map: &str) -> JobSet {
+    let mc = cluster.mc;
+    let mut replicated_jobs = vec![replicated_job(cluster, Role::Lead, 1, config_map)];
     let workers = mc.spec.size.saturating_sub(1);
     if mc.max_size() > 1 {
-        let mut rj = replicated_job(mc, Role::Worker, workers.max(1), config_map);
+        let mut rj = replicated_job(cluster, Role::Worker, workers.max(1), config_map);
         if mc.spec.startup_order == StartupOrder::LeadFirst {
             rj.depends_on = vec![DependsOn {
                 name: LEAD_JOB.to_string(),
@@ -131,7 +133,8 @@ pub fn needs_update(observed: &JobSet, update: &serde_json::Value) -> bool {
     }
 }
 
-fn replicated_job(mc: &MiniCluster, role: Role, pods: i32, config_map: &str) -> ReplicatedJob {
+fn replicated_job(cluster: &Cluster<'_>, role: Role, pods: i32, config_map: &str) -> ReplicatedJob {
+    let mc = cluster.mc;
     let name = match role {
         Role::Lead => LEAD_JOB,
         Role::Worker => WORKERS_JOB,
@@ -156,7 +159,7 @@ fn replicated_job(mc: &MiniCluster, role: Role, pods: i32, config_map: &str) -> 
                 // a lead has saved the queue, so the next broker never races the old one for
                 // its rank or its archive. The brokers' entrypoints exit non-zero when stopped.
                 pod_replacement_policy: Some("Failed".to_string()),
-                template: pod_template(mc, role, config_map),
+                template: pod_template(cluster, role, config_map),
                 ..JobSpec::default()
             }),
         },

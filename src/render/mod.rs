@@ -1,4 +1,5 @@
-//! Pure desired state: `MiniCluster` -> the objects that make it run.
+//! Pure desired state: a resolved MiniCluster ([`crate::model::Cluster`], from
+//! [`crate::model::resolve`]) -> the objects that make it run.
 //!
 //! Nothing here does I/O. The reconciler applies what these functions return; the `render`
 //! command prints it; most unit tests exercise it directly.
@@ -31,6 +32,7 @@ use sha2::{Digest, Sha256};
 use crate::api::validation::FieldError;
 use crate::api::{MiniCluster, NAME_LABEL};
 use crate::flux;
+use crate::model::Cluster;
 
 pub use self::jobset::jobset;
 pub use self::pod::{DEFAULT_EMPTY_DIR_PATH, default_container_name, mount_path, pod_template};
@@ -70,6 +72,12 @@ pub enum Error {
     Spec(FieldError),
 }
 
+impl From<FieldError> for Error {
+    fn from(e: FieldError) -> Self {
+        Error::Spec(e)
+    }
+}
+
 impl Error {
     /// The spec field at fault, when the error is the spec's (not the operator's).
     pub fn field(&self) -> Option<&str> {
@@ -88,13 +96,19 @@ impl Error {
     }
 }
 
-/// Compute the desired objects of a valid MiniCluster.
-pub fn desired(mc: &MiniCluster, env: &Environment) -> Result<Desired, Error> {
-    let config_map = config_map(mc, env)?;
-    let jobset = jobset(mc, &config_map.metadata.name.clone().unwrap_or_default());
+/// Compute the desired objects of a resolved MiniCluster ([`crate::model::resolve`]).
+pub fn desired(cluster: &Cluster<'_>) -> Result<Desired, Error> {
+    let config_map = config_map(cluster)?;
+    let jobset = jobset(
+        cluster,
+        &config_map.metadata.name.clone().unwrap_or_default(),
+    );
     Ok(Desired {
-        services: services(mc)?.into_iter().map(stamped).collect(),
-        services_job: services_job(mc, &config_map.metadata.name.clone().unwrap_or_default()),
+        services: services(cluster).into_iter().map(stamped).collect(),
+        services_job: services_job(
+            cluster,
+            &config_map.metadata.name.clone().unwrap_or_default(),
+        ),
         config_map,
         jobset,
     })
@@ -171,8 +185,9 @@ pub fn owner_reference(mc: &MiniCluster) -> Option<OwnerReference> {
 }
 
 /// The ConfigMap holding the broker config and the entrypoint scripts.
-pub fn config_map(mc: &MiniCluster, env: &Environment) -> Result<ConfigMap, Error> {
-    let data = flux::config_map_data(mc, env)?;
+pub fn config_map(cluster: &Cluster<'_>) -> Result<ConfigMap, Error> {
+    let mc = cluster.mc;
+    let data = flux::config_map_data(cluster)?;
     let name = format!("{}{}", config_map_prefix(mc), content_hash(&data));
     let size: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
     if size > MAX_CONFIG_MAP_BYTES {

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{
     EmptyDirVolumeSource, ExecAction, HostPathVolumeSource, KeyToPath, Lifecycle, LifecycleHandler,
     LocalObjectReference, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
     PersistentVolumeClaimVolumeSource, PodAffinityTerm, PodAntiAffinity, PodSpec, PodTemplateSpec,
-    ResourceRequirements, SecretVolumeSource, Volume, VolumeMount, WeightedPodAffinityTerm,
+    ResourceRequirements, SecretVolumeSource, Volume, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
@@ -18,12 +18,10 @@ use crate::api::{
     NAME_LABEL, PLACEMENT_GROUP, Placement, ROLE_LABEL,
 };
 use crate::flux::{self, Role, Sidecar};
-
-/// The name the Flux container gets when the user left it unnamed: the MiniCluster's, as the
-/// Go operator names it (so its users' `kubectl logs <pod> -c <minicluster>` keeps working).
-pub fn default_container_name(mc: &MiniCluster) -> &str {
-    mc.name()
-}
+use crate::model::Cluster;
+use crate::model::containers::SidecarContainer;
+pub use crate::model::containers::default_container_name;
+pub use crate::model::mounts::{DEFAULT_EMPTY_DIR_PATH, mount_path, user_mounts};
 
 /// Kueue's topology request for `spec.placement`, the same on the lead's and the followers'
 /// pod templates, the two in one pod-set group (so in one domain) when there are followers.
@@ -40,7 +38,8 @@ fn placement_annotations(mc: &MiniCluster) -> BTreeMap<String, String> {
 
 /// The pod template of one role; `config_map` names the ConfigMap with the broker config and
 /// scripts (see [`super::config_map`]).
-pub fn pod_template(mc: &MiniCluster, role: Role, config_map: &str) -> PodTemplateSpec {
+pub fn pod_template(cluster: &Cluster<'_>, role: Role, config_map: &str) -> PodTemplateSpec {
+    let mc = cluster.mc;
     let spec = &mc.spec;
     let mut labels = common_labels(mc);
     labels.extend(spec.pod.labels.clone());
@@ -49,21 +48,14 @@ pub fn pod_template(mc: &MiniCluster, role: Role, config_map: &str) -> PodTempla
     annotations.extend(placement_annotations(mc));
     let annotations = (!annotations.is_empty()).then_some(annotations);
 
-    let single = spec.containers.len() == 1;
-    let containers: Vec<Container> = spec
-        .containers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            if c.run_flux || single {
-                flux_container(mc, c, role)
-            } else {
-                sidecar_container(mc, c, Sidecar::Container(i), role)
-            }
+    let containers: Vec<Container> = (0..spec.containers.len())
+        .filter_map(|i| match cluster.sidecar(Sidecar::Container(i)) {
+            None => (i == cluster.flux.index).then(|| flux_container(cluster, role)),
+            Some(sidecar) => Some(sidecar_container(cluster, sidecar, role)),
         })
         .collect();
 
-    let mut volumes = flux_pod::pod_volumes(mc, config_map, &curve_secret_name(mc));
+    let mut volumes = flux_pod::pod_volumes(cluster, config_map, &curve_secret_name(mc));
     volumes.extend(user_volumes(&spec.containers));
 
     let pull_secrets = pull_secrets(
@@ -85,9 +77,9 @@ pub fn pod_template(mc: &MiniCluster, role: Role, config_map: &str) -> PodTempla
         spec: Some(PodSpec {
             containers,
             init_containers: Some(
-                flux_pod::view_init_container(mc)
+                flux_pod::view_init_container(cluster)
                     .into_iter()
-                    .chain(archive_init_container(mc, role))
+                    .chain(archive_init_container(cluster, role))
                     .collect::<Vec<_>>(),
             )
             .filter(|c| !c.is_empty()),
@@ -203,19 +195,17 @@ pub(super) fn base_container(c: &MiniClusterContainer, default_name: &str) -> Co
     }
 }
 
-fn flux_container(mc: &MiniCluster, c: &MiniClusterContainer, role: Role) -> Container {
-    let mut container = base_container(c, default_container_name(mc));
-    container.command = Some(flux::flux_container_command(mc, role));
-    container.env = Some(flux_pod::flux_container_env(mc, role)).filter(|e| !e.is_empty());
-    let mut mounts = flux_pod::flux_container_mounts(mc);
-    mounts.extend(user_mounts(c));
-    container.volume_mounts = Some(mounts);
+fn flux_container(cluster: &Cluster<'_>, role: Role) -> Container {
+    let mut container = base_container(cluster.flux.spec, default_container_name(cluster.mc));
+    container.command = Some(flux::flux_container_command(role));
+    container.env = Some(flux_pod::flux_container_env(cluster, role)).filter(|e| !e.is_empty());
+    container.volume_mounts = Some(cluster.flux_mounts.clone());
     // Ready means the broker is up, not just that the container started: the lead answers
     // on its TBON port (JobSet's dependsOn for LeadFirst waits on this too).
     // A follower is ready once its broker's socket exists.
     container.readiness_probe = match role {
-        Role::Lead => Some(flux_pod::lead_readiness_probe(mc)),
-        Role::Worker => flux_pod::follower_readiness_probe(mc),
+        Role::Lead => Some(flux_pod::lead_readiness_probe(cluster)),
+        Role::Worker => flux_pod::follower_readiness_probe(cluster),
     };
     container
 }
@@ -224,12 +214,11 @@ fn flux_container(mc: &MiniCluster, c: &MiniClusterContainer, role: Role) -> Con
 /// [`flux::ArchiveReport`]), after the view's: the Flux container's image, user, environment
 /// and volumes (so it reads the archive as the broker will), without the CURVE certificate,
 /// probes, ports or hooks.
-fn archive_init_container(mc: &MiniCluster, role: Role) -> Option<Container> {
-    if role != Role::Lead || !mc.has_archive() {
+fn archive_init_container(cluster: &Cluster<'_>, role: Role) -> Option<Container> {
+    if role != Role::Lead || cluster.archive.is_none() {
         return None;
     }
-    let (_, c) = flux::scripts::flux_container(mc).ok()?;
-    let mut container = flux_container(mc, c, role);
+    let mut container = flux_container(cluster, role);
     container.name = flux::ARCHIVE_INIT.to_string();
     container.command = Some(flux::archive_check_command());
     container.readiness_probe = None;
@@ -245,46 +234,19 @@ fn archive_init_container(mc: &MiniCluster, role: Role) -> Option<Container> {
 /// by its entrypoint (`commands.*`, Flux on `PATH`, the broker's socket), or with
 /// `noWrapEntrypoint` the image's entrypoint with `command` as arguments.
 pub(super) fn sidecar_container(
-    mc: &MiniCluster,
-    c: &MiniClusterContainer,
-    sidecar: Sidecar,
+    cluster: &Cluster<'_>,
+    sidecar: &SidecarContainer<'_>,
     role: Role,
 ) -> Container {
-    let mut container = base_container(c, "service");
-    container.command = flux::sidecar_command(mc, sidecar);
+    let mut container = base_container(sidecar.spec, "service");
+    container.command = flux::sidecar_command(sidecar);
     if container.command.is_none() {
-        container.args = flux::sidecar_args(mc, sidecar);
+        container.args = flux::sidecar_args(sidecar);
     }
-    let mut mounts = flux_pod::sidecar_mounts(mc, sidecar);
-    mounts.extend(user_mounts(c));
-    container.volume_mounts = Some(mounts).filter(|m| !m.is_empty());
-    container.env = Some(flux_pod::sidecar_env(mc, sidecar, role)).filter(|e| !e.is_empty());
+    container.volume_mounts = Some(sidecar.mounts.clone()).filter(|m| !m.is_empty());
+    container.env = Some(flux_pod::sidecar_env(cluster, sidecar, role)).filter(|e| !e.is_empty());
     container
 }
-
-fn user_mounts(c: &MiniClusterContainer) -> Vec<VolumeMount> {
-    c.volumes
-        .iter()
-        .map(|(name, v)| VolumeMount {
-            name: name.clone(),
-            mount_path: mount_path(v),
-            read_only: v.read_only.then_some(true),
-            ..VolumeMount::default()
-        })
-        .collect()
-}
-
-/// Where a volume is mounted: its `path`; an emptyDir without one at `/dev/shm`, as the Go
-/// operator mounts emptyDirs (shared memory for MPI and the like).
-pub fn mount_path(v: &ContainerVolume) -> String {
-    match v.path.as_str() {
-        "" if v.empty_dir => DEFAULT_EMPTY_DIR_PATH.to_string(),
-        path => path.to_string(),
-    }
-}
-
-/// Mount path of an emptyDir volume that names none.
-pub const DEFAULT_EMPTY_DIR_PATH: &str = "/dev/shm";
 
 /// `emptyDirMedium` as Kubernetes spells it: the Go operator's examples write `memory`.
 fn empty_dir_medium(medium: &str) -> Option<String> {

@@ -11,9 +11,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::{Error, owned_meta};
-use crate::api::{LEAD_JOB, MiniCluster, NAME_LABEL, ROLE_LABEL, is_dns_label};
-use crate::flux::{self, BROKER_PORT, Sidecar, sidecars};
+use super::owned_meta;
+use crate::api::{LEAD_JOB, MiniCluster, NAME_LABEL, ROLE_LABEL};
+use crate::flux::BROKER_PORT;
+use crate::model::Cluster;
+pub use crate::model::network::PortTarget;
 
 fn lead_selector(mc: &MiniCluster) -> BTreeMap<String, String> {
     BTreeMap::from([
@@ -23,8 +25,9 @@ fn lead_selector(mc: &MiniCluster) -> BTreeMap<String, String> {
 }
 
 /// The Services of a MiniCluster (none by default).
-pub fn services(mc: &MiniCluster) -> Result<Vec<Service>, Error> {
-    let mut out: Vec<Service> = sidecar_services(mc)?
+pub fn services(cluster: &Cluster<'_>) -> Vec<Service> {
+    let mc = cluster.mc;
+    let mut out: Vec<Service> = sidecar_services(cluster)
         .into_iter()
         .map(|s| Service {
             metadata: owned_meta(mc, s.name),
@@ -41,7 +44,7 @@ pub fn services(mc: &MiniCluster) -> Result<Vec<Service>, Error> {
             ..Service::default()
         })
         .collect();
-    if let Some(lead) = minimal_service(mc)? {
+    if let Some(lead) = minimal_service(cluster) {
         out.push(Service {
             metadata: owned_meta(mc, lead.name),
             spec: Some(ServiceSpec {
@@ -54,16 +57,7 @@ pub fn services(mc: &MiniCluster) -> Result<Vec<Service>, Error> {
             ..Service::default()
         });
     }
-    Ok(out)
-}
-
-/// Where a Service for a container's ports sends traffic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PortTarget {
-    /// Every broker pod (a container of `spec.containers` runs in each).
-    BrokerPods,
-    /// The services pod (`spec.services`).
-    ServicesPod,
+    out
 }
 
 /// A Service for the ports of a container that does not run Flux.
@@ -90,46 +84,22 @@ fn port(name: String, p: i32) -> ServicePort {
     }
 }
 
-/// Services for the containers that do not run Flux and list `ports`. Their names must be
-/// DNS labels, differ from each other and from the pods' subdomain (the headless Service).
-pub fn sidecar_services(mc: &MiniCluster) -> Result<Vec<SidecarService>, Error> {
-    let mut out: Vec<SidecarService> = Vec::new();
-    for sidecar in sidecars(mc) {
-        let Some(c) = sidecar.spec(mc).filter(|c| !c.ports.is_empty()) else {
-            continue;
-        };
-        let (name, target) = match sidecar {
-            Sidecar::Container(_) => (c.name.clone(), PortTarget::BrokerPods),
-            Sidecar::Service(_) => (format!("{}-{}", mc.name(), c.name), PortTarget::ServicesPod),
-        };
-        let field = format!("{}.name", sidecar.field());
-        let clash = if !is_dns_label(&name) {
-            Some("which is not a DNS label of at most 63 characters".to_string())
-        } else if name == mc.subdomain() {
-            Some("the name of the pods' subdomain (the headless Service)".to_string())
-        } else {
-            out.iter()
-                .find(|s| s.name == name)
-                .map(|s| format!("the name of the Service for container {}", s.container))
-        };
-        if let Some(why) = clash {
-            return Err(Error::Spec(crate::api::validation::FieldError::new(
-                field,
-                format!("the Service for its ports would be named {name:?}, {why}"),
-            )));
-        }
-        out.push(SidecarService {
-            name,
-            container: c.name.clone(),
-            target,
-            ports: c
+/// Services for the containers that do not run Flux and list `ports`
+/// ([`port_services`](crate::model::network::port_services): the names are the model's, and
+/// checked there).
+pub fn sidecar_services(cluster: &Cluster<'_>) -> Vec<SidecarService> {
+    (cluster.port_services.iter())
+        .map(|s| SidecarService {
+            ports: s
                 .ports
                 .iter()
                 .map(|p| port(format!("port-{p}"), *p))
                 .collect(),
-        });
-    }
-    Ok(out)
+            name: s.name.clone(),
+            container: s.container.clone(),
+            target: s.target,
+        })
+        .collect()
 }
 
 /// The lead-only Service of `flux.minimalService`.
@@ -145,14 +115,11 @@ pub struct LeadService {
 /// follower connects to rank 0 and nothing connects to a follower. So a headless Service named
 /// like the subdomain (`publishNotReadyAddresses: true`) that selects only the lead pod is
 /// enough. A tree topology (`flux.topology`) makes followers parents, so it is an error
-/// ([`flux::pod::check_minimal_service`]).
-pub fn minimal_service(mc: &MiniCluster) -> Result<Option<LeadService>, Error> {
-    if !mc.spec.flux.minimal_service {
-        return Ok(None);
-    }
-    flux::pod::check_minimal_service(mc)?;
-    Ok(Some(LeadService {
-        name: mc.subdomain().to_string(),
+/// ([`check_minimal_service`](crate::model::network::check_minimal_service), refused when
+/// the spec is resolved).
+pub fn minimal_service(cluster: &Cluster<'_>) -> Option<LeadService> {
+    cluster.mc.spec.flux.minimal_service.then(|| LeadService {
+        name: cluster.mc.subdomain().to_string(),
         port: port("broker".into(), BROKER_PORT),
-    }))
+    })
 }

@@ -29,7 +29,8 @@ use super::jobset::DEFAULT_BACKOFF_LIMIT;
 use super::owned_meta;
 use super::pod::{node_affinity, non_empty, pull_secrets, sidecar_container, user_volumes};
 use crate::api::MiniCluster;
-use crate::flux::{self, Role, Sidecar};
+use crate::flux::Role;
+use crate::model::Cluster;
 
 /// The label by which JobSet's headless Service (the pods' subdomain) selects its pods.
 pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
@@ -48,7 +49,8 @@ pub fn services_pod_selector(mc: &MiniCluster) -> BTreeMap<String, String> {
 
 /// The Job running the services pod, `None` without `spec.services`; `config_map` names
 /// the ConfigMap with the scripts (see [`super::config_map`]).
-pub fn services_job(mc: &MiniCluster, config_map: &str) -> Option<Job> {
+pub fn services_job(cluster: &Cluster<'_>, config_map: &str) -> Option<Job> {
+    let mc = cluster.mc;
     let spec = &mc.spec;
     if spec.services.is_empty() {
         return None;
@@ -61,26 +63,6 @@ pub fn services_job(mc: &MiniCluster, config_map: &str) -> Option<Job> {
         "flux-operator".to_string(),
     );
     labels.insert(JOBSET_NAME_LABEL.to_string(), mc.name().to_string());
-
-    let containers = spec
-        .services
-        .iter()
-        .enumerate()
-        // (The role is that of a broker pod: not used in the services pod.)
-        .map(|(i, s)| sidecar_container(mc, s, Sidecar::Service(i), Role::Lead))
-        .collect();
-    let mut volumes: Vec<Volume> = Vec::new();
-    if (0..spec.services.len()).any(|i| flux::is_wrapped(mc, Sidecar::Service(i))) {
-        volumes.push(Volume {
-            name: super::flux_pod::CONFIG_VOLUME.to_string(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: config_map.to_string(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
-    }
-    volumes.extend(user_volumes(&spec.services));
 
     Some(Job {
         metadata: owned_meta(mc, name.clone()),
@@ -95,41 +77,64 @@ pub fn services_job(mc: &MiniCluster, config_map: &str) -> Option<Job> {
                     annotations: (!pod.annotations.is_empty()).then(|| pod.annotations.clone()),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(PodSpec {
-                    hostname: Some(name),
-                    subdomain: Some(mc.subdomain().to_string()),
-                    containers,
-                    volumes: (!volumes.is_empty()).then_some(volumes),
-                    restart_policy: Some(
-                        match pod.restart_policy {
-                            Some(crate::api::RestartPolicy::Never) => "Never",
-                            _ => "OnFailure",
-                        }
-                        .to_string(),
-                    ),
-                    service_account_name: non_empty(&pod.service_account_name),
-                    automount_service_account_token: pod.automount_service_account_token,
-                    node_selector: (!pod.node_selector.is_empty())
-                        .then(|| pod.node_selector.clone()),
-                    affinity: node_affinity(mc).map(|n| Affinity {
-                        node_affinity: Some(n),
-                        ..Affinity::default()
-                    }),
-                    tolerations: (!pod.tolerations.is_empty()).then(|| pod.tolerations.clone()),
-                    scheduler_name: non_empty(&pod.scheduler_name),
-                    runtime_class_name: non_empty(&pod.runtime_class_name),
-                    dns_policy: non_empty(&pod.dns_policy),
-                    security_context: pod.security_context.clone(),
-                    image_pull_secrets: pull_secrets(
-                        spec.services.iter().map(|s| s.image_pull_secret.as_str()),
-                    ),
-                    ..PodSpec::default()
-                }),
+                spec: Some(services_pod_spec(cluster, name, config_map)),
             },
             ..JobSpec::default()
         }),
         status: None,
     })
+}
+
+/// The services pod: host `name` in the pods' subdomain, the `spec.services` containers,
+/// the ConfigMap when one of them is wrapped, and `spec.pod`'s settings that apply to it.
+fn services_pod_spec(cluster: &Cluster<'_>, name: String, config_map: &str) -> PodSpec {
+    let (mc, spec, pod) = (cluster.mc, &cluster.mc.spec, &cluster.mc.spec.pod);
+    let containers = cluster
+        .services()
+        // (The role is that of a broker pod: not used in the services pod.)
+        .map(|s| sidecar_container(cluster, s, Role::Lead))
+        .collect();
+    let mut volumes: Vec<Volume> = Vec::new();
+    if cluster.services().any(|s| s.wrapped) {
+        volumes.push(Volume {
+            name: super::flux_pod::CONFIG_VOLUME.to_string(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: config_map.to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    volumes.extend(user_volumes(&spec.services));
+    PodSpec {
+        hostname: Some(name),
+        subdomain: Some(mc.subdomain().to_string()),
+        containers,
+        volumes: (!volumes.is_empty()).then_some(volumes),
+        restart_policy: Some(
+            match pod.restart_policy {
+                Some(crate::api::RestartPolicy::Never) => "Never",
+                _ => "OnFailure",
+            }
+            .to_string(),
+        ),
+        service_account_name: non_empty(&pod.service_account_name),
+        automount_service_account_token: pod.automount_service_account_token,
+        node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.clone()),
+        affinity: node_affinity(mc).map(|n| Affinity {
+            node_affinity: Some(n),
+            ..Affinity::default()
+        }),
+        tolerations: (!pod.tolerations.is_empty()).then(|| pod.tolerations.clone()),
+        scheduler_name: non_empty(&pod.scheduler_name),
+        runtime_class_name: non_empty(&pod.runtime_class_name),
+        dns_policy: non_empty(&pod.dns_policy),
+        security_context: pod.security_context.clone(),
+        image_pull_secrets: pull_secrets(
+            spec.services.iter().map(|s| s.image_pull_secret.as_str()),
+        ),
+        ..PodSpec::default()
+    }
 }
 
 /// The later-change apply for an existing services Job: only `suspend`.

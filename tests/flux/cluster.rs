@@ -14,8 +14,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flux_operator::api::{LEAD_JOB, MiniCluster, WORKERS_JOB, validation};
+use flux_operator::api::{LEAD_JOB, MiniCluster, WORKERS_JOB};
 use flux_operator::flux;
+use flux_operator::model;
 use flux_operator::render::{self, Environment};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvVar, PodSpec, Probe, Secret};
 
@@ -129,12 +130,12 @@ impl Default for Start {
 impl MiniClusterRun {
     /// Render `mc` and start its pods.
     pub fn start(mc: MiniCluster, how: Start) -> MiniClusterRun {
-        let errors = validation::validate(&mc);
+        let errors = model::validate(&mc);
         assert!(errors.is_empty(), "invalid MiniCluster: {errors:?}");
         let env = Environment {
             cluster_domain: CLUSTER_DOMAIN.into(),
         };
-        let desired = render::desired(&mc, &env).expect("render");
+        let desired = render::desired(&model::resolve(&mc, &env).unwrap()).expect("render");
         let cert = flux::curve_certificate(&mc).expect("certificate");
         let secret = render::curve_secret(&mc, &cert.to_text());
         let template = |name: &str| -> Option<PodSpec> {

@@ -42,7 +42,7 @@ pub(super) fn finished(input: &Inputs<'_>, new: &MiniClusterStatus) -> Option<St
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{Mc, Seen, env};
+    use super::super::tests::{Mc, Seen};
     use super::*;
     use crate::controller::plan::OwnedObject;
     use crate::render;
@@ -50,7 +50,7 @@ mod tests {
     #[test]
     fn what_nobody_uses_goes_and_a_finished_cluster_with_cleanup_goes_too() {
         let mc = Mc::new(2).running();
-        let desired = render::desired(&mc.0, &env()).unwrap();
+        let desired = render::desired(&crate::fixtures::cluster(&mc.0)).unwrap();
         let in_use = desired.config_map.name_any();
         let stray = || OwnedObject {
             name: "m-old".into(),

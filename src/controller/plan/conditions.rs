@@ -10,9 +10,9 @@ use k8s_openapi::api::core::v1::Pod;
 use super::super::events;
 use super::super::status::{self, set_condition};
 use super::{Inputs, Plan};
-use crate::api::validation;
 use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition};
 use crate::jobset::JobSet;
+use crate::model;
 
 /// How often a cluster held by a foreign object looks again.
 pub const FOREIGN_RECHECK: Duration = Duration::from_secs(60);
@@ -71,7 +71,7 @@ pub(super) fn status(input: &Inputs<'_>, findings: Findings<'_>) -> MiniClusterS
             now,
         );
     };
-    let unsupported = validation::unsupported(mc);
+    let unsupported = model::unsupported(mc);
     set(
         &mut new,
         condition::UNSUPPORTED,

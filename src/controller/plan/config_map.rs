@@ -57,14 +57,14 @@ pub(super) fn decide(input: &Inputs<'_>, facts: &Facts<'_>, desired: &Desired) -
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{Mc, Seen, completed, env, said, with_config_map};
+    use super::super::tests::{Mc, Seen, completed, said, with_config_map};
     use super::*;
     use crate::render;
 
     #[test]
     fn the_pods_keep_their_config_map_and_a_lost_one_is_made_again_or_degrades() {
         let mc = Mc::new(2).running();
-        let desired = render::desired(&mc.0, &env())
+        let desired = render::desired(&crate::fixtures::cluster(&mc.0))
             .unwrap()
             .config_map
             .name_any();
@@ -123,7 +123,7 @@ mod tests {
             let decision = decide(
                 &input,
                 &Facts::of(&input),
-                &render::desired(&seen.mc, &env()).unwrap(),
+                &render::desired(&crate::fixtures::cluster(&seen.mc)).unwrap(),
             );
             assert_eq!(decision.in_use, in_use, "{what}");
             let got = decision.step.as_ref().map(|s| match s {

@@ -76,7 +76,7 @@ pub(super) fn decide<'d>(
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    use super::super::tests::{Mc, Seen, completed, env, now};
+    use super::super::tests::{Mc, Seen, completed, now};
     use super::*;
 
     #[test]
@@ -151,7 +151,7 @@ mod tests {
         for (what, (seen, lost), step, restarted, held) in cases {
             let old = seen.mc.status.clone().unwrap_or_default();
             let input = seen.inputs(&seen.observed, &old);
-            let desired = render::desired(&seen.mc, &env()).unwrap();
+            let desired = render::desired(&crate::fixtures::cluster(&seen.mc)).unwrap();
             let decision = decide(&input, &Facts::of(&input), &desired, lost);
             let got = decision.step.as_ref().map(|s| match s {
                 Step::CreateJobSet(_) => "create",

@@ -32,7 +32,7 @@ pub(super) fn decide(input: &Inputs<'_>, facts: &Facts<'_>, desired: &Desired) -
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{Mc, Seen, env, said, with_web_service};
+    use super::super::tests::{Mc, Seen, said, with_web_service};
     use super::*;
 
     #[test]
@@ -68,7 +68,7 @@ mod tests {
         for (what, seen, want) in cases {
             let old = seen.mc.status.clone().unwrap_or_default();
             let input = seen.inputs(&seen.observed, &old);
-            let desired = render::desired(&seen.mc, &env()).unwrap();
+            let desired = render::desired(&crate::fixtures::cluster(&seen.mc)).unwrap();
             let got: Vec<String> = decide(&input, &Facts::of(&input), &desired)
                 .iter()
                 .map(|s| match s {

@@ -41,7 +41,7 @@ pub(super) fn decide(input: &Inputs<'_>, facts: &Facts<'_>, desired: &Desired) -
 mod tests {
     use std::sync::Arc;
 
-    use super::super::tests::{Mc, Seen, completed, env, said, with_web_service};
+    use super::super::tests::{Mc, Seen, completed, said, with_web_service};
     use super::*;
 
     #[test]
@@ -49,7 +49,7 @@ mod tests {
         let running = with_web_service(Mc::new(2)).running();
         let with_job = |seen: Seen, suspend: Option<bool>, owned: bool| {
             let mut seen = seen;
-            let mut job = render::desired(&seen.mc, &env())
+            let mut job = render::desired(&crate::fixtures::cluster(&seen.mc))
                 .unwrap()
                 .services_job
                 .unwrap();
@@ -99,7 +99,7 @@ mod tests {
         for (what, seen, want) in cases {
             let old = seen.mc.status.clone().unwrap_or_default();
             let input = seen.inputs(&seen.observed, &old);
-            let desired = render::desired(&seen.mc, &env()).unwrap();
+            let desired = render::desired(&crate::fixtures::cluster(&seen.mc)).unwrap();
             let got = decide(&input, &Facts::of(&input), &desired).map(|s| match s {
                 Step::CreateServicesJob(_, again) => format!("create{}", said(&again)),
                 Step::UpdateServicesJob(u) => format!("update {}", u["spec"]),

@@ -1,23 +1,23 @@
-//! The spec decider: what only the operator can check (validation, the certificate's keys),
-//! then whether the spec renders at all. A spec refused here creates nothing.
+//! The spec decider: what only the operator can check (the spec resolved, the certificate's
+//! keys), then whether the spec renders at all. A spec refused here creates nothing.
 
 use super::{Error, Inputs, certificate};
-use crate::api::validation;
+use crate::model;
 use crate::render::{self, Desired};
 
 /// The desired objects, or why the spec is refused (`InvalidSpec`'s message, naming the
 /// fields). `Err`: the operator's fault, not the spec's (retried).
 pub(super) fn decide(input: &Inputs<'_>) -> Result<Result<Desired, String>, Error> {
-    let errors = validation::validate(input.mc);
-    if !errors.is_empty() {
-        return Ok(Err(super::join(&errors)));
-    }
+    let cluster = match model::resolve(input.mc, input.env) {
+        Ok(cluster) => cluster,
+        Err(errors) => return Ok(Err(super::join(&errors))),
+    };
     // A certificate whose keys do not belong together: refused before anything is made (its
     // Secret is the first object a new cluster gets).
     if let Some(e) = certificate::refused(input) {
         return Ok(Err(e.to_string()));
     }
-    match render::desired(input.mc, input.env) {
+    match render::desired(&cluster) {
         Ok(desired) => Ok(Ok(desired)),
         Err(e) if e.field().is_some() => Ok(Err(e.to_string())),
         Err(e) => Err(e),

@@ -20,24 +20,20 @@ pub(super) fn now() -> Timestamp {
     Timestamp::from_second(1_800_000_000).unwrap()
 }
 
-pub(super) fn env() -> Environment {
-    Environment {
-        cluster_domain: "cluster.local".into(),
-    }
-}
+pub(super) use crate::fixtures::env;
 
 /// A MiniCluster `m` in `ns` with a UID, as the API server returns it.
 pub(super) struct Mc(pub(super) MiniCluster);
 
 impl Mc {
     pub(super) fn new(size: i32) -> Self {
-        let mut mc: MiniCluster = serde_norway::from_str(
-            "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {name: m, namespace: ns, generation: 2}\nspec:\n  containers: [{image: rockylinux:9, command: hostname}]\n",
+        Self(
+            crate::fixtures::m()
+                .generation(2)
+                .uid(UID)
+                .size(size)
+                .build(),
         )
-        .unwrap();
-        mc.metadata.uid = Some(UID.into());
-        mc.spec.size = size;
-        Self(mc)
     }
     pub(super) fn max_size(mut self, n: i32) -> Self {
         self.0.spec.max_size = Some(n);
@@ -103,7 +99,7 @@ impl Seen {
     }
     /// Everything the operator creates, as rendered for `mc`, and `ready` of the pods ready.
     pub(super) fn everything(mc: &Mc, ready: i32) -> Self {
-        let desired = render::desired(&mc.0, &env()).unwrap();
+        let desired = render::desired(&crate::fixtures::cluster(&mc.0)).unwrap();
         let mut js = desired.jobset.clone();
         js.metadata.owner_references = Some(vec![owner()]);
         js.metadata.uid = Some("uid-js".into());
@@ -485,7 +481,7 @@ fn a_running_jobset_keeps_the_config_map_it_started_with_when_the_spec_renders_a
     let mut resized = seen;
     resized.mc.spec.size = 3;
     let plan = resized.plan();
-    let new_cm = render::desired(&resized.mc, &env())
+    let new_cm = render::desired(&crate::fixtures::cluster(&resized.mc))
         .unwrap()
         .config_map
         .name_any();
@@ -798,7 +794,7 @@ fn with_everything_made(created: bool) -> Seen {
     mc.0.spec.flux.curve_cert = Certificate::generate("m").unwrap().to_text().into();
     let mc = if created { mc.running() } else { mc };
     let mut seen = Seen::everything(&mc, 2);
-    let mut job = render::desired(&mc.0, &env())
+    let mut job = render::desired(&crate::fixtures::cluster(&mc.0))
         .unwrap()
         .services_job
         .unwrap();

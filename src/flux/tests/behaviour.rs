@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 
 use crate::api::{MiniCluster, MiniClusterContainer};
 
-use super::{ctx, mc_command};
+use crate::fixtures::with_command;
 
 const FAKE_FLUX: &str = include_str!("fake-flux.sh");
 const CERT: &str = "metadata\n    name = \"mc\"\ncurve\n    public-key = \"stand-in\"\n";
@@ -64,7 +64,7 @@ impl Pod {
         for d in [&pod.config, &pod.curve, &pod.view, &pod.bin] {
             std::fs::create_dir_all(d).unwrap();
         }
-        for (name, text) in crate::flux::config_map_data(mc, &ctx()).unwrap() {
+        for (name, text) in crate::flux::config_map_data(&crate::fixtures::cluster(mc)).unwrap() {
             std::fs::write(pod.config.join(name), text).unwrap();
         }
         // As the kubelet may leave it with fsGroup: group-readable.
@@ -191,7 +191,7 @@ fn with_tail(mut head: Vec<String>, tail: &[String]) -> Vec<String> {
 
 #[test]
 fn single_command_submits_and_waits() {
-    let mut mc = mc_command("mc", 4, "hostname -f");
+    let mut mc = with_command("mc", 4, "hostname -f");
     mc.spec.tasks = 4;
     let pod = Pod::new(&mc);
     let out = pod.run("lead.sh", &[]);
@@ -221,7 +221,7 @@ fn tasks_decide_n_and_big_n() {
     assert_eq!(batch_flags(3, 3), ["-N3", "-n3"]);
     assert_eq!(batch_flags(3, 12), ["-N3", "-n12"]);
     for (tasks, flags) in [(0, vec!["-N3"]), (2, vec!["-n2"]), (6, vec!["-N3", "-n6"])] {
-        let mut mc = mc_command("mc", 3, "true");
+        let mut mc = with_command("mc", 3, "true");
         mc.spec.tasks = tasks;
         let pod = Pod::new(&mc);
         assert_ok(&pod.run("lead.sh", &[]));
@@ -281,7 +281,7 @@ fn quoting_corpus() -> Vec<(&'static str, Vec<String>)> {
 #[test]
 fn quoting_corpus_reaches_flux_unchanged() {
     for (command, argv) in quoting_corpus() {
-        let mc = mc_command("mc", 2, command);
+        let mc = with_command("mc", 2, command);
         let pod = Pod::new(&mc);
         let out = pod.run("lead.sh", &[]);
         assert_ok(&out);
@@ -306,7 +306,7 @@ fn environment_values_are_data() {
         "-n",
         "",
     ];
-    let mut mc = mc_command("mc", 2, "true");
+    let mut mc = with_command("mc", 2, "true");
     for (i, v) in values.iter().enumerate() {
         mc.spec
             .flux
@@ -324,7 +324,7 @@ fn environment_values_are_data() {
 
 #[test]
 fn submit_command_and_option_flags() {
-    let mut mc = mc_command("mc", 2, "hostname");
+    let mut mc = with_command("mc", 2, "hostname");
     mc.spec.tasks = 2;
     mc.spec.flux.submit_command = "flux run".into();
     mc.spec.flux.option_flags = "-o cpu-affinity=per-task --setattr='x=a b'".into();
@@ -361,7 +361,7 @@ fn submit_command_and_option_flags() {
 
 #[test]
 fn batch_submits_each_line_and_waits_for_all() {
-    let mut mc = mc_command("mc", 3, "");
+    let mut mc = with_command("mc", 3, "");
     let pod0 = Pod::new(&mc); // only for a logs path inside a temporary directory
     let logs = pod0.root.join("logs").display().to_string();
     mc.spec.containers[0].command =
@@ -414,7 +414,7 @@ fn batch_submits_each_line_and_waits_for_all() {
 
 #[test]
 fn batch_raw_runs_the_script_verbatim() {
-    let mut mc = mc_command(
+    let mut mc = with_command(
         "mc",
         2,
         "flux submit -N2 hostname\nflux submit echo \"$HOME\"\nflux queue idle\n",
@@ -447,7 +447,7 @@ fn batch_raw_runs_the_script_verbatim() {
 
 #[test]
 fn launcher_is_the_initial_program() {
-    let mut mc = mc_command("mc", 2, "flux workflow-tool --jobs 'two words'");
+    let mut mc = with_command("mc", 2, "flux workflow-tool --jobs 'two words'");
     mc.spec.containers[0].launcher = true;
     let pod = Pod::new(&mc);
     assert_ok(&pod.run("lead.sh", &[]));
@@ -461,12 +461,12 @@ fn launcher_is_the_initial_program() {
 
 #[test]
 fn interactive_or_no_command_keeps_the_lead_up() {
-    let mut interactive = mc_command("mc", 2, "hostname");
+    let mut interactive = with_command("mc", 2, "hostname");
     interactive.spec.interactive = true;
     for mc in [
         interactive,
-        mc_command("mc", 2, ""),
-        mc_command("mc", 2, "  \n"),
+        with_command("mc", 2, ""),
+        with_command("mc", 2, "  \n"),
     ] {
         let pod = Pod::new(&mc);
         assert_ok(&pod.run("lead.sh", &[]));
@@ -487,7 +487,7 @@ fn interactive_or_no_command_keeps_the_lead_up() {
 
 #[test]
 fn commands_script_is_the_job() {
-    let mut mc = mc_command("mc", 2, "");
+    let mut mc = with_command("mc", 2, "");
     mc.spec.containers[0].commands.script = "#!/bin/bash\necho \"$@\" 'quoted $x'\n".into();
     let pod = Pod::new(&mc);
     assert_eq!(
@@ -513,7 +513,7 @@ fn hooked(mc: &mut MiniCluster) {
 
 #[test]
 fn hooks_run_in_order_around_the_broker() {
-    let mut mc = mc_command("mc", 2, "hostname");
+    let mut mc = with_command("mc", 2, "hostname");
     hooked(&mut mc);
     let pod = Pod::new(&mc);
     assert_ok(&pod.run("lead.sh", &[("FAKE_FLUX_SHOW_ENV", "FROM_HOOK")]));
@@ -552,7 +552,7 @@ fn hooks_run_in_order_around_the_broker() {
 
 #[test]
 fn strict_mode_stops_at_the_first_failing_hook() {
-    let mut mc = mc_command("mc", 2, "hostname");
+    let mut mc = with_command("mc", 2, "hostname");
     hooked(&mut mc);
     mc.spec.containers[0].commands.pre = "flux hook pre\nfalse\nflux hook after-false".into();
     mc.spec.logging.strict = true;
@@ -578,7 +578,7 @@ fn strict_mode_stops_at_the_first_failing_hook() {
 
 #[test]
 fn a_broken_hook_does_not_break_the_entrypoint() {
-    let mut mc = mc_command("mc", 2, "hostname");
+    let mut mc = with_command("mc", 2, "hostname");
     mc.spec.containers[0].commands.pre = "if then fi (((\n'unterminated".into();
     mc.spec.containers[0].commands.post = "flux hook post".into();
     let pod = Pod::new(&mc);
@@ -590,7 +590,7 @@ fn a_broken_hook_does_not_break_the_entrypoint() {
 
 #[test]
 fn the_lead_exits_with_the_jobs_status_after_post() {
-    let mut mc = mc_command("mc", 2, "hostname");
+    let mut mc = with_command("mc", 2, "hostname");
     mc.spec.containers[0].commands.post = "flux hook post".into();
     let pod = Pod::new(&mc);
     let out = pod.run("lead.sh", &[("FAKE_FLUX_RC_submit", "3")]);
@@ -600,7 +600,7 @@ fn the_lead_exits_with_the_jobs_status_after_post() {
 
 #[test]
 fn options_prefix_wrap_timed_debug_zeromq_quorum() {
-    let mut mc = mc_command("mc", 3, "hostname");
+    let mut mc = with_command("mc", 3, "hostname");
     mc.spec.max_size = Some(6);
     mc.spec.flux.log_level = 7;
     mc.spec.flux.wrap = "strace,-f".into();
@@ -665,7 +665,7 @@ fn options_prefix_wrap_timed_debug_zeromq_quorum() {
 
 #[test]
 fn quiet_prints_nothing_of_its_own_and_keeps_the_output_of_post() {
-    let mut mc = mc_command("mc", 2, "hostname");
+    let mut mc = with_command("mc", 2, "hostname");
     mc.spec.logging.quiet = true;
     let c = &mut mc.spec.containers[0].commands;
     c.init = "echo init-out; echo init-err >&2".into();
@@ -700,18 +700,18 @@ fn quiet_prints_nothing_of_its_own_and_keeps_the_output_of_post() {
 
 #[test]
 fn quiet_batch_does_not_print_the_batch_job_id() {
-    let mut mc = mc_command("mc", 2, "hostname");
+    let mut mc = with_command("mc", 2, "hostname");
     mc.spec.containers[0].batch = true;
-    let loud = crate::flux::scripts::broker_script(&mc, true).unwrap();
+    let loud = crate::flux::scripts::broker_script(&crate::fixtures::cluster(&mc), true).unwrap();
     mc.spec.logging.quiet = true;
-    let quiet = crate::flux::scripts::broker_script(&mc, true).unwrap();
+    let quiet = crate::flux::scripts::broker_script(&crate::fixtures::cluster(&mc), true).unwrap();
     assert!(loud.contains(r#"'flux batch "$@" && flux job wait --all'"#));
     assert!(quiet.contains(r#"'flux batch "$@" >/dev/null && flux job wait --all'"#));
 }
 
 #[test]
 fn archive_is_restored_when_it_exists_and_dumped_beside_it() {
-    let mut mc = mc_command("mc", 2, "hostname");
+    let mut mc = with_command("mc", 2, "hostname");
     let pod0 = Pod::new(&mc);
     let archive = pod0.root.join("state-archive.tar").display().to_string();
     let partial = pod0
@@ -764,7 +764,7 @@ fn archive_is_restored_when_it_exists_and_dumped_beside_it() {
 
 #[test]
 fn disable_socket_and_simple_scheduler() {
-    let mut mc = mc_command("mc", 2, "");
+    let mut mc = with_command("mc", 2, "");
     mc.spec.flux.disable_socket = true;
     mc.spec.flux.scheduler.simple = true;
     let pod = Pod::new(&mc);
@@ -792,7 +792,7 @@ fn disable_socket_and_simple_scheduler() {
 
 #[test]
 fn with_fluxion_the_lead_holds_the_queues_until_the_quorum_is_up() {
-    let mc = mc_command("mc", 3, "hostname");
+    let mc = with_command("mc", 3, "hostname");
     let pod = Pod::new(&mc);
     let show = "FLUX_MODPROBE_PATH_APPEND FLUX_OPERATOR_RELEASE_QUEUES";
     assert_ok(&pod.run("lead.sh", &[("FAKE_FLUX_SHOW_ENV", show)]));
@@ -818,7 +818,7 @@ fn with_fluxion_the_lead_holds_the_queues_until_the_quorum_is_up() {
 
 #[test]
 fn follower_exits_0_when_the_lead_shut_down() {
-    let mc = mc_command("mc", 3, "hostname");
+    let mc = with_command("mc", 3, "hostname");
     let pod = Pod::new(&mc);
     std::fs::write(&pod.rcs, "0\n").unwrap();
     assert_ok(&pod.run("worker.sh", &[]));
@@ -846,7 +846,7 @@ fn follower_exits_0_when_the_lead_shut_down() {
 
 #[test]
 fn the_certificate_copy_is_private() {
-    let mc = mc_command("mc", 2, "hostname");
+    let mc = with_command("mc", 2, "hostname");
     let pod = Pod::new(&mc);
     for script in ["lead.sh", "worker.sh", "lead.sh"] {
         // The second lead run finds the 0400 copy of the first and replaces it.
@@ -884,7 +884,7 @@ fn the_certificate_copy_is_private() {
 #[test]
 fn the_broker_socket_is_in_a_directory_the_brokers_user_owns() {
     use std::os::unix::fs::MetadataExt;
-    let mc = mc_command("mc", 2, "hostname");
+    let mc = with_command("mc", 2, "hostname");
     for script in ["lead.sh", "worker.sh"] {
         let pod = Pod::new(&mc);
         // A socket left by an earlier broker in this pod is removed before the start.
@@ -931,7 +931,7 @@ fn the_broker_socket_is_in_a_directory_the_brokers_user_owns() {
 
 #[test]
 fn brokers_write_r_for_every_host_before_starting() {
-    let mut mc = mc_command("mc", 2, "hostname");
+    let mut mc = with_command("mc", 2, "hostname");
     mc.spec.max_size = Some(4);
     for script in ["lead.sh", "worker.sh"] {
         let pod = Pod::new(&mc);
@@ -968,7 +968,7 @@ fn brokers_write_r_for_every_host_before_starting() {
         );
     }
     // A fixed size too (a rank that leaves and comes back takes work again).
-    let pod = Pod::new(&mc_command("mc", 2, "hostname"));
+    let pod = Pod::new(&with_command("mc", 2, "hostname"));
     assert_ok(&pod.run("lead.sh", &[]));
     assert_eq!(
         pod.all_flux_calls()[0],
@@ -981,7 +981,7 @@ fn brokers_write_r_for_every_host_before_starting() {
         ])
     );
     // The user's broker config decides: no R.
-    let mut mc = mc_command("mc", 2, "hostname");
+    let mut mc = with_command("mc", 2, "hostname");
     mc.spec.flux.broker_config = "[bootstrap]\ncurve_cert = \"/x\"\n".into();
     let pod = Pod::new(&mc);
     assert_ok(&pod.run("lead.sh", &[]));
@@ -998,7 +998,7 @@ fn current_uid() -> u32 {
 
 #[test]
 fn the_view_puts_flux_on_path_and_python_path() {
-    let mc = mc_command("mc", 2, "hostname");
+    let mc = with_command("mc", 2, "hostname");
     let pod = Pod::new(&mc);
     // Flux only in the view: the stand-in moves from bin/ to view/view/bin/.
     let view_bin = pod.view.join("view/bin");
@@ -1017,7 +1017,7 @@ fn the_view_puts_flux_on_path_and_python_path() {
 
 #[test]
 fn python_path_from_the_spec() {
-    let mut mc = mc_command("mc", 2, "hostname");
+    let mut mc = with_command("mc", 2, "hostname");
     mc.spec.flux.container.python_path = "/opt/py path/site".into();
     let pod = Pod::new(&mc);
     assert_ok(&pod.run(
@@ -1030,7 +1030,7 @@ fn python_path_from_the_spec() {
 /// A MiniCluster whose second container `api` does not run Flux: it runs `command` beside
 /// the broker, with `commands.init` and `servicePre` hooks calling the stand-in flux.
 fn with_sidecar(command: &str) -> MiniCluster {
-    let mut mc = mc_command("mc", 2, "hostname");
+    let mut mc = with_command("mc", 2, "hostname");
     mc.spec.containers[0].run_flux = true;
     let mut side = MiniClusterContainer {
         name: "api".into(),
@@ -1188,7 +1188,7 @@ fn sidecar_without_waiting() {
 #[test]
 fn a_service_runs_at_once_in_its_own_pod() {
     // spec.services run in the services pod: no broker to wait for, no view, no FLUX_URI.
-    let mut mc = mc_command("mc", 2, "hostname");
+    let mut mc = with_command("mc", 2, "hostname");
     let mut svc = MiniClusterContainer {
         name: "web".into(),
         command: r#"flux hook service "${FLUX_URI:-none}" "${fluxsocket:-none}""#.into(),
@@ -1237,7 +1237,7 @@ fn every_example_renders_and_runs() {
 
 #[test]
 fn a_followers_job_completion_index_is_its_rank_as_in_the_go_operator() {
-    let mc = mc_command("mc", 3, "hostname");
+    let mc = with_command("mc", 3, "hostname");
     let pod = Pod::new(&mc);
     let show = [
         ("FAKE_FLUX_SHOW_ENV", "JOB_COMPLETION_INDEX"),
@@ -1261,12 +1261,16 @@ fn a_followers_job_completion_index_is_its_rank_as_in_the_go_operator() {
 #[test]
 fn flux_view_sh_puts_flux_on_path_and_points_at_the_broker_for_any_mount_path() {
     for (mount, python) in [("/mnt/flux", ""), ("/mnt/it's $HOME `id`", "/opt/py's")] {
-        let mut mc = mc_command("mc", 2, "hostname");
+        let mut mc = with_command("mc", 2, "hostname");
         mc.spec.flux.container.mount_path = mount.into();
         mc.spec.flux.container.python_path = python.into();
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("flux-view.sh");
-        std::fs::write(&file, crate::flux::scripts::shell_environment(&mc)).unwrap();
+        std::fs::write(
+            &file,
+            crate::flux::scripts::shell_environment(&crate::fixtures::cluster(&mc)),
+        )
+        .unwrap();
         let out = Command::new("sh")
             .arg("-c")
             .arg(r#". "$1" && printf '%s\n' "$PATH" "${PYTHONPATH:-}" "$FLUX_URI" "$fluxsocket""#)

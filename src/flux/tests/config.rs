@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use crate::flux::Context;
 use crate::flux::config::{self, expand_hostlist, fqdn, hostnames};
 
-use super::mc_yaml;
+use crate::fixtures::with_spec;
 
 /// The pod FQDNs in rank order, written out independently of the module: JobSet names pods
 /// `<jobset>-<replicatedJob>-<jobIndex>-<podIndex>`; rank 0 is the lead, ranks 1.. the workers.
@@ -49,7 +49,7 @@ fn hosts_are_the_pod_fqdns_in_rank_order() {
         ("flux-sample", "team-a", "", 4, Some(8), "cluster.local"),
         ("lammps", "hpc", "net", 3, Some(3), "k8s.example.org"),
         ("big", "ns1", "", 12, Some(120), "corp.internal"),
-        ("one", "x", "", 1, Some(2), "c.local"),
+        ("one", "x", "", 2, Some(2), "c.local"),
     ];
     for (name, ns, headless, size, max, domain) in cases {
         let mut spec = format!("size: {size}\ncontainers:\n- image: app\n");
@@ -59,11 +59,12 @@ fn hosts_are_the_pod_fqdns_in_rank_order() {
         if !headless.is_empty() {
             spec.push_str(&format!("network:\n  headlessName: {headless}\n"));
         }
-        let mc = mc_yaml(name, ns, &spec);
+        let mc = with_spec(name, ns, &spec);
         let ctx = Context {
             cluster_domain: domain.into(),
         };
-        let text = crate::flux::config::broker_toml(&mc, &ctx).unwrap();
+        let text =
+            crate::flux::config::broker_toml(&crate::model::resolve(&mc, &ctx).unwrap()).unwrap();
         let table: toml::Table = text
             .parse()
             .unwrap_or_else(|e| panic!("{name}: not TOML: {e}\n{text}"));
@@ -99,19 +100,19 @@ fn hosts_are_the_pod_fqdns_in_rank_order() {
 
 #[test]
 fn host_entries_are_compact_hostlists() {
-    let mc = mc_yaml("mc", "default", "size: 8\ncontainers:\n- image: app");
+    let mc = with_spec("mc", "default", "size: 8\ncontainers:\n- image: app");
     let hosts: Vec<String> = config::host_entries(&mc)
         .into_iter()
         .map(|h| h.host)
         .collect();
     assert_eq!(hosts, ["mc-lead-0-0", "mc-workers-0-[0-6]"]);
-    let mc = mc_yaml("mc", "default", "size: 2\ncontainers:\n- image: app");
+    let mc = with_spec("mc", "default", "size: 2\ncontainers:\n- image: app");
     let hosts: Vec<String> = config::host_entries(&mc)
         .into_iter()
         .map(|h| h.host)
         .collect();
     assert_eq!(hosts, ["mc-lead-0-0", "mc-workers-0-0"]);
-    let mc = mc_yaml("mc", "default", "size: 1\ncontainers:\n- image: app");
+    let mc = with_spec("mc", "default", "size: 1\ncontainers:\n- image: app");
     let hosts: Vec<String> = config::host_entries(&mc)
         .into_iter()
         .map(|h| h.host)
@@ -131,9 +132,9 @@ fn expand_hostlist_follows_rfc29() {
 
 #[test]
 fn only_allowed_bootstrap_keys() {
-    let mut mc = mc_yaml("mc", "ns", "size: 3\nmaxSize: 5\ncontainers:\n- image: app");
+    let mut mc = with_spec("mc", "ns", "size: 3\nmaxSize: 5\ncontainers:\n- image: app");
     mc.spec.flux.topology = "kary:2".into();
-    let table: toml::Table = config::broker_toml(&mc, &super::ctx())
+    let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))
         .unwrap()
         .parse()
         .unwrap();
@@ -176,16 +177,19 @@ fn only_allowed_bootstrap_keys() {
 
 #[test]
 fn connect_uses_subdomain_namespace_and_domain() {
-    let mc = mc_yaml(
+    let mc = with_spec(
         "mc",
         "science",
         "size: 2\ncontainers:\n- image: app\nnetwork:\n  headlessName: flux-net",
     );
     let cfg = config::broker_config(
-        &mc,
-        &Context {
-            cluster_domain: "cluster.example.".into(),
-        },
+        &crate::model::resolve(
+            &mc,
+            &Context {
+                cluster_domain: "cluster.example.".into(),
+            },
+        )
+        .unwrap(),
     )
     .unwrap();
     assert_eq!(
@@ -195,13 +199,7 @@ fn connect_uses_subdomain_namespace_and_domain() {
     // spec.network.clusterDomain wins over the operator's.
     let mut mc = mc;
     mc.spec.network.cluster_domain = "other.domain".into();
-    let cfg = config::broker_config(
-        &mc,
-        &Context {
-            cluster_domain: "cluster.local".into(),
-        },
-    )
-    .unwrap();
+    let cfg = config::broker_config(&crate::fixtures::cluster(&mc)).unwrap();
     assert_eq!(
         cfg.bootstrap.default_connect,
         "tcp://%h.flux-net.science.svc.other.domain:%p"
@@ -210,8 +208,9 @@ fn connect_uses_subdomain_namespace_and_domain() {
 
 #[test]
 fn cluster_domain_is_never_assumed() {
-    let mc = mc_yaml("mc", "default", "size: 2\ncontainers:\n- image: app");
-    let err = config::broker_config(
+    let mc = with_spec("mc", "default", "size: 2\ncontainers:\n- image: app");
+    // Refused before anything renders: the domain is resolved by the model.
+    let errors = crate::model::resolve(
         &mc,
         &Context {
             cluster_domain: String::new(),
@@ -219,24 +218,25 @@ fn cluster_domain_is_never_assumed() {
     )
     .unwrap_err();
     assert_eq!(
-        err.field(),
-        Some("the operator's cluster domain (--cluster-domain)"),
-        "{err}"
+        errors[0].field, "the operator's cluster domain (--cluster-domain)",
+        "{errors:?}"
     );
     let mut mc = mc;
     mc.spec.network.cluster_domain = "bad domain".into();
-    let err = config::broker_config(&mc, &super::ctx()).unwrap_err();
-    assert_eq!(err.field(), Some("spec.network.clusterDomain"));
+    assert_eq!(
+        crate::fixtures::refused_field(&mc).as_deref(),
+        Some("spec.network.clusterDomain")
+    );
 }
 
 #[test]
 fn queue_policy_and_simple_scheduler() {
-    let mut mc = mc_yaml(
+    let mut mc = with_spec(
         "mc",
         "default",
         "size: 2\ncontainers:\n- image: app\nflux:\n  scheduler:\n    queuePolicy: easy",
     );
-    let table: toml::Table = config::broker_toml(&mc, &super::ctx())
+    let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))
         .unwrap()
         .parse()
         .unwrap();
@@ -245,7 +245,7 @@ fn queue_policy_and_simple_scheduler() {
         Some("easy")
     );
     mc.spec.flux.scheduler.simple = true;
-    let table: toml::Table = config::broker_toml(&mc, &super::ctx())
+    let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))
         .unwrap()
         .parse()
         .unwrap();
@@ -254,19 +254,19 @@ fn queue_policy_and_simple_scheduler() {
 
 #[test]
 fn quorum_when_max_size_exceeds_size() {
-    let mc = mc_yaml(
+    let mc = with_spec(
         "mc",
         "default",
         "size: 3\nmaxSize: 6\ncontainers:\n- image: app",
     );
     assert_eq!(config::quorum(&mc), Some(3));
-    let mc = mc_yaml(
+    let mc = with_spec(
         "mc",
         "default",
         "size: 3\nmaxSize: 6\nminSize: 2\ncontainers:\n- image: app",
     );
     assert_eq!(config::quorum(&mc), Some(2));
-    let mc = mc_yaml("mc", "default", "size: 3\ncontainers:\n- image: app");
+    let mc = with_spec("mc", "default", "size: 3\ncontainers:\n- image: app");
     assert_eq!(config::quorum(&mc), None);
 }
 
@@ -286,7 +286,7 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
             Some("mc-lead-0-0,mc-workers-0-[0-1]"),
         ),
         (
-            "size: 3\nmaxSize: 5\nminSize: 5",
+            "size: 5\nmaxSize: 5\nminSize: 5",
             Some("mc-lead-0-0,mc-workers-0-[0-3]"),
         ),
         (
@@ -297,7 +297,7 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
             "size: 3\nminSize: 2",
             Some("mc-lead-0-0,mc-workers-0-[0-1]"),
         ),
-        ("size: 1\nmaxSize: 2", Some("mc-lead-0-0,mc-workers-0-0")),
+        ("size: 2\nmaxSize: 2", Some("mc-lead-0-0,mc-workers-0-0")),
         // A restored archive carries the saved instance's R: the cluster's own hosts instead.
         (
             "size: 3\narchive:\n  path: /state/flux.tar.gz",
@@ -305,13 +305,13 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
         ),
     ];
     for (spec, hosts) in cases {
-        let mc = mc_yaml(
+        let mc = with_spec(
             "mc",
             "default",
             &format!("{spec}\ncontainers:\n- image: app"),
         );
         assert_eq!(config::resource_hosts(&mc).as_deref(), hosts, "{spec}");
-        let table: toml::Table = config::broker_toml(&mc, &super::ctx())
+        let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))
             .unwrap()
             .parse()
             .unwrap();
@@ -336,7 +336,7 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
         }
     }
     // The user's broker config decides on its own.
-    let mut mc = mc_yaml(
+    let mut mc = with_spec(
         "mc",
         "default",
         "size: 2\nmaxSize: 6\ncontainers:\n- image: app",
@@ -347,25 +347,27 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
 
 #[test]
 fn broker_config_replaces_the_generated_one_whole() {
-    let mut mc = mc_yaml("mc", "default", "size: 2\ncontainers:\n- image: app");
+    let mut mc = with_spec("mc", "default", "size: 2\ncontainers:\n- image: app");
     mc.spec.flux.broker_config = "[bootstrap]\ncurve_cert = \"/x\"\n".into();
-    let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let data = crate::flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
     assert_eq!(data["broker.toml"], mc.spec.flux.broker_config);
     mc.spec.flux.broker_config = "[bootstrap\n".into();
-    let err = crate::flux::config_map_data(&mc, &super::ctx()).unwrap_err();
-    assert_eq!(err.field(), Some("spec.flux.brokerConfig"));
+    assert_eq!(
+        crate::fixtures::refused_field(&mc).as_deref(),
+        Some("spec.flux.brokerConfig")
+    );
 }
 
 #[test]
 fn simple_scheduler_is_selected_by_modprobe_alternatives_not_by_disabling_fluxion() {
-    let mut mc = mc_yaml("mc", "default", "size: 2\ncontainers:\n- image: app");
+    let mut mc = with_spec("mc", "default", "size: 2\ncontainers:\n- image: app");
     assert_eq!(config::scheduler_toml(&mc), None);
-    let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let data = crate::flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
     assert!(!data.contains_key("scheduler.toml"));
     mc.spec.flux.scheduler.simple = true;
     for user_config in ["", "[bootstrap]\ncurve_cert = \"/x\"\n"] {
         mc.spec.flux.broker_config = user_config.into();
-        let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+        let data = crate::flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
         let table: toml::Table = data["scheduler.toml"].parse().unwrap();
         // Only the [modules] table flux-modprobe reads, naming only flux-core's sched-simple
         // for both services it provides (Fluxion splits them across two modules).
@@ -385,17 +387,17 @@ fn simple_scheduler_is_selected_by_modprobe_alternatives_not_by_disabling_fluxio
 #[test]
 fn the_config_map_tomls_are_broker_and_scheduler() {
     // Flux reads every *.toml of its config directory, which also holds the scripts.
-    let mut mc = mc_yaml(
+    let mut mc = with_spec(
         "mc",
         "default",
         "size: 2\ncontainers:\n- image: app\n  command: hostname\n  batch: true",
     );
     mc.spec.containers[0].commands.pre = "echo".into();
-    let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let data = crate::flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
     let tomls: Vec<&String> = data.keys().filter(|k| k.ends_with(".toml")).collect();
     assert_eq!(tomls, ["broker.toml"]);
     mc.spec.flux.scheduler.simple = true;
-    let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+    let data = crate::flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
     let tomls: Vec<&String> = data.keys().filter(|k| k.ends_with(".toml")).collect();
     assert_eq!(tomls, ["broker.toml", "scheduler.toml"]);
     for key in data.keys() {

@@ -90,7 +90,7 @@ fn parse_accepts_flux_keygen_style_and_rejects_broken_text() {
 
     let no_name = cert.to_text().replace("    name = \"mc\"\n", "");
     let err = Certificate::parse(&no_name).unwrap_err();
-    assert_eq!(err.field(), Some("spec.flux.curveCert"));
+    assert_eq!(err.field, "spec.flux.curveCert");
     assert!(err.to_string().contains("name"), "{err}");
 
     let underscore = cert
@@ -116,7 +116,7 @@ fn debug_does_not_show_the_secret_key() {
 #[test]
 fn user_certificate_is_checked_and_used() {
     require_curve();
-    let mut mc = super::mc_command("mc", 2, "hostname");
+    let mut mc = crate::fixtures::with_command("mc", 2, "hostname");
     let user = Certificate::generate("users-cert").unwrap();
     mc.spec.flux.curve_cert = user.to_text().into();
     assert_eq!(crate::flux::curve_certificate(&mc).unwrap(), user);

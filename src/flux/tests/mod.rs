@@ -8,34 +8,10 @@ mod curve;
 mod shellcheck;
 
 use crate::api::MiniCluster;
-
-/// A MiniCluster from YAML (the `spec` part), named `name` in namespace `ns`.
-pub(crate) fn mc_yaml(name: &str, ns: &str, spec: &str) -> MiniCluster {
-    let indented: String = spec.lines().map(|l| format!("  {l}\n")).collect();
-    let yaml = format!(
-        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n{indented}"
-    );
-    serde_norway::from_str(&yaml).unwrap_or_else(|e| panic!("bad test MiniCluster: {e}\n{yaml}"))
-}
-
-/// A MiniCluster with one container running `command`.
-pub(crate) fn mc_command(name: &str, size: i32, command: &str) -> MiniCluster {
-    let mut mc = mc_yaml(
-        name,
-        "default",
-        &format!("size: {size}\ncontainers:\n- image: app"),
-    );
-    mc.spec.containers[0].command = command.to_string();
-    mc
-}
-
-pub(crate) fn ctx() -> super::Context {
-    super::Context {
-        cluster_domain: "cluster.local".into(),
-    }
-}
+use crate::fixtures::with_command;
 
 /// MiniClusters covering every mode, hook and option of the scripts, with a label.
+// Long: a list of fixtures, one per mode and option, read best side by side.
 pub(crate) fn matrix() -> Vec<(String, MiniCluster)> {
     let mut out = Vec::new();
     let commands = [
@@ -44,26 +20,26 @@ pub(crate) fn matrix() -> Vec<(String, MiniCluster)> {
         ("none", ""),
     ];
     for (label, command) in commands {
-        out.push((format!("submit-{label}"), mc_command("mc", 4, command)));
+        out.push((format!("submit-{label}"), with_command("mc", 4, command)));
     }
-    let mut script = mc_command("mc", 2, "");
+    let mut script = with_command("mc", 2, "");
     script.spec.containers[0].commands.script = "#!/bin/bash\necho from script\n".into();
     out.push(("script".into(), script));
-    let mut batch = mc_command("mc", 3, "hostname\n\necho 'a b' | wc -c\n# comment\n");
+    let mut batch = with_command("mc", 3, "hostname\n\necho 'a b' | wc -c\n# comment\n");
     batch.spec.containers[0].batch = true;
     batch.spec.containers[0].logs = "/data/logs".into();
     out.push(("batch".into(), batch.clone()));
     batch.spec.containers[0].batch_raw = true;
     out.push(("batch-raw".into(), batch));
-    let mut launcher = mc_command("mc", 2, "snakemake --cores 4 --jobs 2");
+    let mut launcher = with_command("mc", 2, "snakemake --cores 4 --jobs 2");
     launcher.spec.containers[0].launcher = true;
     out.push(("launcher".into(), launcher));
-    let mut interactive = mc_command("mc", 2, "ignored");
+    let mut interactive = with_command("mc", 2, "ignored");
     interactive.spec.interactive = true;
     out.push(("interactive".into(), interactive));
 
     // Everything on at once.
-    let mut all = mc_command("mc", 3, "mpirun -np 4 ./app");
+    let mut all = with_command("mc", 3, "mpirun -np 4 ./app");
     all.spec.max_size = Some(6);
     all.spec.min_size = Some(2);
     all.spec.tasks = 8;
@@ -121,7 +97,7 @@ pub(crate) fn matrix() -> Vec<(String, MiniCluster)> {
     other.spec.containers[0].commands.prefix.clear();
     out.push(("no-view-no-socket".into(), other));
 
-    let mut nowait = mc_command("mc", 2, "sleep 1");
+    let mut nowait = with_command("mc", 2, "sleep 1");
     nowait.spec.flux.no_wait_socket = true;
     nowait.spec.containers[0].run_flux = true;
     nowait

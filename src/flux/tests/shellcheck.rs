@@ -24,7 +24,7 @@ fn generated_scripts_pass_shellcheck() {
     let dir = tempfile::tempdir().unwrap();
     let mut checked = 0;
     for (label, mc) in super::matrix().into_iter().chain(super::examples()) {
-        let data = crate::flux::config_map_data(&mc, &super::ctx()).unwrap();
+        let data = crate::flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
         let sub = dir.path().join(&label);
         std::fs::create_dir_all(&sub).unwrap();
         let sidecars: Vec<String> = crate::flux::sidecars(&mc)

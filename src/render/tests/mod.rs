@@ -4,27 +4,13 @@ mod flux_pod;
 use crate::api::{KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, ROLE_LABEL, StartupOrder};
 use crate::flux::Role;
 
-fn env() -> Environment {
-    Environment {
-        cluster_domain: "cluster.local".to_string(),
-    }
-}
-
+/// `hello` in `science`: one container running `hostname`, `size` brokers.
 fn hello(size: i32) -> MiniCluster {
-    let mut mc: MiniCluster = serde_norway::from_str(
-        r#"
-apiVersion: flux-framework.org/v1alpha2
-kind: MiniCluster
-metadata: {name: hello, namespace: science}
-spec:
-  containers:
-    - image: rockylinux:9
-      command: hostname
-"#,
-    )
-    .unwrap();
-    mc.spec.size = size;
-    mc
+    crate::fixtures::m()
+        .name("hello")
+        .namespace("science")
+        .size(size)
+        .build()
 }
 
 fn rjob<'a>(js: &'a crate::jobset::JobSet, name: &str) -> &'a crate::jobset::ReplicatedJob {
@@ -42,7 +28,7 @@ fn parallelism(js: &crate::jobset::JobSet, name: &str) -> (i32, i32) {
 
 #[test]
 fn jobset_has_lead_and_followers_in_one_subdomain() {
-    let js = jobset(&hello(4), "m-flux-0");
+    let js = jobset(&crate::fixtures::cluster(&hello(4)), "m-flux-0");
     let names: Vec<_> = js
         .spec
         .replicated_jobs
@@ -78,7 +64,7 @@ fn headless_name_sets_the_subdomain() {
     let mut mc = hello(2);
     mc.spec.network.headless_name = "flux-service".into();
     assert_eq!(
-        jobset(&mc, "m-flux-0")
+        jobset(&crate::fixtures::cluster(&mc), "m-flux-0")
             .spec
             .network
             .unwrap()
@@ -90,7 +76,7 @@ fn headless_name_sets_the_subdomain() {
 
 #[test]
 fn a_single_broker_has_no_followers_job() {
-    let js = jobset(&hello(1), "m-flux-0");
+    let js = jobset(&crate::fixtures::cluster(&hello(1)), "m-flux-0");
     assert_eq!(js.spec.replicated_jobs.len(), 1);
     assert_eq!(js.spec.replicated_jobs[0].name, "lead");
 }
@@ -99,16 +85,28 @@ fn a_single_broker_has_no_followers_job() {
 fn elastic_cluster_sizes_the_followers_job_by_size() {
     let mut mc = hello(2);
     mc.spec.max_size = Some(6);
-    assert_eq!(parallelism(&jobset(&mc, "m-flux-0"), "workers"), (1, 1));
+    assert_eq!(
+        parallelism(
+            &jobset(&crate::fixtures::cluster(&mc), "m-flux-0"),
+            "workers"
+        ),
+        (1, 1)
+    );
     mc.spec.size = 5;
-    assert_eq!(parallelism(&jobset(&mc, "m-flux-0"), "workers"), (4, 4));
+    assert_eq!(
+        parallelism(
+            &jobset(&crate::fixtures::cluster(&mc), "m-flux-0"),
+            "workers"
+        ),
+        (4, 4)
+    );
 }
 
 #[test]
 fn lead_first_makes_followers_depend_on_a_ready_lead() {
     let mut mc = hello(3);
     mc.spec.startup_order = StartupOrder::LeadFirst;
-    let js = jobset(&mc, "m-flux-0");
+    let js = jobset(&crate::fixtures::cluster(&mc), "m-flux-0");
     let deps = &rjob(&js, "workers").depends_on;
     assert_eq!(deps.len(), 1);
     assert_eq!(
@@ -137,7 +135,7 @@ fn kueue_labels_reach_the_jobset_and_start_it_suspended() {
     mc.spec
         .job_labels
         .insert("kueue.x-k8s.io/priority-class".into(), "high".into());
-    let js = jobset(&mc, "m-flux-0");
+    let js = jobset(&crate::fixtures::cluster(&mc), "m-flux-0");
     let labels = js.metadata.labels.as_ref().unwrap();
     assert_eq!(
         labels.get(KUEUE_QUEUE_LABEL).map(String::as_str),
@@ -160,7 +158,7 @@ fn kueue_labels_reach_the_jobset_and_start_it_suspended() {
 fn later_changes_touch_only_the_followers_size_and_suspend() {
     let mut mc = hello(3);
     mc.spec.max_size = Some(6);
-    let created = jobset(&mc, "m-flux-0");
+    let created = jobset(&crate::fixtures::cluster(&mc), "m-flux-0");
     let update = jobset::update(&mc, Some(false)).unwrap();
     assert_eq!(update["spec"].as_object().unwrap().len(), 2, "{update}");
     assert_eq!(update["spec"]["replicatedJobs"][0]["name"], "workers");
@@ -202,7 +200,7 @@ fn pods_carry_role_labels_view_and_user_settings() {
         .node_selector
         .insert("pool".into(), "hpc".into());
     mc.spec.containers[0].pull_always = true;
-    let lead = pod_template(&mc, Role::Lead, "m-flux-0");
+    let lead = pod_template(&crate::fixtures::cluster(&mc), Role::Lead, "m-flux-0");
     let labels = lead.metadata.as_ref().unwrap().labels.as_ref().unwrap();
     assert_eq!(labels.get(ROLE_LABEL).map(String::as_str), Some("lead"));
     assert_eq!(labels.get("team").map(String::as_str), Some("a"));
@@ -221,13 +219,13 @@ fn pods_carry_role_labels_view_and_user_settings() {
         spec.containers[0].command.is_some(),
         "the flux container runs the entrypoint"
     );
-    let workers = pod_template(&mc, Role::Worker, "m-flux-0");
+    let workers = pod_template(&crate::fixtures::cluster(&mc), Role::Worker, "m-flux-0");
     let labels = workers.metadata.as_ref().unwrap().labels.as_ref().unwrap();
     assert_eq!(labels.get(ROLE_LABEL).map(String::as_str), Some("workers"));
 
     mc.spec.flux.container.disable = true;
     assert!(
-        pod_template(&mc, Role::Lead, "m-flux-0")
+        pod_template(&crate::fixtures::cluster(&mc), Role::Lead, "m-flux-0")
             .spec
             .unwrap()
             .init_containers
@@ -248,7 +246,7 @@ fn ports_of_a_container_beside_the_broker_get_a_service_named_after_it() {
         ports: vec![80],
         ..Default::default()
     });
-    let svcs = services(&mc).unwrap();
+    let svcs = services(&crate::fixtures::cluster(&mc));
     assert_eq!(svcs.len(), 1);
     assert_eq!(svcs[0].metadata.name.as_deref(), Some("nginx"));
     let spec = svcs[0].spec.as_ref().unwrap();
@@ -260,7 +258,9 @@ fn ports_of_a_container_beside_the_broker_get_a_service_named_after_it() {
     assert_eq!(spec.cluster_ip, None, "a ClusterIP Service, not headless");
     // In every broker pod, with Flux within reach: the socket and the view are mounted.
     for role in [Role::Lead, Role::Worker] {
-        let pod = pod_template(&mc, role, "m-flux-0").spec.unwrap();
+        let pod = pod_template(&crate::fixtures::cluster(&mc), role, "m-flux-0")
+            .spec
+            .unwrap();
         let nginx = pod.containers.iter().find(|c| c.name == "nginx").unwrap();
         assert_eq!(nginx.command, None, "noWrapEntrypoint keeps the image's");
         let mounts: Vec<&str> = nginx
@@ -275,6 +275,7 @@ fn ports_of_a_container_beside_the_broker_get_a_service_named_after_it() {
 }
 
 #[test]
+// Long: the services pod's Job, pod, containers, volumes and Services, checked as one object.
 fn services_run_once_in_their_own_pod_in_the_subdomain() {
     let mut mc = hello(2);
     mc.spec.network.headless_name = "net".into();
@@ -306,11 +307,13 @@ fn services_run_once_in_their_own_pod_in_the_subdomain() {
     mc.spec.services.push(api);
     // Not in the broker pods.
     for role in [Role::Lead, Role::Worker] {
-        let pod = pod_template(&mc, role, "m-flux-0").spec.unwrap();
+        let pod = pod_template(&crate::fixtures::cluster(&mc), role, "m-flux-0")
+            .spec
+            .unwrap();
         assert_eq!(pod.containers.len(), 1, "only the Flux container");
         assert!(pod.volumes.unwrap().iter().all(|v| v.name != "data"));
     }
-    let job = services_job(&mc, "m-flux-0").expect("a services Job");
+    let job = services_job(&crate::fixtures::cluster(&mc), "m-flux-0").expect("a services Job");
     assert_eq!(job.metadata.name.as_deref(), Some("hello-services"));
     let spec = job.spec.unwrap();
     assert_eq!((spec.parallelism, spec.completions), (Some(1), Some(1)));
@@ -350,7 +353,7 @@ fn services_run_once_in_their_own_pod_in_the_subdomain() {
         .collect();
     assert_eq!(volumes, [crate::render::flux_pod::CONFIG_VOLUME, "data"]);
     // Its ports' Service selects the services pod.
-    let svcs = services(&mc).unwrap();
+    let svcs = services(&crate::fixtures::cluster(&mc));
     assert_eq!(svcs[0].metadata.name.as_deref(), Some("hello-web"));
     assert_eq!(
         svcs[0].spec.as_ref().unwrap().selector.as_ref().unwrap(),
@@ -358,19 +361,28 @@ fn services_run_once_in_their_own_pod_in_the_subdomain() {
     );
     assert_eq!(services_pod_selector(&mc)[JOB_NAME_LABEL], "hello-services");
     // The desired state carries it; suspend follows spec.suspend.
-    assert!(desired(&mc, &env()).unwrap().services_job.is_some());
+    assert!(
+        desired(&crate::fixtures::cluster(&mc))
+            .unwrap()
+            .services_job
+            .is_some()
+    );
     mc.spec.suspend = true;
     assert_eq!(
-        services_job(&mc, "m-flux-0").unwrap().spec.unwrap().suspend,
+        services_job(&crate::fixtures::cluster(&mc), "m-flux-0")
+            .unwrap()
+            .spec
+            .unwrap()
+            .suspend,
         Some(true)
     );
     assert_eq!(services_job_update(&mc)["spec"]["suspend"], true);
-    assert!(services_job(&hello(2), "m-flux-0").is_none());
+    assert!(services_job(&crate::fixtures::cluster(&hello(2)), "m-flux-0").is_none());
 }
 
 #[test]
 fn config_map_carries_the_broker_config_and_is_owned_data() {
-    let cm = config_map(&hello(3), &env()).unwrap();
+    let cm = config_map(&crate::fixtures::cluster(&hello(3))).unwrap();
     assert_eq!(
         cm.immutable,
         Some(true),
@@ -384,12 +396,15 @@ fn config_map_carries_the_broker_config_and_is_owned_data() {
     );
     let mut bigger = hello(3);
     bigger.spec.size = 4;
-    let other = config_map(&bigger, &env()).unwrap();
+    let other = config_map(&crate::fixtures::cluster(&bigger)).unwrap();
     assert_ne!(
         other.metadata.name, cm.metadata.name,
         "other content, other name"
     );
-    let js = jobset(&hello(3), cm.metadata.name.as_deref().unwrap());
+    let js = jobset(
+        &crate::fixtures::cluster(&hello(3)),
+        cm.metadata.name.as_deref().unwrap(),
+    );
     assert_eq!(
         crate::controller::plan::config_map_of(&js).as_deref(),
         cm.metadata.name.as_deref(),
@@ -407,7 +422,7 @@ fn config_map_carries_the_broker_config_and_is_owned_data() {
 fn minimal_service_names_only_the_lead() {
     let mut mc = hello(3);
     mc.spec.flux.minimal_service = true;
-    let svcs = services(&mc).unwrap();
+    let svcs = services(&crate::fixtures::cluster(&mc));
     assert_eq!(svcs.len(), 1);
     let spec = svcs[0].spec.as_ref().unwrap();
     assert_eq!(
@@ -425,8 +440,10 @@ fn minimal_service_names_only_the_lead() {
         Some("lead")
     );
     mc.spec.flux.topology = "kary:2".into();
-    let err = services(&mc).unwrap_err();
-    assert_eq!(err.field(), Some("spec.flux.minimalService"));
+    assert_eq!(
+        crate::fixtures::refused_field(&mc).as_deref(),
+        Some("spec.flux.minimalService")
+    );
 }
 
 #[test]
@@ -454,7 +471,7 @@ fn examples_render_as_committed() {
     for path in entries {
         let mc = crate::cli::read_minicluster(&path).unwrap();
         assert!(
-            crate::api::validation::validate(&mc).is_empty(),
+            crate::model::validate(&mc).is_empty(),
             "{} is valid",
             path.display()
         );
@@ -478,11 +495,11 @@ fn examples_render_as_committed() {
 fn config_map_past_one_mebibyte_is_refused_naming_the_field() {
     let mut mc = hello(2);
     mc.spec.containers[0].command = "x".repeat(MAX_CONFIG_MAP_BYTES);
-    let e = config_map(&mc, &env()).expect_err("too large");
+    let e = config_map(&crate::fixtures::cluster(&mc)).expect_err("too large");
     assert_eq!(e.field(), Some("spec.containers"));
     assert!(e.to_string().contains("1 MiB"), "{e}");
     mc.spec.containers[0].command = "x".repeat(1000);
-    assert!(config_map(&mc, &env()).is_ok());
+    assert!(config_map(&crate::fixtures::cluster(&mc)).is_ok());
 }
 
 #[test]
@@ -491,8 +508,8 @@ fn empty_dir_without_path_is_shared_memory_as_in_the_go_operator() {
     let v: crate::api::ContainerVolume =
         serde_norway::from_str("{emptyDir: true, emptyDirMedium: memory}").unwrap();
     mc.spec.containers[0].volumes.insert("shm".into(), v);
-    assert!(crate::api::validation::validate(&mc).is_empty());
-    let tpl = pod_template(&mc, Role::Lead, "m-flux-0");
+    assert!(crate::model::validate(&mc).is_empty());
+    let tpl = pod_template(&crate::fixtures::cluster(&mc), Role::Lead, "m-flux-0");
     let spec = tpl.spec.unwrap();
     let vol = spec
         .volumes

@@ -1,10 +1,10 @@
-//! Every spec that validation accepts also renders (issue 20).
+//! Every spec that resolves also renders (issue 20).
 //!
 //! Generated MiniClusters mix valid and invalid values in the fields where validation and
 //! rendering can disagree (names, sizes, containers, commands, hooks, environment, volumes,
-//! Flux options, network, archive, logging). For each one, either [`validate`] refuses it,
+//! Flux options, network, archive, logging). For each one, either [`resolve`] refuses it,
 //! every error naming an API field path (`spec.containers[0].command`), or the whole render
-//! path the controller takes ([`render::desired`]) succeeds and what it renders carries no
+//! path the controller takes ([`render::desired`] of the resolved cluster) succeeds and what it renders carries no
 //! NUL character (no argv, environment or script can). Never both accepted and
 //! unrenderable, never a panic.
 //!
@@ -21,8 +21,8 @@ use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
 
 use crate::api::MiniCluster;
-use crate::api::validation::{unsupported, validate};
-use crate::render::{self, Environment};
+use crate::model::{Environment, resolve, unsupported};
+use crate::render;
 
 /// Cases per run: about 9 s in a debug build on two cores.
 const CASES: u32 = 4000;
@@ -496,13 +496,12 @@ fn every_spec_validation_accepts_renders_and_every_refusal_names_api_fields() {
     let result = runner.run(&minicluster(), |manifest| {
         let mc: MiniCluster = serde_json::from_value(manifest)
             .map_err(|e| TestCaseError::fail(format!("the generator made a bad manifest: {e}")))?;
-        let errors = validate(&mc);
         let _ = unsupported(&mc);
-        // Rendered either way: an invalid spec must not panic the renderer either.
-        let rendered = render::desired(&mc, &env);
-        if errors.is_empty() {
+        // Only a resolved spec reaches the renderer: nothing else can be rendered.
+        match resolve(&mc, &env) {
+            Ok(cluster) => {
             accepted.set(accepted.get() + 1);
-            let desired = rendered
+            let desired = render::desired(&cluster)
                 .map_err(|e| TestCaseError::fail(format!("accepted, but does not render: {e}")))?;
             let objects = serde_json::to_value((
                 &desired.config_map,
@@ -515,11 +514,14 @@ fn every_spec_validation_accepts_renders_and_every_refusal_names_api_fields() {
                 !has_nul(&objects),
                 "accepted, but renders a NUL character (no argv, environment or script can carry one)"
             );
-        } else {
+            }
+            Err(errors) => {
             refused.set(refused.get() + 1);
+            prop_assert!(!errors.is_empty(), "refused without an error");
             for e in &errors {
                 prop_assert!(is_api_path(&e.field), "not an API field path: {e}");
                 prop_assert!(!e.message.trim().is_empty(), "no message: {e}");
+            }
             }
         }
         Ok(())

@@ -1,0 +1,159 @@
+//! The spec as a whole: the schema's own rules (so `render` and old API servers agree), the
+//! sizes, the name, the archive path, Flux's files and Kueue's placement.
+
+use garde::Validate;
+
+use super::err;
+use crate::api::validation::{FieldError, api_path, key_field, longest_pod_name};
+use crate::api::{
+    KUEUE_PODSET_GROUP, KUEUE_PREFERRED_TOPOLOGY, KUEUE_QUEUE_LABEL, KUEUE_REQUIRED_TOPOLOGY,
+    MAX_POD_NAME, MiniCluster, is_dns_label,
+};
+use crate::model::certificate::Certificate;
+
+/// The rules the schema declares (garde's), in the API's field names.
+pub(super) fn schema(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
+    if let Err(report) = mc.spec.validate() {
+        for (path, error) in report.iter() {
+            errors.push(err(
+                format!("spec.{}", api_path(&path.to_string())),
+                error.message().to_string(),
+            ));
+        }
+    }
+}
+
+/// Flux's rc scripts put the archive path unquoted into a shell command (`flux dump`,
+/// `flux restore`), and `auto` means Flux's own state directory: an absolute path of plain
+/// characters only.
+pub(super) fn archive_path(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
+    let archive = mc.spec.archive.path.as_str();
+    if !archive.is_empty()
+        && (!archive.starts_with('/')
+            || archive.ends_with('/')
+            || !archive
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._/-".contains(&b)))
+    {
+        errors.push(err(
+            "spec.archive.path",
+            format!(
+                "{archive:?} must be an absolute file path of letters, digits, '.', '_', '-' and '/' (Flux passes it to a shell unquoted)"
+            ),
+        ));
+    }
+}
+
+/// The same checks the CRD's CEL rules make on the sizes.
+pub(super) fn sizes(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
+    let spec = &mc.spec;
+    let max_size = spec.max_size.unwrap_or(spec.size);
+    if spec.size < 1 {
+        errors.push(err("spec.size", "must be at least 1"));
+    }
+    if spec.size > max_size {
+        errors.push(err(
+            "spec.size",
+            format!("{} exceeds spec.maxSize {max_size}", spec.size),
+        ));
+    }
+    if max_size > 1 && spec.size < 2 {
+        errors.push(err(
+            "spec.size",
+            "an elastic MiniCluster (maxSize > 1) needs size >= 2: JobSet keeps the followers Job at one pod or more",
+        ));
+    }
+    if let Some(min) = spec.min_size
+        && min > spec.size
+    {
+        errors.push(err(
+            "spec.minSize",
+            format!("{min} exceeds spec.size {}", spec.size),
+        ));
+    }
+}
+
+/// The name: the CRD's CEL rule (the broker config makes host names of it), and short enough
+/// for the longest pod name.
+pub(super) fn name(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
+    let name = mc.name();
+    if !is_dns_label(name) || !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        errors.push(err(
+            "metadata.name",
+            format!(
+                "{name:?} is not a DNS label (lower-case letters, digits, '-', starting with a letter): it becomes the broker host names"
+            ),
+        ));
+    }
+    let longest = longest_pod_name(name, mc.spec.max_size.unwrap_or(mc.spec.size));
+    if longest > MAX_POD_NAME {
+        errors.push(err(
+            "metadata.name",
+            format!(
+                "{name:?} is too long: its longest pod name would have {longest} characters, more than {MAX_POD_NAME}"
+            ),
+        ));
+    }
+}
+
+/// `spec.flux.brokerConfig` is TOML, and `spec.flux.curveCert` a certificate. The text is
+/// read here; whether its public key belongs to its secret key takes a CURVE handshake, done
+/// before the plan (also reported as InvalidSpec).
+pub(super) fn flux_files(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
+    let flux = &mc.spec.flux;
+    if !flux.broker_config.is_empty()
+        && let Err(e) = flux.broker_config.parse::<toml::Table>()
+    {
+        errors.push(err(
+            "spec.flux.brokerConfig",
+            format!("is not valid TOML: {}", e.message()),
+        ));
+    }
+    let cert = flux.curve_cert.as_str();
+    if !cert.trim().is_empty()
+        && let Err(e) = Certificate::parse(cert)
+    {
+        errors.push(err(
+            "spec.flux.curveCert",
+            format!(
+                "is not a CURVE certificate as `flux keygen` writes it: {}",
+                e.message
+            ),
+        ));
+    }
+}
+
+/// `spec.placement` is done by Kueue: it needs a queue, and the pod annotations it sets are
+/// its own.
+pub(super) fn placement(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
+    if mc.spec.placement.is_none() {
+        return;
+    }
+    let queued = mc
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(KUEUE_QUEUE_LABEL))
+        || mc.spec.job_labels.contains_key(KUEUE_QUEUE_LABEL);
+    if !queued {
+        errors.push(err(
+            "spec.placement",
+            format!(
+                "topology placement is done by Kueue: label the MiniCluster with \
+                 {KUEUE_QUEUE_LABEL} (a LocalQueue whose ResourceFlavor names a Topology)"
+            ),
+        ));
+    }
+    for key in [
+        KUEUE_REQUIRED_TOPOLOGY,
+        KUEUE_PREFERRED_TOPOLOGY,
+        KUEUE_PODSET_GROUP,
+    ] {
+        if mc.spec.pod.annotations.contains_key(key) {
+            errors.push(err(
+                key_field("spec.pod.annotations", key),
+                "is set by spec.placement: remove it from spec.pod.annotations",
+            ));
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! The resolved cluster: what render and flux make the objects and scripts from.
+
+use k8s_openapi::api::core::v1::VolumeMount;
+
+use super::certificate::Certificate;
+use super::containers::{FluxContainer, Sidecar, SidecarContainer, sidecar_containers};
+use super::mounts::{flux_container_mounts, sidecar_mounts, user_mounts};
+use super::network::{PortService, cluster_domain, port_services};
+use super::{Environment, validate};
+use crate::api::validation::FieldError;
+use crate::api::{MiniCluster, RunningJobs};
+
+/// A MiniCluster whose spec was checked and resolved ([`resolve`]): every fact render and
+/// flux would otherwise derive again from the spec, decided once.
+#[derive(Clone, Debug)]
+pub struct Cluster<'a> {
+    /// The MiniCluster as written, for what passes through unchanged (pod settings, images,
+    /// resources, hooks' text).
+    pub mc: &'a MiniCluster,
+    /// The DNS domain the broker addresses end in (the spec's, or the operator's).
+    pub cluster_domain: String,
+    /// The container that runs Flux, and what the lead runs.
+    pub flux: FluxContainer<'a>,
+    /// Every mount of the Flux container: the operator's, then the user's `volumes`.
+    pub flux_mounts: Vec<VolumeMount>,
+    /// The containers that do not run Flux: beside the broker, then `spec.services`.
+    pub sidecars: Vec<SidecarContainer<'a>>,
+    /// The Services for the ports of containers that do not run Flux.
+    pub port_services: Vec<PortService>,
+    /// `spec.flux.curveCert`, parsed (`None`: the operator generates one).
+    pub certificate: Option<Certificate>,
+    /// `spec.archive`, when the instance saves and restores.
+    pub archive: Option<Archive<'a>>,
+}
+
+/// Where the instance saves to and restores from (`spec.archive`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Archive<'a> {
+    /// `spec.archive.path`.
+    pub path: &'a str,
+    /// Seconds running jobs get before the save (`gracePeriodSeconds`, clamped).
+    pub grace_seconds: i32,
+    /// What the save does with running jobs.
+    pub running_jobs: RunningJobs,
+}
+
+impl<'a> Cluster<'a> {
+    /// The MiniCluster's name.
+    pub fn name(&self) -> &'a str {
+        self.mc.name()
+    }
+
+    /// The resolved container `sidecar`, `None` for the Flux container or out of range.
+    pub fn sidecar(&self, sidecar: Sidecar) -> Option<&SidecarContainer<'a>> {
+        self.sidecars.iter().find(|s| s.sidecar == sidecar)
+    }
+
+    /// The containers of `spec.services` (the services pod's), in order.
+    pub fn services(&self) -> impl Iterator<Item = &SidecarContainer<'a>> {
+        self.sidecars.iter().filter(|s| !s.sidecar.in_broker_pods())
+    }
+}
+
+/// The spec of `mc` resolved in `env`, or every error in it, each naming its API field path.
+/// The one entry from a spec to what render and flux take: a spec that resolves renders.
+pub fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> Result<Cluster<'a>, Vec<FieldError>> {
+    let errors = validate(mc);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let one = |e: FieldError| vec![e];
+    let flux = FluxContainer::of(mc).map_err(one)?;
+    let mut flux_mounts = flux_container_mounts(mc);
+    flux_mounts.extend(user_mounts(flux.spec));
+    let sidecars = sidecar_containers(mc)
+        .into_iter()
+        .map(|mut s| {
+            let mut mounts = sidecar_mounts(mc, s.sidecar);
+            mounts.extend(user_mounts(s.spec));
+            s.mounts = mounts;
+            s
+        })
+        .collect();
+    let certificate = match mc.spec.flux.curve_cert.as_str() {
+        text if text.trim().is_empty() => None,
+        text => Some(Certificate::parse(text).map_err(one)?),
+    };
+    Ok(Cluster {
+        mc,
+        cluster_domain: cluster_domain(mc, env).map_err(one)?,
+        flux,
+        flux_mounts,
+        sidecars,
+        port_services: port_services(mc).map_err(one)?,
+        certificate,
+        archive: mc.has_archive().then(|| Archive {
+            path: &mc.spec.archive.path,
+            grace_seconds: mc.archive_grace_seconds(),
+            running_jobs: mc.spec.archive.running_jobs,
+        }),
+    })
+}

@@ -1,0 +1,181 @@
+//! Every mount of a container: the operator's own volumes (the broker config, certificate,
+//! run directory, key directory and flux view) and the user's `volumes`, and the clash check
+//! the API server makes only when the Job creates the pod.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::VolumeMount;
+
+use super::containers::{Sidecar, is_wrapped};
+use crate::api::validation::{FieldError, key_field};
+use crate::api::{ContainerVolume, MiniCluster, MiniClusterContainer};
+
+/// Where the ConfigMap (broker config and scripts) is mounted in containers.
+pub const CONFIG_MOUNT: &str = "/etc/flux-operator/config";
+/// Where the CURVE Secret is mounted in the Flux container.
+pub const CURVE_MOUNT: &str = "/etc/flux-operator/curve";
+/// The run directory (emptyDir) of every broker pod. Shared with the containers that do not
+/// run Flux (read-only there), so it must never hold a secret. Only
+/// [`BROKER_DIR`](crate::flux::BROKER_DIR) lives in it.
+pub const RUN_MOUNT: &str = "/run/flux-operator";
+/// The Flux container's private key directory (memory-backed emptyDir [`KEY_VOLUME`],
+/// mounted in no other container): the entrypoint's copy of the certificate.
+pub const KEY_MOUNT: &str = "/run/flux-operator-key";
+/// Where the view's install tree appears in the containers (its links point there).
+pub const SOFTWARE_MOUNT: &str = "/opt/software";
+
+/// Volume holding the ConfigMap (broker.toml, scripts, hooks).
+pub const CONFIG_VOLUME: &str = "flux-operator-config";
+/// Volume holding the CURVE certificate Secret.
+pub const CURVE_VOLUME: &str = "flux-operator-curve";
+/// emptyDir for the broker's local socket, shared with the service containers (read-only
+/// there). Holds nothing secret.
+pub const RUN_VOLUME: &str = "flux-operator-run";
+/// Memory-backed emptyDir for the certificate copy Flux reads (mounted at [`KEY_MOUNT`] in the
+/// Flux container only).
+pub const KEY_VOLUME: &str = "flux-operator-key";
+/// emptyDir the init container copies the flux view into.
+pub const VIEW_VOLUME: &str = "flux-view";
+/// Volume names the operator uses; user volumes must not take them.
+pub const RESERVED_VOLUMES: [&str; 5] = [
+    CONFIG_VOLUME,
+    CURVE_VOLUME,
+    RUN_VOLUME,
+    KEY_VOLUME,
+    VIEW_VOLUME,
+];
+
+/// Mount path of an emptyDir volume that names none.
+pub const DEFAULT_EMPTY_DIR_PATH: &str = "/dev/shm";
+
+/// Where a volume is mounted: its `path`; an emptyDir without one at `/dev/shm`, as the Go
+/// operator mounts emptyDirs (shared memory for MPI and the like).
+pub fn mount_path(v: &ContainerVolume) -> String {
+    match v.path.as_str() {
+        "" if v.empty_dir => DEFAULT_EMPTY_DIR_PATH.to_string(),
+        path => path.to_string(),
+    }
+}
+
+/// A mount of volume `name` at `path`.
+pub fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        read_only: read_only.then_some(true),
+        ..Default::default()
+    }
+}
+
+fn view_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
+    if mc.spec.flux.container.disable {
+        return Vec::new();
+    }
+    vec![
+        mount(VIEW_VOLUME, &mc.spec.flux.container.mount_path, true),
+        // The view's links and library paths point into /opt/software.
+        VolumeMount {
+            sub_path: Some("software".into()),
+            ..mount(VIEW_VOLUME, SOFTWARE_MOUNT, true)
+        },
+    ]
+}
+
+/// Mounts of the Flux container: the ConfigMap and the Secret (read-only), the run
+/// directory, the key directory, and the flux view with its install tree at `/opt/software`
+/// (read-only). The only container that mounts the Secret or the key directory.
+pub fn flux_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
+    let mut mounts = vec![
+        mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
+        mount(CURVE_VOLUME, CURVE_MOUNT, true),
+        mount(RUN_VOLUME, RUN_MOUNT, false),
+        mount(KEY_VOLUME, KEY_MOUNT, false),
+    ];
+    mounts.extend(view_mounts(mc));
+    mounts
+}
+
+/// Mounts of a container that does not run Flux. In the broker pods: the ConfigMap (its
+/// wrapper), the run directory (read-only: the broker socket) and the flux view, as the Go
+/// operator mounts its view into every container (also with `noWrapEntrypoint`, for
+/// `kubectl exec`). In the services pod, which has neither broker nor view: the ConfigMap when
+/// the container is wrapped. Never the CURVE Secret or the key directory: a sidecar cannot
+/// read the secret key.
+pub fn sidecar_mounts(mc: &MiniCluster, sidecar: Sidecar) -> Vec<VolumeMount> {
+    if !sidecar.in_broker_pods() {
+        return if is_wrapped(mc, sidecar) {
+            vec![mount(CONFIG_VOLUME, CONFIG_MOUNT, true)]
+        } else {
+            Vec::new()
+        };
+    }
+    let mut mounts = vec![
+        mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
+        mount(RUN_VOLUME, RUN_MOUNT, true),
+    ];
+    mounts.extend(view_mounts(mc));
+    mounts
+}
+
+/// The mounts of the user's `volumes` of a container.
+pub fn user_mounts(c: &MiniClusterContainer) -> Vec<VolumeMount> {
+    c.volumes
+        .iter()
+        .map(|(name, v)| VolumeMount {
+            name: name.clone(),
+            mount_path: mount_path(v),
+            read_only: v.read_only.then_some(true),
+            ..VolumeMount::default()
+        })
+        .collect()
+}
+
+/// A container mounts each path once: the API server refuses a pod whose container has two
+/// volume mounts at one path, and only when the Job creates the pod, long after the
+/// MiniCluster was accepted. So two of the container's `volumes` at one path (an emptyDir
+/// without `path` mounts at `/dev/shm`), or one at a path where the operator mounts its own
+/// volume into this container (`operator`), are refused, naming the volume's field (`field`
+/// is the container's).
+pub fn check_mount_paths(
+    field: &str,
+    c: &MiniClusterContainer,
+    operator: &[VolumeMount],
+    errors: &mut Vec<FieldError>,
+) {
+    fn clean(path: &str) -> &str {
+        match path.trim_end_matches('/') {
+            "" => path,
+            trimmed => trimmed,
+        }
+    }
+    // Path -> the user volume mounted there (`None`: one of the operator's).
+    let mut seen: BTreeMap<String, Option<&str>> = operator
+        .iter()
+        .map(|m| (clean(&m.mount_path).to_string(), None))
+        .collect();
+    for (vname, v) in &c.volumes {
+        let path = mount_path(v);
+        if path.is_empty() {
+            continue; // refused elsewhere: a volume needs a path
+        }
+        let key = clean(&path).to_string();
+        let vfield = format!("{}.path", key_field(&format!("{field}.volumes"), vname));
+        match seen.get(&key) {
+            None => {
+                seen.insert(key, Some(vname));
+            }
+            Some(None) => errors.push(FieldError::new(
+                vfield,
+                format!(
+                    "{path:?} is where the operator mounts its own volume in this container (the broker config, certificate, socket or flux view); pick another path"
+                ),
+            )),
+            Some(Some(other)) => errors.push(FieldError::new(
+                vfield,
+                format!(
+                    "{path:?} is also where volume {other} is mounted (an emptyDir without path mounts at {DEFAULT_EMPTY_DIR_PATH}); a container cannot mount two volumes at one path"
+                ),
+            )),
+        }
+    }
+}
