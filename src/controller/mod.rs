@@ -5,6 +5,8 @@
 //! [`context`] is what they share. No module cycle: reconcile -> {index, plan, apply} ->
 //! context; plan -> {events, status, owned} (all pure).
 //! Status is computed by [`status`], Events by [`events`], durations by [`durations`].
+//! [`run`] wires the process: the HTTP endpoints, leadership ([`leader`]), the watches and
+//! their triggers ([`watches`], [`trigger`]), the controller, and shutdown.
 
 mod apply;
 mod cluster_domain;
@@ -22,23 +24,20 @@ pub mod status;
 #[cfg(test)]
 mod tests;
 mod trigger;
+mod watches;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
-use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::Store;
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use tokio::sync::watch;
 
 use crate::api::MiniCluster;
-use crate::jobset::JobSet;
 use crate::metrics::{self, Health, Metrics};
 
 pub use cluster_domain::discover_cluster_domain;
@@ -90,12 +89,7 @@ pub struct Config {
 pub async fn run(config: Config) -> anyhow::Result<()> {
     crate::telemetry::init(config.log_format);
     let client = Client::try_default().await?;
-    let cluster_domain = match config.cluster_domain.clone() {
-        Some(d) => d,
-        None => discover_cluster_domain(std::path::Path::new("/etc/resolv.conf")).ok_or_else(|| {
-            anyhow::anyhow!("cannot discover the cluster DNS domain from /etc/resolv.conf; pass --cluster-domain")
-        })?,
-    };
+    let cluster_domain = cluster_domain(&config)?;
     tracing::info!(%cluster_domain, "starting flux-operator");
 
     let metrics = Arc::new(Metrics::new());
@@ -120,150 +114,19 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         health.clone(),
     ));
 
-    // Leader election: wait for the lease; losing it later (or failing to renew it in time)
-    // stops this replica.
-    let mut leader = None;
-    if config.leader_election {
-        let identity = config.identity.clone().unwrap_or_else(default_identity);
-        let manager =
-            kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &config.lease_name)
-                .with_namespace(&config.lease_namespace)
-                .with_identity(&identity)
-                .with_duration(leader::LEASE_SECONDS)
-                .with_grace(leader::LEASE_SECONDS - leader::RENEW_AFTER_SECONDS)
-                .build()
-                .await?;
-        let (tx, mut rx) = watch::channel(false);
-        let task = tokio::spawn(leader::run(manager, tx));
-        tracing::info!(%identity, lease = %config.lease_name, "waiting for leadership");
-        let mut stop = stop_rx.clone();
-        loop {
-            if *rx.borrow_and_update() {
-                break;
-            }
-            tokio::select! {
-                changed = rx.changed() => changed?,
-                _ = stop.changed() => {
-                    readiness.abort();
-                    drop(rx);
-                    let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-                    return Ok(());
-                }
-            }
-        }
-        tracing::info!(%identity, "acquired leadership");
-        leader = Some((rx, task));
-    }
-    health.set_leader(true);
-
-    let stop_controller = {
-        let mut stop = stop_rx.clone();
-        let lost = leader.as_ref().map(|(rx, _)| rx.clone());
-        async move {
-            match lost {
-                Some(mut lost) => tokio::select! {
-                    _ = stop.wait_for(|s| *s) => {},
-                    _ = lost.wait_for(|l| !*l) => tracing::warn!("lost leadership; stopping"),
-                },
-                None => {
-                    let _ = stop.wait_for(|s| *s).await;
-                }
-            }
-        }
+    let Some(leadership) = acquire_leadership(&config, &client, stop_rx.clone()).await? else {
+        readiness.abort();
+        return Ok(());
     };
+    health.set_leader(true);
+    let stop_controller = until_stopped(stop_rx.clone(), leadership.as_ref());
 
-    // The watches: one per kind, each with its own store and bounded backoff (see index).
-    let workload_version = kueue::served_version(&client, ns).await;
-    tracing::info!(
-        kueue = workload_version.is_some(),
-        version = workload_version.unwrap_or("none"),
-        "Kueue Workload API served"
-    );
-    let (mc_store, mc_stream) =
-        index::watch_objects(scoped::<MiniCluster>(&client, ns), false, "miniclusters");
-    let (jobs, job_stream) = index::watch_with(
-        scoped::<Job>(&client, ns),
-        index::services_jobs(),
-        "jobs",
-        index::trim_job,
-    );
-    let (jobsets, jobset_stream) = index::watch_trimmed(
-        scoped::<JobSet>(&client, ns),
-        true,
-        "jobsets",
-        index::trim_jobset,
-    );
-    let (pods, pod_stream) =
-        index::watch_trimmed(scoped::<Pod>(&client, ns), true, "pods", index::trim_pod);
-    let (secrets, secret_stream) = index::watch_objects(
-        scoped::<PartialObjectMeta<Secret>>(&client, ns),
-        true,
-        "secrets",
-    );
-    let (config_maps, config_map_stream) = index::watch_objects(
-        scoped::<PartialObjectMeta<ConfigMap>>(&client, ns),
-        true,
-        "configmaps",
-    );
-    // All Services, not only labelled ones: the pods' subdomain (see index).
-    let (services, service_stream) = index::watch_trimmed(
-        scoped::<PartialObjectMeta<Service>>(&client, ns),
-        false,
-        "services",
-        index::trim_service,
-    );
-    // What wakes a reconcile, and how soon (see `trigger`): a new MiniCluster or a changed
-    // spec at once; the watches of its objects and pods, and its own status coming back,
-    // debounced together per MiniCluster.
-    let (mc_now, mc_later) = trigger::split(mc_stream);
-    let mut later: Vec<futures::stream::BoxStream<'static, ObjectRef<MiniCluster>>> = vec![
-        mc_later.boxed(),
-        trigger::of_owned(jobset_stream).boxed(),
-        trigger::of_owned(job_stream).boxed(),
-        trigger::of_labelled(secret_stream).boxed(),
-        trigger::of_labelled(config_map_stream).boxed(),
-        trigger::of_labelled(service_stream).boxed(),
-        trigger::of_labelled(pod_stream).boxed(),
-    ];
-    let mut workloads = None;
-    if let Some(version) = workload_version {
-        // A Workload changing (admitted, evicted, still pending for a new reason) wakes the
-        // MiniCluster whose JobSet owns it: same name, same namespace.
-        let resource = kueue::workload_resource(version);
-        let api = match ns {
-            Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource),
-            None => Api::<DynamicObject>::all_with(client.clone(), &resource),
-        };
-        let writer = kube::runtime::reflector::store::Writer::new(resource.clone());
-        let reader = writer.as_reader();
-        let stream = index::reflect_trimmed(
-            watcher(api, watcher::Config::default()),
-            writer,
-            "workloads",
-            index::trim_workload,
-        );
-        workloads = Some(reader);
-        later.push(
-            stream
-                .flat_map(|item| {
-                    let refs: Vec<ObjectRef<MiniCluster>> = item
-                        .map(|wl| {
-                            let ns = wl.namespace();
-                            wl.owner_references()
-                                .iter()
-                                .filter(|o| o.kind == "JobSet")
-                                .map(|o| {
-                                    ObjectRef::<MiniCluster>::new(&o.name)
-                                        .within(ns.as_deref().unwrap_or("default"))
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    futures::stream::iter(refs)
-                })
-                .boxed(),
-        );
-    }
+    let watches::Watches {
+        miniclusters: mc_store,
+        now: mc_now,
+        later,
+        index,
+    } = watches::start(&client, ns).await;
     let controller = Controller::for_stream(mc_now, mc_store.clone())
         // No debounce in the controller: its requeues come when due, and what is debounced
         // is chosen above.
@@ -281,50 +144,39 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             instance: config.identity.clone(),
         },
     );
-    let index = index::Index {
-        miniclusters: mc_store.clone(),
-        jobsets,
-        jobs,
-        pods,
-        secrets,
-        config_maps,
-        services,
-        workloads,
-    };
-    // Reconciles wait for every watch's first list (SYNC_WAIT at most): before it, a store
-    // would take an object that exists for missing (a create answered 409, a lookup).
-    let (synced_tx, synced_rx) = watch::channel(false);
-    let sync = tokio::spawn({
-        let index = index.clone();
-        async move {
-            tokio::select! {
-                () = index.wait_until_ready() => tracing::info!("watches synced"),
-                () = tokio::time::sleep(context::SYNC_WAIT) => tracing::warn!(
-                    wait = ?context::SYNC_WAIT,
-                    "not every watch has listed yet; reconciling with what the stores hold"
-                ),
-            }
-            let _ = synced_tx.send(true);
-        }
-    });
+    let (sync, synced_rx) = spawn_sync(index.clone());
     let ctx = Arc::new(
         Context::new(client, recorder, metrics, index, cluster_domain).with_sync(synced_rx),
     );
-    // What is kept per MiniCluster in this process goes with the MiniCluster.
-    let pruner = tokio::spawn({
-        let ctx = ctx.clone();
-        let store = mc_store.clone();
-        async move {
-            let mut every = tokio::time::interval(PRUNE);
-            loop {
-                every.tick().await;
-                if store.wait_until_ready().await.is_ok() {
-                    ctx.retain(&store.state());
-                }
-            }
-        }
-    });
+    let pruner = spawn_pruner(ctx.clone(), mc_store.clone());
 
+    run_controller(controller, ctx).await;
+    pruner.abort();
+    sync.abort();
+    tracing::info!("controller stopped");
+
+    if let Some(Leadership { leader, task }) = leadership {
+        drop(leader); // releases the lease
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    heartbeat.abort();
+    readiness.abort();
+    Ok(())
+}
+
+/// `--cluster-domain`, or the domain of this pod's resolver.
+fn cluster_domain(config: &Config) -> anyhow::Result<String> {
+    match config.cluster_domain.clone() {
+        Some(d) => Ok(d),
+        None => discover_cluster_domain(std::path::Path::new("/etc/resolv.conf")).ok_or_else(|| {
+            anyhow::anyhow!("cannot discover the cluster DNS domain from /etc/resolv.conf; pass --cluster-domain")
+        }),
+    }
+}
+
+/// Reconcile until the controller is told to stop (SIGTERM, or the lead lost).
+async fn run_controller(controller: Controller<MiniCluster>, ctx: Arc<Context>) {
     controller
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| async move {
@@ -338,18 +190,100 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             }
         })
         .await;
-    pruner.abort();
-    sync.abort();
-    tracing::info!("controller stopped");
+}
 
-    if let Some((rx, task)) = leader {
-        drop(rx); // releases the lease
-        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+/// This replica's hold on the lead: `leader` turns false when the lease is lost; `task`
+/// renews it until `leader` is dropped (which releases it).
+struct Leadership {
+    leader: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Wait for the lease when leader election is on (`Some(None)` without it: this replica
+/// leads); `None` when asked to stop first.
+async fn acquire_leadership(
+    config: &Config,
+    client: &Client,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<Option<Option<Leadership>>> {
+    if !config.leader_election {
+        return Ok(Some(None));
     }
-    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
-    heartbeat.abort();
-    readiness.abort();
-    Ok(())
+    let identity = config.identity.clone().unwrap_or_else(default_identity);
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &config.lease_name)
+        .with_namespace(&config.lease_namespace)
+        .with_identity(&identity)
+        .with_duration(leader::LEASE_SECONDS)
+        .with_grace(leader::LEASE_SECONDS - leader::RENEW_AFTER_SECONDS)
+        .build()
+        .await?;
+    let (tx, mut rx) = watch::channel(false);
+    let task = tokio::spawn(leader::run(manager, tx));
+    tracing::info!(%identity, lease = %config.lease_name, "waiting for leadership");
+    loop {
+        if *rx.borrow_and_update() {
+            break;
+        }
+        tokio::select! {
+            changed = rx.changed() => changed?,
+            _ = stop.changed() => {
+                drop(rx);
+                let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+                return Ok(None);
+            }
+        }
+    }
+    tracing::info!(%identity, "acquired leadership");
+    Ok(Some(Some(Leadership { leader: rx, task })))
+}
+
+/// Resolves when the process is asked to stop, or when this replica loses the lead.
+fn until_stopped(
+    mut stop: watch::Receiver<bool>,
+    leadership: Option<&Leadership>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let lost = leadership.map(|l| l.leader.clone());
+    async move {
+        match lost {
+            Some(mut lost) => tokio::select! {
+                _ = stop.wait_for(|s| *s) => {},
+                _ = lost.wait_for(|l| !*l) => tracing::warn!("lost leadership; stopping"),
+            },
+            None => {
+                let _ = stop.wait_for(|s| *s).await;
+            }
+        }
+    }
+}
+
+/// Reconciles wait for every watch's first list (SYNC_WAIT at most): before it, a store
+/// would take an object that exists for missing (a create answered 409, a lookup).
+fn spawn_sync(index: index::Index) -> (tokio::task::JoinHandle<()>, watch::Receiver<bool>) {
+    let (synced_tx, synced_rx) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        tokio::select! {
+            () = index.wait_until_ready() => tracing::info!("watches synced"),
+            () = tokio::time::sleep(context::SYNC_WAIT) => tracing::warn!(
+                wait = ?context::SYNC_WAIT,
+                "not every watch has listed yet; reconciling with what the stores hold"
+            ),
+        }
+        let _ = synced_tx.send(true);
+    });
+    (task, synced_rx)
+}
+
+/// What is kept per MiniCluster in this process goes with the MiniCluster.
+fn spawn_pruner(ctx: Arc<Context>, store: Store<MiniCluster>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(PRUNE);
+        loop {
+            every.tick().await;
+            if store.wait_until_ready().await.is_ok() {
+                ctx.retain(&store.state());
+            }
+        }
+    })
 }
 
 fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
