@@ -87,6 +87,8 @@ mod tests {
         Arc::new(js)
     }
 
+    // Long: one table of cases, each a line that reads as a sentence; split, the cases would
+    // lose the shared set-up they are read against.
     #[test]
     fn what_was_made_counts_until_its_watch_shows_it_or_it_is_too_old() {
         let t0 = Instant::now();
