@@ -115,7 +115,8 @@
 //! follower): its broker has joined the instance ([`broker_joined_command`]):
 //! `flux uptime` through `local://<SOCKET_PATH>` (the view's `flux`, or `PATH`'s without a
 //! view) says state `run`: rc1 done and the rank in `broker.online`, so the lead counts it up;
-//! a follower waiting for the lead, running rc1 or leaving is not ready. With `flux.disableSocket` the broker has no
+//! a follower waiting for the lead, running rc1 or leaving is not ready. `flux uptime` also
+//! asks rank 0 for its summary (about four requests per follower per second). With `flux.disableSocket` the broker has no
 //! known socket path and followers get no probe (`None`).
 
 pub mod command;

@@ -159,7 +159,10 @@ fn probe_flux(cluster: &Cluster<'_>) -> String {
 /// or leaves (cleanup and later). Asking only whether the local broker answers (`flux ping`,
 /// before) said ready during rc1, while the lead did not count the rank up yet: on a loaded
 /// machine the real-node test saw a MiniCluster Ready with Flux counting 2 of 3 ranks up.
-/// One C command and one local RPC, so cheap enough for every follower.
+/// The price: once the broker is in `run`, `flux uptime` also asks rank 0 for its summary
+/// (`resource.status`, `groups.get broker.online`, the queues: about four requests), so every
+/// follower sends that to the lead each second, and a follower turns unready if the lead
+/// does not answer (a stuck lead). No flux-core command asks only the local broker's state.
 pub fn broker_joined_command(cluster: &Cluster<'_>) -> Vec<String> {
     vec![
         "/bin/sh".into(),
