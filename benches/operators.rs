@@ -1791,22 +1791,22 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             ),
             ("operator peak RSS MiB", Box::new(|r| r.peak_rss_mib), 1),
             (
-                "operator reconcile p50 ms (with API waits)",
+                "operator reconcile p50 ms, bucket bound (with API waits)",
                 Box::new(|r| r.reconcile_ms.map(|q| q.0)),
                 1,
             ),
             (
-                "operator reconcile p99 ms (with API waits)",
+                "operator reconcile p99 ms, bucket bound (with API waits)",
                 Box::new(|r| r.reconcile_ms.map(|q| q.1)),
                 1,
             ),
             (
-                "operator's own work per reconcile p50 ms (observe, plan)",
+                "operator's own work per reconcile p50 ms, bucket bound (observe, plan)",
                 Box::new(|r| r.decide_ms.map(|q| q.0)),
                 3,
             ),
             (
-                "operator's own work per reconcile p99 ms",
+                "operator's own work per reconcile p99 ms, bucket bound",
                 Box::new(|r| r.decide_ms.map(|q| q.1)),
                 3,
             ),

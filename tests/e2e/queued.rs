@@ -202,8 +202,9 @@ async fn a_queued_shrink_frees_quota_for_another_cluster_and_a_grow_beyond_it_wa
         .await?;
     let waiting = wait_for("first waits for quota at size 3", TIMEOUT, || async {
         let mc = mcs.get("first").await?;
+        let suspended = mc.status.as_ref().and_then(|s| s.phase) == Some(Phase::Suspended);
         Ok(mc_condition(&mc, "Admitted")
-            .filter(|c| c.0 == "False")
+            .filter(|c| c.0 == "False" && suspended)
             .map(|_| mc))
     })
     .await?;
