@@ -129,7 +129,7 @@ test-e2e: e2e-build
 	cargo build --features e2e --tests
 	e2e/run-tests.sh $(CARGO_E2E)
 
-# The Kueue tests (admission, preemption and eviction, resize, topology placement) again on a
+# The Kueue tests (admission, quota, eviction, resize, topology placement) again on a
 # cluster of their own running the oldest Kueue the README claims (KUEUE_OLDEST_VERSION).
 KUEUE_TESTS ?= kueue queued placement
 test-kueue-oldest: e2e-build
