@@ -16,6 +16,16 @@ const QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
 /// A ResourceFlavor, a ClusterQueue with `cpu` / `memory` quota in it and a
 /// LocalQueue in the test's namespace. Returns the LocalQueue's name.
 pub async fn queues(ns: &mut TestNamespace, cpu: &str, memory: &str) -> Result<String> {
+    queues_with_flavor(ns, json!({}), cpu, memory).await
+}
+
+/// [`queues`], the ResourceFlavor with `flavor_spec` (node labels, a topology, tolerations).
+pub async fn queues_with_flavor(
+    ns: &mut TestNamespace,
+    flavor_spec: Value,
+    cpu: &str,
+    memory: &str,
+) -> Result<String> {
     let flavor = ns.unique_name("flavor");
     let cluster_queue = ns.unique_name("cq");
     let local_queue = "queue".to_string();
@@ -23,7 +33,7 @@ pub async fn queues(ns: &mut TestNamespace, cpu: &str, memory: &str) -> Result<S
     let flavors = ns.cluster_dynamic(&kueue_resource("ResourceFlavor"));
     let rf = json!({
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-        "metadata": { "name": flavor }, "spec": {}
+        "metadata": { "name": flavor }, "spec": flavor_spec
     });
     flavors
         .create(&PostParams::default(), &dynamic_object(rf)?)

@@ -192,6 +192,23 @@ pub fn mc_condition(mc: &MiniCluster, type_: &str) -> Option<(String, String, St
     Some((c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
+/// Wait until `name` is Running with `size` brokers, every one ready.
+pub async fn running_at(api: &Api<MiniCluster>, name: &str, size: i32) -> Result<MiniCluster> {
+    wait_for(
+        &format!("{name} running with {size} brokers"),
+        Duration::from_secs(120),
+        || async {
+            let mc = api.get(name).await?;
+            let s = mc.status.clone().unwrap_or_default();
+            Ok(
+                (s.phase == Some(Phase::Running) && s.ready_brokers == size && s.size == size)
+                    .then_some(mc),
+            )
+        },
+    )
+    .await
+}
+
 pub async fn wait_phase(api: &Api<MiniCluster>, name: &str, phase: Phase) -> Result<MiniCluster> {
     wait_for(
         &format!("MiniCluster {name} {phase:?}"),

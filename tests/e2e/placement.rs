@@ -7,16 +7,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::core::v1::{Node, Pod, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ApiResource, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::json;
 
-use flux_operator::api::{KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, Phase, Placement};
+use flux_operator::api::{MiniCluster, NAME_LABEL, Phase, Placement};
 
 use crate::common::*;
-use crate::operator::{Operator, example, install_crd, mc_condition, wait_phase};
+use crate::kueue::queues_with_flavor;
+use crate::operator::{Operator, install_crd, mc_condition, running_at, wait_phase};
+use crate::queued::queued;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 const BLOCK: &str = "e2e.flux-framework.org/block";
@@ -92,54 +93,12 @@ async fn topology_queue(ns: &mut TestNamespace) -> Result<String> {
         .context("creating the Topology")?;
     ns.track_cluster_object(&topology_resource(), &topology);
 
-    let flavor = ns.unique_name("tas");
-    let rf = json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-        "metadata": {"name": flavor},
-        "spec": {
-            "nodeLabels": {POOL: pool},
-            "topologyName": topology,
-            "tolerations": [{"key": POOL, "operator": "Equal", "value": pool, "effect": "NoSchedule"}],
-        },
+    let flavor = json!({
+        "nodeLabels": {POOL: pool},
+        "topologyName": topology,
+        "tolerations": [{"key": POOL, "operator": "Equal", "value": pool, "effect": "NoSchedule"}],
     });
-    ns.cluster_dynamic(&kueue_resource("ResourceFlavor"))
-        .create(&PostParams::default(), &dynamic_object(rf)?)
-        .await
-        .context("creating the topology flavor")?;
-    ns.track_cluster_object(&kueue_resource("ResourceFlavor"), &flavor);
-
-    let cluster_queue = ns.unique_name("cq");
-    let cq = json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-        "metadata": {"name": cluster_queue},
-        "spec": {
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns.name}},
-            "resourceGroups": [{
-                "coveredResources": ["cpu", "memory"],
-                "flavors": [{"name": flavor, "resources": [
-                    {"name": "cpu", "nominalQuota": "16"}, {"name": "memory", "nominalQuota": "64Gi"}
-                ]}],
-            }],
-        },
-    });
-    let cqs = ns.cluster_dynamic(&kueue_resource("ClusterQueue"));
-    cqs.create(&PostParams::default(), &dynamic_object(cq)?)
-        .await
-        .context("creating the ClusterQueue")?;
-    ns.track_cluster_object(&kueue_resource("ClusterQueue"), &cluster_queue);
-    let lq = json!({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-        "metadata": {"name": "queue"}, "spec": {"clusterQueue": cluster_queue},
-    });
-    ns.dynamic(&kueue_resource("LocalQueue"))
-        .create(&PostParams::default(), &dynamic_object(lq)?)
-        .await
-        .context("creating the LocalQueue")?;
-    wait_for_object(&cqs, &cluster_queue, "ClusterQueue Active", TIMEOUT, |o| {
-        has_condition(&o.data, "Active", "True")
-    })
-    .await?;
-    Ok("queue".to_string())
+    queues_with_flavor(ns, flavor, "16", "64Gi").await
 }
 
 /// A queued elastic MiniCluster of `size` one-CPU brokers placed by `placement`.
@@ -150,23 +109,9 @@ fn placed(
     queue: &str,
     placement: Placement,
 ) -> Result<MiniCluster> {
-    let mut mc = example("hello-world", ns)?;
-    mc.metadata.name = Some(name.to_string());
-    mc.metadata.labels = Some([(KUEUE_QUEUE_LABEL.to_string(), queue.to_string())].into());
-    mc.spec.size = size;
+    let mut mc = queued(ns, name, size, queue)?;
     mc.spec.max_size = Some(8);
-    mc.spec.tasks = size;
     mc.spec.placement = Some(placement);
-    mc.spec.containers[0].resources = Some(ResourceRequirements {
-        requests: Some(
-            [
-                ("cpu".to_string(), Quantity("1".into())),
-                ("memory".to_string(), Quantity("100Mi".into())),
-            ]
-            .into(),
-        ),
-        ..Default::default()
-    });
     Ok(mc)
 }
 
@@ -213,20 +158,16 @@ async fn domains_of(
     Ok(domains)
 }
 
-async fn running_at(api: &Api<MiniCluster>, name: &str, size: i32) -> Result<MiniCluster> {
-    wait_for(
-        &format!("{name} running with {size} brokers"),
-        TIMEOUT,
-        || async {
-            let mc = api.get(name).await?;
-            let s = mc.status.clone().unwrap_or_default();
-            Ok(
-                (s.phase == Some(Phase::Running) && s.ready_brokers == size && s.size == size)
-                    .then_some(mc),
-            )
-        },
-    )
-    .await
+/// Every one of `size` running brokers of `name` is in one domain of `level`.
+async fn all_in_one(ns: &TestNamespace, name: &str, size: usize, level: &str) -> Result<()> {
+    let domains = domains_of(ns, name, level).await?;
+    assert_eq!(domains.len(), size, "{domains:?}");
+    let distinct: BTreeSet<_> = domains.values().collect();
+    ensure!(
+        distinct.len() == 1,
+        "{name}'s brokers are in more than one {level} domain: {domains:?}"
+    );
+    Ok(())
 }
 
 #[tokio::test]
@@ -246,13 +187,7 @@ async fn a_required_rack_puts_every_broker_in_one_rack_and_a_resize_stays_there(
         mc_condition(&running, "Admitted").map(|c| c.0).as_deref(),
         Some("True")
     );
-    let domains = domains_of(&ns, "racked", RACK).await?;
-    assert_eq!(domains.len(), 3, "{domains:?}");
-    let racks: BTreeSet<_> = domains.values().collect();
-    ensure!(
-        racks.len() == 1,
-        "the brokers are in more than one rack: {domains:?}"
-    );
+    all_in_one(&ns, "racked", 3, RACK).await?;
 
     // A rack holds four: the grown cluster is placed again, all four in one rack.
     mcs.patch(
@@ -262,13 +197,7 @@ async fn a_required_rack_puts_every_broker_in_one_rack_and_a_resize_stays_there(
     )
     .await?;
     running_at(&mcs, "racked", 4).await?;
-    let domains = domains_of(&ns, "racked", RACK).await?;
-    assert_eq!(domains.len(), 4, "{domains:?}");
-    let racks: BTreeSet<_> = domains.values().collect();
-    ensure!(
-        racks.len() == 1,
-        "after the resize the brokers are in more than one rack: {domains:?}"
-    );
+    all_in_one(&ns, "racked", 4, RACK).await?;
     ns.cleanup().await;
     Ok(())
 }
@@ -313,13 +242,7 @@ async fn a_cluster_no_rack_can_hold_waits_with_kueues_reason_and_a_preferred_blo
     )
     .await?;
     running_at(&mcs, "blocked", 5).await?;
-    let domains = domains_of(&ns, "blocked", BLOCK).await?;
-    assert_eq!(domains.len(), 5, "{domains:?}");
-    let blocks: BTreeSet<_> = domains.values().collect();
-    ensure!(
-        blocks.len() == 1,
-        "a preferred block with room was not used: {domains:?}"
-    );
+    all_in_one(&ns, "blocked", 5, BLOCK).await?;
     ns.cleanup().await;
     Ok(())
 }

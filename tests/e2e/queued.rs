@@ -15,11 +15,14 @@ use flux_operator::api::{KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, Phase, ROLE
 
 use crate::common::{TestNamespace, wait_for};
 use crate::kueue::queues;
-use crate::operator::{Operator, example, finish_lead, install_crd, mc_condition, wait_phase};
+use crate::operator::{
+    Operator, example, finish_lead, install_crd, mc_condition, running_at, wait_phase,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 
-fn queued(ns: &str, name: &str, size: i32, queue: &str) -> Result<MiniCluster> {
+/// A MiniCluster of `size` one-CPU brokers in Kueue queue `queue`.
+pub fn queued(ns: &str, name: &str, size: i32, queue: &str) -> Result<MiniCluster> {
     let mut mc = example("hello-world", ns)?;
     mc.metadata.name = Some(name.to_string());
     mc.metadata.labels = Some([(KUEUE_QUEUE_LABEL.to_string(), queue.to_string())].into());
@@ -133,12 +136,7 @@ async fn resizing_a_queued_cluster_is_readmitted_at_the_new_size_with_new_pods()
         &Patch::Merge(&json!({"spec": {"size": 3}})),
     )
     .await?;
-    let resized = wait_for("running again at size 3", TIMEOUT, || async {
-        let mc = mcs.get(&name).await?;
-        let s = mc.status.clone().unwrap_or_default();
-        Ok((s.phase == Some(Phase::Running) && s.ready_brokers == 3 && s.size == 3).then_some(mc))
-    })
-    .await?;
+    let resized = running_at(&mcs, &name, 3).await?;
     assert_eq!(
         mc_condition(&resized, "Admitted").map(|c| c.0).as_deref(),
         Some("True")
