@@ -449,33 +449,8 @@ async fn a_service_named_as_the_subdomain_blocks_a_new_cluster_without_a_lookup(
 async fn when_the_watches_hold_everything_as_desired_a_reconcile_makes_no_call() {
     let mc = minicluster();
     let desired = crate::render::desired(&crate::fixtures::cluster(&mc)).unwrap();
-    let owner = mc.controller_owner_ref(&()).unwrap();
     let (index, mut stores) = index();
-    let mut js = desired.jobset.clone();
-    js.metadata.owner_references = Some(vec![owner.clone()]);
-    js.metadata.uid = Some("uid-js".into());
-    stores
-        .jobsets
-        .apply_watcher_event(&watcher::Event::Apply(js.clone()));
-    let meta = |name: String| kube::api::ObjectMeta {
-        name: Some(name),
-        namespace: Some("ns".into()),
-        labels: Some(crate::render::common_labels(&mc)),
-        owner_references: Some(vec![owner.clone()]),
-        ..Default::default()
-    };
-    stores
-        .secrets
-        .apply_watcher_event(&watcher::Event::Apply(PartialObjectMeta::<Secret> {
-            metadata: meta("m-curve".into()),
-            ..Default::default()
-        }));
-    stores
-        .config_maps
-        .apply_watcher_event(&watcher::Event::Apply(PartialObjectMeta::<ConfigMap> {
-            metadata: meta(desired.config_map.name_any()),
-            ..Default::default()
-        }));
+    hold_as_made(&mut stores, &mc, &desired);
     for i in 0..2 {
         let mut pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": format!("m-{i}"), "namespace": "ns",
@@ -730,17 +705,25 @@ fn running_without_service_and_job() -> (MiniCluster, Index) {
         cluster_domain: "cluster.local".into(),
     };
     let desired = crate::render::desired(&crate::model::resolve(&mc, &env).unwrap()).unwrap();
-    let owner = mc.controller_owner_ref(&()).unwrap();
     let (index, mut stores) = index();
+    hold_as_made(&mut stores, &mc, &desired);
+    (mc, index)
+}
+
+/// The watches hold `mc`'s JobSet, certificate Secret and ConfigMap as the operator made
+/// them (owned by `mc`, labelled).
+fn hold_as_made(stores: &mut Stores, mc: &MiniCluster, desired: &crate::render::Desired) {
+    let owner = mc.controller_owner_ref(&()).unwrap();
     let mut js = desired.jobset.clone();
     js.metadata.owner_references = Some(vec![owner.clone()]);
+    js.metadata.uid = Some("uid-js".into());
     stores
         .jobsets
         .apply_watcher_event(&watcher::Event::Apply(js));
     let meta = |name: String| kube::api::ObjectMeta {
         name: Some(name),
         namespace: Some("ns".into()),
-        labels: Some(crate::render::common_labels(&mc)),
+        labels: Some(crate::render::common_labels(mc)),
         owner_references: Some(vec![owner.clone()]),
         ..Default::default()
     };
@@ -756,7 +739,6 @@ fn running_without_service_and_job() -> (MiniCluster, Index) {
             metadata: meta(desired.config_map.name_any()),
             ..Default::default()
         }));
-    (mc, index)
 }
 
 /// The reasons and messages of the Events posted.
