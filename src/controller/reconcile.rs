@@ -91,11 +91,12 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
     observed.curve_cert = check_certificate(&mc, observed.secret).await?;
     // The moment this reconcile saw the state the new status is computed from.
     let seen = Instant::now();
+    let spec = crate::model::resolve(&mc, &ctx.env);
     let mut plan = plan::plan(&plan::Inputs {
         mc: &mc,
+        spec: &spec,
         old: &old,
         observed: &observed,
-        env: &ctx.env,
         now: Timestamp::now(),
     })?;
     decide += seen.elapsed();

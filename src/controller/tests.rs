@@ -467,11 +467,12 @@ async fn when_the_watches_hold_everything_as_desired_a_reconcile_makes_no_call()
     let (client, calls) = fake_api(vec![echo_writes()]);
     let ctx = context(client, index.clone());
     let observed = index.observe(&mc);
+    let spec = crate::model::resolve(&mc, &ctx.env);
     let planned = super::plan::plan(&super::plan::Inputs {
         mc: &mc,
+        spec: &spec,
         old: &mc.status.clone().unwrap_or_default(),
         observed: &observed,
-        env: &ctx.env,
         now: jiff::Timestamp::now(),
     })
     .unwrap();

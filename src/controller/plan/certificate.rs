@@ -7,6 +7,7 @@ use super::{Facts, Inputs, Presence, Step};
 use crate::api::MiniCluster;
 use crate::api::validation::FieldError;
 use crate::flux::curve::Certificate;
+use crate::model::Cluster;
 use crate::render;
 
 /// What the certificate decider decides.
@@ -28,9 +29,8 @@ pub(super) fn refused<'a>(input: &Inputs<'a>) -> Option<&'a FieldError> {
 }
 
 /// Decide the certificate Secret.
-pub(super) fn decide(input: &Inputs<'_>, facts: &Facts<'_>) -> Decision {
-    let mc = input.mc;
-    let name = render::curve_secret_name(mc);
+pub(super) fn decide(input: &Inputs<'_>, cluster: &Cluster<'_>, facts: &Facts<'_>) -> Decision {
+    let name = render::curve_secret_name(cluster.mc);
     let mut decision = Decision {
         curve_secret: input.old.curve_secret.clone(),
         ..Decision::default()
@@ -38,7 +38,7 @@ pub(super) fn decide(input: &Inputs<'_>, facts: &Facts<'_>) -> Decision {
     match input.observed.secret {
         Presence::Owned => decision.curve_secret = name,
         _ if facts.over => {}
-        _ if facts.live_jobset().is_some() && mc.spec.flux.curve_cert.is_empty() => {
+        _ if facts.live_jobset().is_some() && cluster.certificate.is_none() => {
             decision.lost = Some(format!(
                 "Secret {name} with the brokers' CURVE certificate was deleted while the \
                  cluster runs; no new keypair is made, because brokers started with one could \
@@ -147,8 +147,9 @@ mod tests {
         for (what, seen, step, lost) in cases {
             let observed = seen.observed_checked();
             let old = seen.mc.status.clone().unwrap_or_default();
-            let input = seen.inputs(&observed, &old);
-            let decision = decide(&input, &Facts::of(&input));
+            let spec = seen.resolve();
+            let input = seen.inputs(&spec, &observed, &old);
+            let decision = decide(&input, spec.as_ref().unwrap(), &Facts::of(&input));
             let got = decision.step.as_ref().map(|s| match s {
                 Step::CreateSecret(given, again) => format!(
                     "create Secret ({}){}",

@@ -6,6 +6,7 @@ use kube::ResourceExt;
 
 use super::{Inputs, Step};
 use crate::api::{MiniClusterStatus, Phase};
+use crate::model::Cluster;
 use crate::render::Desired;
 
 /// Owned objects nobody uses any more. ConfigMaps go only once a JobSet exists (or is being
@@ -35,8 +36,8 @@ pub(super) fn unused(
 
 /// `spec.cleanup`: delete the MiniCluster once the new status says it finished (after that
 /// status is written).
-pub(super) fn finished(input: &Inputs<'_>, new: &MiniClusterStatus) -> Option<Step> {
-    (input.mc.spec.cleanup && new.phase.is_some_and(Phase::is_finished))
+pub(super) fn finished(cluster: &Cluster<'_>, new: &MiniClusterStatus) -> Option<Step> {
+    (cluster.mc.spec.cleanup && new.phase.is_some_and(Phase::is_finished))
         .then_some(Step::DeleteMiniCluster)
 }
 
@@ -84,7 +85,8 @@ mod tests {
         ];
         for (what, seen, with_jobset, want) in cases {
             let old = seen.mc.status.clone().unwrap_or_default();
-            let input = seen.inputs(&seen.observed, &old);
+            let spec = seen.resolve();
+            let input = seen.inputs(&spec, &seen.observed, &old);
             let got: Vec<String> = unused(&input, &desired, &in_use, with_jobset)
                 .iter()
                 .map(|s| format!("{s:?}"))
@@ -102,12 +104,11 @@ mod tests {
         for (what, cleanup, phase, want) in cases {
             let mut seen = Seen::nothing(&Mc::new(2));
             seen.mc.spec.cleanup = cleanup;
-            let old = MiniClusterStatus::default();
             let new = MiniClusterStatus {
                 phase: Some(phase),
                 ..Default::default()
             };
-            let got = finished(&seen.inputs(&seen.observed, &old), &new);
+            let got = finished(seen.resolve().as_ref().unwrap(), &new);
             assert_eq!(got.is_some(), want, "{what}");
         }
     }

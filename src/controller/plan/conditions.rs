@@ -288,7 +288,8 @@ mod tests {
         });
         let seen = Seen::everything(&mc, 2);
         let old = seen.mc.status.clone().unwrap_or_default();
-        let input = seen.inputs(&seen.observed, &old);
+        let spec = seen.resolve();
+        let input = seen.inputs(&spec, &seen.observed, &old);
         let js = seen.observed.jobset.as_deref();
         // (what it proves, the findings, Degraded, Restarted, the phase)
         let cases = [
@@ -351,7 +352,8 @@ mod tests {
     fn a_held_cluster_keeps_its_phase_and_a_stopped_step_holds_it_the_same_way() {
         let seen = Seen::nothing(&Mc::new(2));
         let old = MiniClusterStatus::default();
-        let input = seen.inputs(&seen.observed, &old);
+        let spec = seen.resolve();
+        let input = seen.inputs(&spec, &seen.observed, &old);
         let if_stopped = IfStopped::of(&input);
         // (what it proves, the plan, the condition, the reason, the requeue)
         let cases = [

@@ -119,11 +119,12 @@ mod tests {
         ];
         for (what, seen, in_use, step, lost) in cases {
             let old = seen.mc.status.clone().unwrap_or_default();
-            let input = seen.inputs(&seen.observed, &old);
+            let spec = seen.resolve();
+            let input = seen.inputs(&spec, &seen.observed, &old);
             let decision = decide(
                 &input,
                 &Facts::of(&input),
-                &render::desired(&crate::fixtures::cluster(&seen.mc)).unwrap(),
+                &render::desired(spec.as_ref().unwrap()).unwrap(),
             );
             assert_eq!(decision.in_use, in_use, "{what}");
             let got = decision.step.as_ref().map(|s| match s {

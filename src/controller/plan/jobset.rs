@@ -6,6 +6,7 @@
 use super::{Facts, Inputs, Step};
 use crate::api::Phase;
 use crate::jobset::JobSet;
+use crate::model::Cluster;
 use crate::render::{self, Desired};
 
 /// What the JobSet decider decides.
@@ -25,11 +26,12 @@ pub(super) struct Decision<'d> {
 /// Decide the JobSet; `certificate_lost`: the generated certificate's Secret is gone.
 pub(super) fn decide<'d>(
     input: &Inputs<'_>,
+    cluster: &Cluster<'_>,
     facts: &Facts<'d>,
     desired: &'d Desired,
     certificate_lost: bool,
 ) -> Decision<'d> {
-    let mc = input.mc;
+    let mc = cluster.mc;
     let old = input.old;
     let mut decision = Decision::default();
     match facts.jobset {
@@ -150,9 +152,11 @@ mod tests {
         ];
         for (what, (seen, lost), step, restarted, held) in cases {
             let old = seen.mc.status.clone().unwrap_or_default();
-            let input = seen.inputs(&seen.observed, &old);
-            let desired = render::desired(&crate::fixtures::cluster(&seen.mc)).unwrap();
-            let decision = decide(&input, &Facts::of(&input), &desired, lost);
+            let spec = seen.resolve();
+            let cluster = spec.as_ref().unwrap();
+            let input = seen.inputs(&spec, &seen.observed, &old);
+            let desired = render::desired(cluster).unwrap();
+            let decision = decide(&input, cluster, &Facts::of(&input), &desired, lost);
             let got = decision.step.as_ref().map(|s| match s {
                 Step::CreateJobSet(_) => "create",
                 Step::UpdateJobSet(_) => "update",

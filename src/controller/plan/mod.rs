@@ -47,23 +47,29 @@ use crate::api::validation;
 use crate::api::{MiniCluster, MiniClusterStatus};
 use crate::flux::curve::Certificate;
 use crate::jobset::JobSet;
-use crate::render::{self, Environment};
+use crate::model::Cluster;
+use crate::render;
 
 pub use certificate::check_certificate;
 pub use conditions::{FOREIGN_RECHECK, IfStopped};
 pub use observed::{Observed, OwnedObject, Presence};
 
+/// The spec resolved once per reconcile ([`crate::model::resolve`]): the typed cluster the deciders
+/// read, or every error in the spec, each naming its API field path.
+pub type Resolved<'a> = Result<Cluster<'a>, Vec<validation::FieldError>>;
+
 /// Everything a plan is made from.
 #[derive(Clone, Copy)]
 pub struct Inputs<'a> {
-    /// The MiniCluster: its spec and metadata (its `status` is not read: see `old`).
+    /// The MiniCluster: its metadata (names, UID, generation) for ownership and the status.
+    /// Its spec is read through [`Inputs::spec`]; its `status` is not read (see `old`).
     pub mc: &'a MiniCluster,
+    /// Its spec, resolved (in the operator's environment: the cluster's DNS domain).
+    pub spec: &'a Resolved<'a>,
     /// The status the last reconcile wrote (this process's, if the cache lags behind).
     pub old: &'a MiniClusterStatus,
     /// What the watches hold about its objects, and its certificate as checked.
     pub observed: &'a Observed,
-    /// The operator's environment (the cluster's DNS domain).
-    pub env: &'a Environment,
     /// The time.
     pub now: Timestamp,
 }
@@ -162,8 +168,8 @@ pub type Error = render::Error;
 
 /// Decide: each decider in turn, in the order the plan's steps run.
 pub fn plan(input: &Inputs<'_>) -> Result<Plan, Error> {
-    let desired = match spec::decide(input)? {
-        Ok(desired) => desired,
+    let (cluster, desired) = match spec::decide(input)? {
+        Ok(resolved) => resolved,
         Err(message) => return Ok(conditions::invalid(input, &message)),
     };
     match ownership::decide(input) {
@@ -174,18 +180,18 @@ pub fn plan(input: &Inputs<'_>) -> Result<Plan, Error> {
         }
     }
     let facts = Facts::of(input);
-    let certificate = certificate::decide(input, &facts);
+    let certificate = certificate::decide(input, cluster, &facts);
     let config_map = config_map::decide(input, &facts, &desired);
     let services = services::decide(input, &facts, &desired);
-    let jobset = jobset::decide(input, &facts, &desired, certificate.lost.is_some());
-    let services_pod = services_pod::decide(input, &facts, &desired);
+    let jobset = jobset::decide(input, cluster, &facts, &desired, certificate.lost.is_some());
+    let services_pod = services_pod::decide(input, cluster, &facts, &desired);
     let unused = cleanup::unused(
         input,
         &desired,
         &config_map.in_use,
         jobset.for_status.is_some(),
     );
-    let ttl = ttl::decide(input);
+    let ttl = ttl::decide(input, cluster);
 
     let status = conditions::status(
         input,
@@ -206,7 +212,7 @@ pub fn plan(input: &Inputs<'_>) -> Result<Plan, Error> {
         .chain(services_pod)
         .chain(unused)
         .chain(ttl.steps)
-        .chain(cleanup::finished(input, &status))
+        .chain(cleanup::finished(cluster, &status))
         .collect();
     Ok(Plan {
         steps,

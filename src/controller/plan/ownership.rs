@@ -119,7 +119,12 @@ mod tests {
         ];
         for (what, seen, want) in cases {
             let old = seen.mc.status.clone().unwrap_or_default();
-            assert_eq!(decide(&seen.inputs(&seen.observed, &old)), want, "{what}");
+            let spec = seen.resolve();
+            assert_eq!(
+                decide(&seen.inputs(&spec, &seen.observed, &old)),
+                want,
+                "{what}"
+            );
         }
     }
 }

@@ -67,8 +67,9 @@ mod tests {
         ];
         for (what, seen, want) in cases {
             let old = seen.mc.status.clone().unwrap_or_default();
-            let input = seen.inputs(&seen.observed, &old);
-            let desired = render::desired(&crate::fixtures::cluster(&seen.mc)).unwrap();
+            let spec = seen.resolve();
+            let input = seen.inputs(&spec, &seen.observed, &old);
+            let desired = render::desired(spec.as_ref().unwrap()).unwrap();
             let got: Vec<String> = decide(&input, &Facts::of(&input), &desired)
                 .iter()
                 .map(|s| match s {

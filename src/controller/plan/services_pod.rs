@@ -6,11 +6,17 @@ use kube::ResourceExt;
 
 use super::super::owned::controlled_by;
 use super::{Facts, Inputs, Step};
+use crate::model::Cluster;
 use crate::render::{self, Desired};
 
 /// Create or update the services pod's Job, if the spec has one.
-pub(super) fn decide(input: &Inputs<'_>, facts: &Facts<'_>, desired: &Desired) -> Option<Step> {
-    let mc = input.mc;
+pub(super) fn decide(
+    input: &Inputs<'_>,
+    cluster: &Cluster<'_>,
+    facts: &Facts<'_>,
+    desired: &Desired,
+) -> Option<Step> {
+    let mc = cluster.mc;
     let job = desired.services_job.as_ref()?;
     if facts.over {
         return None;
@@ -98,9 +104,11 @@ mod tests {
         ];
         for (what, seen, want) in cases {
             let old = seen.mc.status.clone().unwrap_or_default();
-            let input = seen.inputs(&seen.observed, &old);
-            let desired = render::desired(&crate::fixtures::cluster(&seen.mc)).unwrap();
-            let got = decide(&input, &Facts::of(&input), &desired).map(|s| match s {
+            let spec = seen.resolve();
+            let cluster = spec.as_ref().unwrap();
+            let input = seen.inputs(&spec, &seen.observed, &old);
+            let desired = render::desired(cluster).unwrap();
+            let got = decide(&input, cluster, &Facts::of(&input), &desired).map(|s| match s {
                 Step::CreateServicesJob(_, again) => format!("create{}", said(&again)),
                 Step::UpdateServicesJob(u) => format!("update {}", u["spec"]),
                 other => format!("{other:?}"),

@@ -2,23 +2,25 @@
 //! keys), then whether the spec renders at all. A spec refused here creates nothing.
 
 use super::{Error, Inputs, certificate};
-use crate::model;
+use crate::model::Cluster;
 use crate::render::{self, Desired};
 
-/// The desired objects, or why the spec is refused (`InvalidSpec`'s message, naming the
-/// fields). `Err`: the operator's fault, not the spec's (retried).
-pub(super) fn decide(input: &Inputs<'_>) -> Result<Result<Desired, String>, Error> {
-    let cluster = match model::resolve(input.mc, input.env) {
+/// The resolved cluster and its desired objects, or why the spec is refused (`InvalidSpec`'s
+/// message, naming the fields). `Err`: the operator's fault, not the spec's (retried).
+pub(super) fn decide<'a>(
+    input: &Inputs<'a>,
+) -> Result<Result<(&'a Cluster<'a>, Desired), String>, Error> {
+    let cluster = match input.spec {
         Ok(cluster) => cluster,
-        Err(errors) => return Ok(Err(super::join(&errors))),
+        Err(errors) => return Ok(Err(super::join(errors))),
     };
     // A certificate whose keys do not belong together: refused before anything is made (its
     // Secret is the first object a new cluster gets).
     if let Some(e) = certificate::refused(input) {
         return Ok(Err(e.to_string()));
     }
-    match render::desired(&cluster) {
-        Ok(desired) => Ok(Ok(desired)),
+    match render::desired(cluster) {
+        Ok(desired) => Ok(Ok((cluster, desired))),
         Err(e) if e.field().is_some() => Ok(Err(e.to_string())),
         Err(e) => Err(e),
     }
@@ -61,7 +63,11 @@ mod tests {
             let seen = Seen::nothing(&mc);
             let observed = seen.observed_checked();
             let old = Default::default();
-            match (decide(&seen.inputs(&observed, &old)).unwrap(), refused) {
+            let spec = seen.resolve();
+            match (
+                decide(&seen.inputs(&spec, &observed, &old)).unwrap(),
+                refused,
+            ) {
                 (Ok(_), None) => {}
                 (Err(message), Some(start)) => {
                     assert!(message.starts_with(start), "{what}: {message}");

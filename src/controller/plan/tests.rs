@@ -86,7 +86,7 @@ pub(super) fn owner() -> OwnerReference {
 pub(super) struct Seen {
     pub(super) observed: Observed,
     pub(super) mc: MiniCluster,
-    env: Environment,
+    env: crate::model::Environment,
 }
 
 impl Seen {
@@ -191,7 +191,8 @@ impl Seen {
     fn plan_at(&self, at: Timestamp) -> Plan {
         let observed = self.observed_checked();
         let old = self.mc.status.clone().unwrap_or_default();
-        let mut input = self.inputs(&observed, &old);
+        let spec = self.resolve();
+        let mut input = self.inputs(&spec, &observed, &old);
         input.now = at;
         plan(&input).unwrap()
     }
@@ -201,17 +202,22 @@ impl Seen {
         observed.curve_cert = check_certificate(&self.mc, observed.secret).unwrap();
         observed
     }
-    /// The inputs of a plan at `now()` from this MiniCluster (its status as the old one).
+    /// Its spec, resolved as the reconcile resolves it.
+    pub(super) fn resolve(&self) -> Resolved<'_> {
+        crate::model::resolve(&self.mc, &self.env)
+    }
+    /// The inputs of a plan at `now()` from this MiniCluster and its resolved `spec`.
     pub(super) fn inputs<'a>(
         &'a self,
+        spec: &'a Resolved<'a>,
         observed: &'a Observed,
         old: &'a MiniClusterStatus,
     ) -> Inputs<'a> {
         Inputs {
             mc: &self.mc,
+            spec,
             old,
             observed,
-            env: &self.env,
             now: now(),
         }
     }

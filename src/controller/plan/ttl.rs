@@ -8,6 +8,7 @@ use jiff::Timestamp;
 
 use super::super::owned::controlled_by;
 use super::{Inputs, Step};
+use crate::model::Cluster;
 
 /// What the TTL decider decides.
 #[derive(Debug, Default)]
@@ -19,8 +20,8 @@ pub(super) struct Decision {
 }
 
 /// Decide what the TTL deletes now, or when to look again.
-pub(super) fn decide(input: &Inputs<'_>) -> Decision {
-    let mc = input.mc;
+pub(super) fn decide(input: &Inputs<'_>, cluster: &Cluster<'_>) -> Decision {
+    let mc = cluster.mc;
     let mut decision = Decision::default();
     let (Some(ttl), Some(done)) = (
         mc.spec.ttl_seconds_after_finished,
@@ -102,9 +103,10 @@ mod tests {
             let mut seen = finished_with_ttl(recorded);
             seen.mc.spec.ttl_seconds_after_finished = ttl;
             let old = seen.mc.status.clone().unwrap_or_default();
-            let mut input = seen.inputs(&seen.observed, &old);
+            let spec = seen.resolve();
+            let mut input = seen.inputs(&spec, &seen.observed, &old);
             input.now = now() + secs(after);
-            let decision = decide(&input);
+            let decision = decide(&input, spec.as_ref().unwrap());
             let got: Vec<String> = decision.steps.iter().map(|s| format!("{s:?}")).collect();
             assert_eq!(got, steps, "{what}");
             assert_eq!(decision.requeue, requeue, "{what}");
