@@ -95,24 +95,12 @@ pub(super) async fn execute(
     seen: Instant,
 ) -> Result<Action, Error> {
     let mut plan = plan;
-    for step in &plan.steps {
-        let outcome = match step {
-            Step::DeleteMiniCluster => continue, // after the status
-            step => run(step, mc, ctx).await,
-        };
-        match outcome {
-            Ok(()) => {}
-            Err(Stop::Terminating) => return Ok(stop_for_terminating_namespace(mc, ctx)),
-            Err(Stop::Retry(e)) => return Err(e),
-            Err(Stop::Foreign(object)) => {
-                plan = plan.if_stopped.foreign(mc, &object);
-                break;
-            }
-            Err(Stop::Refused(message)) => {
-                plan = plan.if_stopped.refused(mc, &message);
-                break;
-            }
-        }
+    match run_steps(&plan.steps, mc, ctx).await {
+        Ok(()) => {}
+        Err(Stop::Terminating) => return Ok(stop_for_terminating_namespace(mc, ctx)),
+        Err(Stop::Retry(e)) => return Err(e),
+        Err(Stop::Foreign(object)) => plan = plan.if_stopped.foreign(mc, &object),
+        Err(Stop::Refused(message)) => plan = plan.if_stopped.refused(mc, &message),
     }
 
     // Events before the status: a crash in between publishes them again next time, never
@@ -153,6 +141,26 @@ pub(super) async fn execute(
         }
     }
     Ok(Action::requeue(plan.requeue.unwrap_or(RESYNC)))
+}
+
+/// Run the steps up to the first that stops. The leading steps that do not depend on each
+/// other ([`Step::is_independent`]: the Secret, ConfigMap and Services a JobSet's pods use)
+/// go out together, so a new cluster's JobSet waits for one round trip of them, not one per
+/// object; the first of them that stops (in plan order) is the one reported.
+async fn run_steps(steps: &[Step], mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
+    let together = steps.iter().take_while(|s| s.is_independent()).count();
+    let (independent, rest) = steps.split_at(together);
+    futures::future::join_all(independent.iter().map(|step| run(step, mc, ctx)))
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>, Stop>>()?;
+    for step in rest {
+        match step {
+            Step::DeleteMiniCluster => {} // after the status
+            step => run(step, mc, ctx).await?,
+        }
+    }
+    Ok(())
 }
 
 // Long: one arm per kind of step, each a few calls; split, it would read no better.

@@ -147,6 +147,18 @@ pub enum Step {
     DeleteMiniCluster,
 }
 
+impl Step {
+    /// A step no other step of the plan waits for, nor it for them: the creates (or applies)
+    /// of the Secret, the ConfigMap and the Services, which the JobSet's pods use but its
+    /// create does not. The plan puts them first; the executor sends them together.
+    pub fn is_independent(&self) -> bool {
+        matches!(
+            self,
+            Step::CreateSecret(..) | Step::CreateConfigMap(..) | Step::ApplyService(..)
+        )
+    }
+}
+
 /// Everything one reconcile does.
 #[derive(Clone, Debug)]
 pub struct Plan {

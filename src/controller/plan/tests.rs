@@ -922,3 +922,33 @@ fn every_object_made_again_after_a_deletion_says_so_and_only_then() {
     }
     assert_eq!(messages.len(), 4, "{messages:?}");
 }
+
+#[test]
+fn the_steps_the_executor_sends_together_come_before_every_other_step() {
+    // The executor sends the leading independent steps (Secret, ConfigMap, Services) at once
+    // and the rest in order: no plan may put an independent step after a dependent one.
+    let web = || with_web_service(Mc::new(2));
+    let cases = [
+        ("a new cluster", Seen::nothing(&Mc::new(2))),
+        ("a new cluster with a Service", Seen::nothing(&web())),
+        (
+            "everything deleted under a running cluster",
+            Seen::everything(&web().running(), 2)
+                .without_jobset()
+                .without_secret()
+                .config_maps(&[]),
+        ),
+        (
+            "a stray ConfigMap and a deleted Service",
+            Seen::everything(&Mc::new(2).running(), 2).config_maps(&["m-old"]),
+        ),
+    ];
+    for (what, seen) in cases {
+        let plan = seen.plan();
+        let first_dependent = plan.steps.iter().position(|s| !s.is_independent());
+        let independent_after =
+            first_dependent.is_some_and(|i| plan.steps[i..].iter().any(Step::is_independent));
+        assert!(!independent_after, "{what}: {:?}", steps(&plan));
+        assert!(!plan.steps.is_empty(), "{what}: a plan with steps");
+    }
+}
