@@ -6,7 +6,8 @@
 //! context; plan -> {events, status, owned} (all pure).
 //! Status is computed by [`status`], Events by [`events`], durations by [`durations`].
 //! [`run`] wires the process: the HTTP endpoints, leadership ([`leader`]), the watches and
-//! their triggers ([`watches`], [`trigger`]), the controller, and shutdown.
+//! their triggers ([`watches`], [`trigger`]), the controller, and shutdown. A MiniCluster
+//! deleted takes its JobSet with it at once ([`teardown`]).
 
 mod apply;
 mod cluster_domain;
@@ -21,6 +22,7 @@ mod owned;
 pub mod plan;
 mod reconcile;
 pub mod status;
+mod teardown;
 #[cfg(test)]
 mod tests;
 mod trigger;

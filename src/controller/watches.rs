@@ -11,6 +11,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, ResourceExt};
 
+use super::teardown::Teardown;
 use super::{index, kueue, scoped, trigger};
 use crate::api::MiniCluster;
 use crate::jobset::JobSet;
@@ -72,7 +73,14 @@ pub async fn start(client: &Client, ns: Option<&str>) -> Watches {
     // What wakes a reconcile, and how soon (see `trigger`): a new MiniCluster or a changed
     // spec at once; the watches of its objects and pods, and its own status coming back,
     // debounced together per MiniCluster.
-    let (mc_now, mc_later) = trigger::split(mc_stream);
+    // A MiniCluster reported gone takes its JobSet with it at once (see `teardown`).
+    let teardown = Teardown {
+        client: client.clone(),
+        miniclusters: mc_store.clone(),
+        jobsets: jobsets.clone(),
+        jobs: jobs.clone(),
+    };
+    let (mc_now, mc_later) = trigger::split(teardown.watch(mc_stream));
     let mut later: Vec<BoxStream<'static, ObjectRef<MiniCluster>>> = vec![
         mc_later.boxed(),
         trigger::of_owned(jobset_stream).boxed(),

@@ -612,6 +612,56 @@ async fn deleting_a_minicluster_removes_what_it_owned() -> Result<()> {
     Ok(())
 }
 
+/// `kubectl delete --cascade=orphan`: the MiniCluster goes, its JobSet and pods stay (the
+/// operator deletes a deleted MiniCluster's JobSet itself, ahead of the garbage collector,
+/// but never one the delete orphaned).
+#[tokio::test]
+async fn an_orphaning_delete_of_a_minicluster_leaves_its_jobset_and_pods() -> Result<()> {
+    let Setup {
+        ns,
+        operator: _operator,
+        mcs,
+    } = setup("orphan").await?;
+    let mc = hello(&ns.name, 2)?;
+    let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
+    wait_phase(&mcs, &name, Phase::Running).await?;
+    let jobsets = ns.api::<JobSet>();
+    let before = jobsets.get(&name).await?;
+
+    let orphan = DeleteParams {
+        propagation_policy: Some(kube::api::PropagationPolicy::Orphan),
+        ..DeleteParams::default()
+    };
+    mcs.delete(&name, &orphan).await?;
+    wait_for("the MiniCluster gone", TIMEOUT, || async {
+        Ok(mcs.get_opt(&name).await?.is_none().then_some(()))
+    })
+    .await?;
+    // Long enough for the operator's delete (it follows the watch event within
+    // milliseconds) and the collector's.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = jobsets.get(&name).await?;
+    assert_eq!(after.metadata.uid, before.metadata.uid, "the same JobSet");
+    assert!(
+        after.metadata.deletion_timestamp.is_none(),
+        "not being deleted"
+    );
+    assert!(
+        after
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .all(|o| o.kind != "MiniCluster"),
+        "orphaned: {:?}",
+        after.metadata.owner_references
+    );
+    let pods = labelled(&ns.api::<Pod>(), &name).await?;
+    assert_eq!(pods.len(), 2, "its pods stay");
+    ns.cleanup().await;
+    Ok(())
+}
+
 /// Done-when 4: an operator killed mid-creation and started again leaves no duplicate, no
 /// orphan, and the same certificate.
 #[tokio::test]
