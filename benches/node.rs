@@ -26,7 +26,7 @@ use serde_json::Value;
 #[allow(dead_code)]
 #[path = "../tests/node/cluster.rs"]
 mod cluster;
-#[path = "../tests/e2e/common.rs"]
+#[path = "../tests/common/mod.rs"]
 mod common;
 #[allow(dead_code, unused_imports)]
 #[path = "../tests/e2e/operator.rs"]
