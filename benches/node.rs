@@ -28,12 +28,9 @@ use serde_json::Value;
 mod cluster;
 #[path = "../tests/common/mod.rs"]
 mod common;
-#[allow(dead_code, unused_imports)]
-#[path = "../tests/e2e/operator.rs"]
-mod operator;
 
 use cluster::{apply_yaml, kubectl, kubectl_in, on_real_node, root};
-use common::{TestNamespace, wait_for};
+use common::{Operator, TestNamespace, http_get, wait_for};
 use flux_operator::flux::curve::Certificate;
 
 const MC: &str = "bench";
@@ -68,7 +65,7 @@ impl Arm {
 /// An operator process, killed when dropped.
 enum Running {
     /// Held for its `Drop`, which kills it.
-    Ours(#[allow(dead_code)] operator::Operator),
+    Ours(#[allow(dead_code)] Operator),
     Go(Child),
 }
 
@@ -110,12 +107,9 @@ impl Bench {
     async fn start(&self, arm: Arm, ns: &str) -> Result<Running> {
         match arm {
             Arm::Operator => {
-                let op = operator::Operator::start(ns)?;
+                let op = Operator::start(ns)?;
                 wait_for("the operator ready", LIMIT, || async {
-                    Ok(operator::http_get(op.metrics_port, "/readyz")
-                        .await
-                        .ok()
-                        .map(drop))
+                    Ok(http_get(op.metrics_port, "/readyz").await.ok().map(drop))
                 })
                 .await?;
                 Ok(Running::Ours(op))

@@ -1,7 +1,14 @@
-//! Shared helpers for the e2e tests: a client for the test cluster, a fresh
-//! namespace per test that is deleted afterwards, typed handles for the JobSet
-//! and Kueue APIs (as `DynamicObject`s, so the tests do not depend on the
-//! crate's own types), and bounded wait helpers.
+//! The one set of helpers the tests against a cluster and the benchmarks share: the e2e
+//! tests (`tests/e2e`), the real-node tests (`tests/node`) and both cluster benches
+//! (`benches/operators.rs`, `benches/node.rs`) include this module.
+//!
+//! Here: a client for the test cluster, a fresh namespace per test that is deleted
+//! afterwards; in `wait.rs`, bounded wait helpers; in `objects.rs`, typed handles for the
+//! JobSet, Kueue and MiniCluster APIs (as `DynamicObject`s, so the tests do not depend on
+//! the crate's own types), conditions, pods' readiness, YAML streams and CRDs; in `http.rs`,
+//! plain HTTP on loopback; in `process.rs`, this operator's binary run for one namespace
+//! and other processes with a log;
+//! in `go.rs`, the Go operator's archive and build. All of it is used as `common::name`.
 //!
 //! The cluster comes from `e2e/up.sh` (`make up`, or `make test` which starts
 //! and stops one); its kubeconfig is `$KUBECONFIG`.
@@ -19,22 +26,36 @@
 #![allow(dead_code)]
 
 use std::collections::hash_map::RandomState;
-use std::fmt::Debug;
-use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
-};
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::{Client, Resource};
 use serde_json::{Value, json};
 
-/// How often the wait helpers look again.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+mod go;
+mod http;
+mod objects;
+mod process;
+mod wait;
+
+// One namespace for every helper, `common::name`. Each includer uses some of them (the
+// reason for `dead_code` above, too).
+#[allow(unused_imports)]
+pub use self::{
+    go::{GO_CRD, GO_OPERATOR_ARCHIVE, unpack_go_operator},
+    http::{free_port, http_get, http_status},
+    objects::{
+        MINICLUSTER_CRD, api_resource, condition, crd_established, dynamic_object, has_condition,
+        jobset_resource, kueue_resource, minicluster_resource, pod_phase, pod_ready,
+        yaml_documents,
+    },
+    process::{Operator, print_log_tail, spawn_logged},
+    wait::{POLL_INTERVAL, wait_for, wait_for_every, wait_for_list, wait_for_object},
+};
 
 /// Label put on every namespace a test creates (value: the test's name).
 pub const TEST_LABEL: &str = "e2e.flux-framework.org/test";
@@ -119,35 +140,18 @@ pub struct TestNamespace {
 }
 
 impl TestNamespace {
-    /// Create the namespace and wait until pods can be created in it (its
-    /// default ServiceAccount exists, which the ServiceAccount admission
-    /// plugin requires).
+    /// Create the namespace and wait until pods can be created in it.
     pub async fn create(test: &str) -> Result<Self> {
         let client = client().await?;
         let name = format!("e2e-{}-{}", sanitize(test), random_suffix());
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        let ns: Namespace = serde_json::from_value(json!({
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": { "name": name, "labels": { TEST_LABEL: sanitize(test) } }
-        }))?;
-        namespaces
-            .create(&PostParams::default(), &ns)
-            .await
-            .with_context(|| format!("creating namespace {name}"))?;
+        post_namespace(&client, &name, json!({ TEST_LABEL: sanitize(test) })).await?;
         let this = Self {
             client: client.clone(),
             name: name.clone(),
             cluster_objects: Vec::new(),
             cleaned: false,
         };
-        let sas: Api<ServiceAccount> = Api::namespaced(client, &name);
-        wait_for(
-            &format!("default ServiceAccount in {name}"),
-            Duration::from_secs(30),
-            || async { Ok(sas.get_opt("default").await?.map(|_| ())) },
-        )
-        .await?;
+        default_service_account(&client, &name).await?;
         Ok(this)
     }
 
@@ -222,6 +226,39 @@ impl Drop for TestNamespace {
     }
 }
 
+/// Create the namespace `name` with `labels` (a JSON map) and wait until pods can be
+/// created in it. It stays: for a namespace deleted after the test, see [`TestNamespace`].
+pub async fn create_namespace(client: &Client, name: &str, labels: Value) -> Result<()> {
+    post_namespace(client, name, labels).await?;
+    default_service_account(client, name).await
+}
+
+async fn post_namespace(client: &Client, name: &str, labels: Value) -> Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": { "name": name, "labels": labels }
+    }))?;
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .with_context(|| format!("creating namespace {name}"))?;
+    Ok(())
+}
+
+/// Wait for the namespace's default ServiceAccount, which the ServiceAccount admission
+/// plugin requires of every pod.
+async fn default_service_account(client: &Client, namespace: &str) -> Result<()> {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    wait_for(
+        &format!("default ServiceAccount in {namespace}"),
+        Duration::from_secs(30),
+        || async { Ok(sas.get_opt("default").await?.map(|_| ())) },
+    )
+    .await
+}
+
 fn keep_namespaces() -> bool {
     std::env::var("E2E_KEEP_NAMESPACES").is_ok_and(|v| !v.is_empty() && v != "0")
 }
@@ -242,192 +279,4 @@ async fn delete_all(client: &Client, namespace: &str, objects: &[ClusterObject])
             Err(e) => eprintln!("warning: deleting {} {}: {e}", o.resource.kind, o.name),
         }
     }
-}
-
-/// Poll `check` every [`POLL_INTERVAL`] until it returns `Ok(Some(value))`, and
-/// return that value. Errors from `check` are retried (and reported if the time
-/// runs out); after `timeout` this fails, naming `what` and the last error.
-pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>>>,
-{
-    let start = Instant::now();
-    let mut last_error = None;
-    loop {
-        match check().await {
-            Ok(Some(v)) => return Ok(v),
-            Ok(None) => {}
-            Err(e) => last_error = Some(e),
-        }
-        if start.elapsed() >= timeout {
-            let mut msg = format!("timed out after {timeout:?} waiting for {what}");
-            if let Some(e) = last_error {
-                msg.push_str(&format!(" (last error: {e:#})"));
-            }
-            return Err(anyhow!(msg));
-        }
-        tokio::time::sleep(POLL_INTERVAL).await;
-    }
-}
-
-/// Wait until the object `name` exists and satisfies `pred`; return it. On
-/// timeout the error shows the object's last observed `status`.
-pub async fn wait_for_object<K, P>(
-    api: &Api<K>,
-    name: &str,
-    what: &str,
-    timeout: Duration,
-    pred: P,
-) -> Result<K>
-where
-    K: Clone + Debug + serde::de::DeserializeOwned + serde::Serialize,
-    P: Fn(&K) -> bool,
-{
-    let start = Instant::now();
-    let mut last: Option<K> = None;
-    let mut last_error = None;
-    loop {
-        match api.get_opt(name).await {
-            Ok(Some(obj)) if pred(&obj) => return Ok(obj),
-            Ok(obj) => last = obj.or(last),
-            Err(e) => last_error = Some(e),
-        }
-        if start.elapsed() >= timeout {
-            let status = last
-                .and_then(|o| serde_json::to_value(o).ok())
-                .map(|v| v.get("status").cloned().unwrap_or(Value::Null));
-            let mut msg = format!("timed out after {timeout:?} waiting for {what}");
-            match status {
-                Some(s) => msg.push_str(&format!("; last status of {name}: {s}")),
-                None => msg.push_str(&format!("; {name} was never found")),
-            }
-            if let Some(e) = last_error {
-                msg.push_str(&format!(" (last error: {e})"));
-            }
-            bail!(msg);
-        }
-        tokio::time::sleep(POLL_INTERVAL).await;
-    }
-}
-
-/// Wait until `api` lists at least `count` objects with `labels` satisfying
-/// `pred`; return all that satisfy it.
-pub async fn wait_for_list<K, P>(
-    api: &Api<K>,
-    labels: &str,
-    count: usize,
-    what: &str,
-    timeout: Duration,
-    pred: P,
-) -> Result<Vec<K>>
-where
-    K: Clone + Debug + serde::de::DeserializeOwned,
-    P: Fn(&K) -> bool,
-{
-    let lp = ListParams::default().labels(labels);
-    let start = Instant::now();
-    let (mut listed, mut matched) = (0, 0);
-    let mut last_error = None;
-    loop {
-        match api.list(&lp).await {
-            Ok(list) => {
-                listed = list.items.len();
-                let items: Vec<K> = list.items.into_iter().filter(|o| pred(o)).collect();
-                matched = items.len();
-                if matched >= count {
-                    return Ok(items);
-                }
-            }
-            Err(e) => last_error = Some(e),
-        }
-        if start.elapsed() >= timeout {
-            let mut msg = format!(
-                "timed out after {timeout:?} waiting for {what}: {matched} of {count} matched \
-                 ({listed} listed with labels {labels:?})"
-            );
-            if let Some(e) = last_error {
-                msg.push_str(&format!(" (last error: {e})"));
-            }
-            bail!(msg);
-        }
-        tokio::time::sleep(POLL_INTERVAL).await;
-    }
-}
-
-/// True if `obj.status.conditions` has a condition `type_` with `status`.
-pub fn has_condition(obj: &Value, type_: &str, status: &str) -> bool {
-    condition(obj, type_).is_some_and(|c| c["status"] == status)
-}
-
-/// The condition `type_` from `obj.status.conditions` (of a `DynamicObject`'s
-/// `data`, or any serialized object).
-pub fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
-    obj.pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
-}
-
-/// Pod phase, e.g. "Running".
-pub fn pod_phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or("")
-}
-
-/// Build a `DynamicObject` from JSON (which must carry apiVersion and kind).
-pub fn dynamic_object(value: Value) -> Result<DynamicObject> {
-    serde_json::from_value(value).context("building a DynamicObject from JSON")
-}
-
-fn api_resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
-}
-
-/// jobset.x-k8s.io/v1alpha2 JobSet.
-pub fn jobset_resource() -> ApiResource {
-    api_resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
-}
-
-/// kueue.x-k8s.io/v1beta2 (served through Kueue's conversion webhook).
-pub fn kueue_resource(kind: &str) -> ApiResource {
-    let plural = match kind {
-        "ResourceFlavor" => "resourceflavors",
-        "ClusterQueue" => "clusterqueues",
-        "LocalQueue" => "localqueues",
-        "Workload" => "workloads",
-        other => panic!("no plural known for Kueue kind {other}"),
-    };
-    api_resource("kueue.x-k8s.io", "v1beta2", kind, plural)
-}
-
-/// The Go operator's source archive, relative to `CARGO_MANIFEST_DIR`.
-pub const GO_OPERATOR_ARCHIVE: &str = "../shared/vendor/flux-operator-0d75cef8.tar.gz";
-
-/// Unpack the members of the Go operator's archive that match the `tar --wildcards`
-/// PATTERNS into `dir`; return the archive's top directory there.
-pub fn unpack_go_operator(dir: &std::path::Path, patterns: &[&str]) -> Result<std::path::PathBuf> {
-    let archive = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(GO_OPERATOR_ARCHIVE);
-    anyhow::ensure!(
-        archive.exists(),
-        "the Go operator's source archive {} is missing (see ../shared/vendor/README.md)",
-        archive.display()
-    );
-    let status = std::process::Command::new("tar")
-        .arg("-xzf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(dir)
-        .arg("--wildcards")
-        .args(patterns)
-        .status()
-        .context("running tar")?;
-    anyhow::ensure!(status.success(), "tar failed on {}", archive.display());
-    let top = std::fs::read_dir(dir)?
-        .next()
-        .context("empty archive")??
-        .path();
-    Ok(top)
 }
