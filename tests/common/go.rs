@@ -3,7 +3,7 @@
 //! `e2e/build-go-operator.sh` builds it (both benches run it).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, ensure};
 
@@ -37,4 +37,27 @@ pub fn unpack_go_operator(dir: &Path, patterns: &[&str]) -> Result<PathBuf> {
         .context("empty archive")??
         .path();
     Ok(top)
+}
+
+/// The Go operator built by `e2e/build-go-operator.sh` (stamped: at once when it is built;
+/// its progress on stderr): the directory with its manager, `bin/manager`, and its source
+/// tree, `src/` (its CRD is `src/` + [`GO_CRD`]).
+pub fn built_go_operator() -> Result<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/build-go-operator.sh");
+    let out = Command::new(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running e2e/build-go-operator.sh")?;
+    ensure!(
+        out.status.success(),
+        "e2e/build-go-operator.sh failed ({})",
+        out.status
+    );
+    let dir = PathBuf::from(String::from_utf8(out.stdout)?.trim());
+    ensure!(
+        dir.join("bin/manager").exists(),
+        "no manager in {}",
+        dir.display()
+    );
+    Ok(dir)
 }

@@ -46,12 +46,12 @@ mod wait;
 // reason for `dead_code` above, too).
 #[allow(unused_imports)]
 pub use self::{
-    go::{GO_CRD, GO_OPERATOR_ARCHIVE, unpack_go_operator},
+    go::{GO_CRD, GO_OPERATOR_ARCHIVE, built_go_operator, unpack_go_operator},
     http::{free_port, http_get, http_status},
     objects::{
-        MINICLUSTER_CRD, api_resource, condition, crd_established, dynamic_object, has_condition,
-        jobset_resource, kueue_resource, minicluster_resource, pod_phase, pod_ready,
-        yaml_documents,
+        MINICLUSTER_CRD, api_resource, condition, crd_established, crd_from_file, dynamic_object,
+        has_condition, jobset_resource, kueue_resource, minicluster_resource, pod_phase, pod_ready,
+        replace_crd, yaml_documents,
     },
     process::{Operator, print_log_tail, spawn_logged},
     wait::{POLL_INTERVAL, wait_for, wait_for_every, wait_for_list, wait_for_object},

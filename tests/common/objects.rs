@@ -2,13 +2,16 @@
 //! `DynamicObject`s, so that tests and benches do not depend on the crate's own types),
 //! their conditions, pods' phase and readiness, YAML streams, and installing a CRD.
 
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -98,6 +101,13 @@ pub fn kueue_resource(kind: &str) -> ApiResource {
     api_resource("kueue.x-k8s.io", "v1beta2", kind, plural)
 }
 
+/// The CustomResourceDefinition in a YAML file.
+pub fn crd_from_file(path: &Path) -> Result<CustomResourceDefinition> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_norway::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
 /// Wait until the CRD `name` is Established.
 pub async fn crd_established(client: &Client, name: &str, timeout: Duration) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -110,4 +120,47 @@ pub async fn crd_established(client: &Client, name: &str, timeout: Duration) -> 
         Ok(established.then_some(()))
     })
     .await
+}
+
+/// Install `crd` in place of the CRD of its name, if there is one: that one is deleted and
+/// gone first (with every object of its kind), so that nothing of it is left to serve or to
+/// convert. Returns once the new one is Established and every served version lists.
+pub async fn replace_crd(client: &Client, crd: &CustomResourceDefinition) -> Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd
+        .metadata
+        .name
+        .as_deref()
+        .context("the CRD has no name")?;
+    if crds.get_opt(name).await?.is_some() {
+        crds.delete(name, &DeleteParams::default()).await?;
+        wait_for(
+            &format!("the old CRD {name} gone"),
+            Duration::from_secs(120),
+            || async { Ok(crds.get_opt(name).await?.is_none().then_some(())) },
+        )
+        .await?;
+    }
+    crds.create(&PostParams::default(), crd).await?;
+    crd_established(client, name, Duration::from_secs(60)).await?;
+    let spec = &crd.spec;
+    for version in spec.versions.iter().filter(|v| v.served) {
+        let resource = api_resource(
+            &spec.group,
+            &version.name,
+            &spec.names.kind,
+            &spec.names.plural,
+        );
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let what = format!("{} {} served", spec.names.plural, version.name);
+        wait_for(&what, Duration::from_secs(60), || async {
+            Ok(api
+                .list(&ListParams::default().limit(1))
+                .await
+                .ok()
+                .map(drop))
+        })
+        .await?;
+    }
+    Ok(())
 }
