@@ -59,24 +59,26 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::{
+    GO_CRD, api_resource, built_go_operator, crd_from_file, create_namespace, dynamic_object,
+    free_port, http_get, minicluster_resource, pod_ready, replace_crd, spawn_logged,
+    wait_for_every, yaml_documents,
+};
 
 const FIELD_MANAGER: &str = "flux-operator-bench";
-const CRD_NAME: &str = "miniclusters.flux-framework.org";
 /// After an operator reports ready, before the clock starts: its start-up lists are done.
 const SETTLE: Duration = Duration::from_secs(2);
-/// The Go operator's CRD inside its source tree (`<go-operator>/src`).
-const GO_CRD: &str = "config/crd/bases/flux-framework.org_miniclusters.yaml";
+/// How often the bench's waits look again (the status-Running figure is one of them).
+const POLL: Duration = Duration::from_millis(100);
 /// JobSet's two pod webhooks, as up.sh registers them.
 const JOBSET_MUTATING: &str = "jobset-mutating-webhook-configuration";
 const JOBSET_VALIDATING: &str = "jobset-validating-webhook-configuration";
@@ -353,31 +355,6 @@ fn read_pid(path: &Path) -> Result<u32> {
         .with_context(|| format!("parsing {}", path.display()))
 }
 
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// A plain HTTP/1.0 GET on loopback; the body of a 200 answer.
-async fn http_get(port: u16, path: &str) -> Result<String> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).await?;
-    ensure!(
-        text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"),
-        "GET {path}: {}",
-        text.lines().next().unwrap_or("")
-    );
-    Ok(text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default())
-}
-
 /// One sample of the Prometheus text format: name, labels, value.
 /// A metric's name, labels and value.
 type Sample<'a> = (&'a str, Vec<(String, String)>, f64);
@@ -529,18 +506,6 @@ fn api_stats_from(text: &str) -> ApiStats {
     s
 }
 
-/// Objects of a YAML stream.
-fn yaml_documents(text: &str) -> Result<Vec<Value>> {
-    let mut out = Vec::new();
-    for doc in serde_norway::Deserializer::from_str(text) {
-        let v = Value::deserialize(doc)?;
-        if !v.is_null() {
-            out.push(v);
-        }
-    }
-    Ok(out)
-}
-
 /// The MiniCluster every arm runs: the same file for both operators and for `render`.
 fn minicluster_yaml(name: &str, namespace: &str, size: usize) -> String {
     format!(
@@ -548,13 +513,6 @@ fn minicluster_yaml(name: &str, namespace: &str, size: usize) -> String {
          namespace: {namespace}\nspec:\n  size: {size}\n  containers:\n    - image: rockylinux:9\n      \
          command: sleep infinity\n"
     )
-}
-
-fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -571,10 +529,8 @@ fn to_apply(client: &Client, v: Value) -> Result<Apply> {
     let api_version = v["apiVersion"].as_str().context("no apiVersion")?;
     let kind = v["kind"].as_str().context("no kind")?;
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let plural = format!("{}s", kind.to_lowercase());
-    let ar =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural);
-    let obj: DynamicObject = serde_json::from_value(v)?;
+    let ar = api_resource(group, version, kind, &format!("{}s", kind.to_lowercase()));
+    let obj = dynamic_object(v)?;
     let api = match obj.metadata.namespace.as_deref() {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
         None => Api::all_with(client.clone(), &ar),
@@ -760,20 +716,9 @@ impl Bench {
         ] {
             procs.push((name, read_pid(&file)?));
         }
+        // (`make bench` has built it: this only reads the stamp.)
         let go_dir = if arms.contains(&Arm::Go) {
-            // Stamped: prints the tree at once when it is built (make bench builds it first).
-            let out = Command::new(root.join("e2e/build-go-operator.sh"))
-                .stderr(Stdio::inherit())
-                .output()
-                .context("running e2e/build-go-operator.sh")?;
-            ensure!(out.status.success(), "e2e/build-go-operator.sh failed");
-            let dir = PathBuf::from(String::from_utf8(out.stdout)?.trim());
-            ensure!(
-                dir.join("bin/manager").exists(),
-                "no manager in {}",
-                dir.display()
-            );
-            Some(dir)
+            Some(built_go_operator()?)
         } else {
             None
         };
@@ -788,7 +733,7 @@ impl Bench {
             (port("JOBSET_METRICS_PORT"), port("KUEUE_METRICS_PORT"));
         let logs = state.join("logs/bench");
         std::fs::create_dir_all(&logs)?;
-        let client = Client::try_default().await?;
+        let client = common::client().await?;
         Ok(Self {
             client,
             root,
@@ -934,16 +879,6 @@ impl Bench {
             return Ok(());
         }
         let t0 = Instant::now();
-        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        if crds.get_opt(CRD_NAME).await?.is_some() {
-            crds.delete(CRD_NAME, &DeleteParams::default()).await?;
-            wait_until(
-                "the old MiniCluster CRD gone",
-                Duration::from_secs(120),
-                || async { Ok(crds.get_opt(CRD_NAME).await?.is_none()) },
-            )
-            .await?;
-        }
         let path = match want {
             Crd::Ours => self.root.join("crds/flux-framework.org_miniclusters.yaml"),
             Crd::Go => self
@@ -953,34 +888,7 @@ impl Bench {
                 .join("src")
                 .join(GO_CRD),
         };
-        let crd: CustomResourceDefinition = serde_norway::from_str(
-            &std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?,
-        )
-        .with_context(|| format!("parsing {}", path.display()))?;
-        crds.create(&PostParams::default(), &crd).await?;
-        wait_until(
-            "the MiniCluster CRD established",
-            Duration::from_secs(60),
-            || async {
-                let c = crds.get(CRD_NAME).await?;
-                Ok(c.status.and_then(|s| s.conditions).is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                }))
-            },
-        )
-        .await?;
-        // Served: a list answers.
-        let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("flux-framework.org", "v1alpha2", "MiniCluster"),
-            "miniclusters",
-        );
-        let mcs: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
-        wait_until("MiniClusters served", Duration::from_secs(60), || async {
-            Ok(mcs.list(&ListParams::default().limit(1)).await.is_ok())
-        })
-        .await?;
+        replace_crd(&self.client, &crd_from_file(&path)?).await?;
         self.crd = Some(want);
         eprintln!(
             "  installed the {} MiniCluster CRD in {:.1} s",
@@ -1034,14 +942,10 @@ impl Bench {
             }
             _ => bail!("{} runs no operator", arm.title()),
         };
-        let child = cmd
-            .env("KUBECONFIG", &self.kubeconfig)
-            .current_dir(self.work.path())
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .with_context(|| format!("starting {}", arm.title()))?;
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .current_dir(self.work.path());
+        let child =
+            spawn_logged(&mut cmd, out).with_context(|| format!("starting {}", arm.title()))?;
         Ok(OperatorProc {
             arm,
             child,
@@ -1128,22 +1032,6 @@ impl Bench {
         Ok(())
     }
 
-    async fn create_namespace(&self, ns: &str) -> Result<()> {
-        let nss: Api<Namespace> = Api::all(self.client.clone());
-        let obj: Namespace = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": ns, "labels": {"bench.flux-framework.org/run": "true"}}}))?;
-        nss.create(&PostParams::default(), &obj).await?;
-        // Pods need the default ServiceAccount (the ServiceAccount admission plugin).
-        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), ns);
-        wait_until(
-            "the default ServiceAccount",
-            Duration::from_secs(30),
-            || async { Ok(sas.get_opt("default").await?.is_some()) },
-        )
-        .await
-    }
-
     /// Delete the namespace and force its pods away; return when no pod is left in it (the
     /// namespace controller finishes the rest in the background).
     async fn delete_namespace(&self, ns: &str) -> Result<()> {
@@ -1181,11 +1069,8 @@ impl Bench {
     /// MiniClusters (a forgotten operator, another session's) would make both reconcile
     /// without end and every figure meaningless.
     async fn check_status_writers(&self, ns: &str, arm: Arm) -> Result<()> {
-        let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("flux-framework.org", "v1alpha2", "MiniCluster"),
-            "miniclusters",
-        );
-        let mcs: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
+        let mcs: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), ns, &minicluster_resource());
         let expected = match arm {
             Arm::Operator => "flux-operator",
             _ => "manager",
@@ -1212,11 +1097,10 @@ impl Bench {
     async fn wait_pending(&mut self) -> Result<()> {
         let nss: Api<Namespace> = Api::all(self.client.clone());
         for ns in std::mem::take(&mut self.pending) {
-            wait_until(
-                &format!("namespace {ns} gone"),
-                Duration::from_secs(300),
-                || async { Ok(nss.get_opt(&ns).await?.is_none()) },
-            )
+            let what = format!("namespace {ns} gone");
+            wait_for_every(&what, Duration::from_secs(300), POLL, || async {
+                Ok(nss.get_opt(&ns).await?.is_none().then_some(()))
+            })
             .await?;
         }
         Ok(())
@@ -1231,7 +1115,8 @@ impl Bench {
         if let Some(crd) = arm.crd() {
             self.ensure_crd(crd).await?;
         }
-        self.create_namespace(&ns).await?;
+        let labels = json!({"bench.flux-framework.org/run": "true"});
+        create_namespace(&self.client, &ns, labels).await?;
         let objects = self.objects(arm, &names, &ns, size)?;
 
         let mut operator = match arm {
@@ -1317,23 +1202,18 @@ impl Bench {
         // above, so its polling is not counted). The idle window starts after it.
         let mut running = None;
         if arm == Arm::Operator {
-            let ar = ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk("flux-framework.org", "v1alpha2", "MiniCluster"),
-                "miniclusters",
-            );
-            let mcs: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
-            wait_until(
-                "every MiniCluster Running",
-                Duration::from_secs(120),
-                || async {
-                    let list = mcs.list(&ListParams::default()).await?;
-                    Ok(list
-                        .items
-                        .iter()
-                        .all(|mc| mc.data["status"]["phase"] == "Running"))
-                },
-            )
-            .await?;
+            let mcs: Api<DynamicObject> =
+                Api::namespaced_with(self.client.clone(), ns, &minicluster_resource());
+            let all_running = || async {
+                let list = mcs.list(&ListParams::default()).await?;
+                let all = list
+                    .items
+                    .iter()
+                    .all(|mc| mc.data["status"]["phase"] == "Running");
+                Ok(all.then_some(()))
+            };
+            let what = "every MiniCluster Running";
+            wait_for_every(what, Duration::from_secs(120), POLL, all_running).await?;
             running = Some(t0.elapsed().as_secs_f64());
         }
         let mut idle = None;
@@ -1510,25 +1390,6 @@ async fn watch_pods(
         }
     }
     bail!("the pod watch ended")
-}
-
-async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<bool>>,
-{
-    let t0 = Instant::now();
-    loop {
-        if check().await? {
-            return Ok(());
-        }
-        ensure!(
-            t0.elapsed() < timeout,
-            "timed out after {} s waiting for {what}",
-            timeout.as_secs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 // ---------------------------------------------------------------------------------------
