@@ -6,7 +6,7 @@
 //! afterwards; in `wait.rs`, bounded wait helpers; in `objects.rs`, typed handles for the
 //! JobSet, Kueue and MiniCluster APIs (as `DynamicObject`s, so the tests do not depend on
 //! the crate's own types), conditions, pods' readiness, YAML streams and CRDs; in `http.rs`,
-//! plain HTTP on loopback; in `process.rs`, this operator's binary run for one namespace
+//! plain HTTP on loopback; in `metrics.rs`, Prometheus' text format; in `process.rs`, this operator's binary run for one namespace
 //! and other processes with a log;
 //! in `go.rs`, the Go operator's archive and build. All of it is used as `common::name`.
 //!
@@ -38,6 +38,7 @@ use serde_json::{Value, json};
 
 mod go;
 mod http;
+mod metrics;
 mod objects;
 mod process;
 mod wait;
@@ -48,6 +49,7 @@ mod wait;
 pub use self::{
     go::{GO_CRD, GO_OPERATOR_ARCHIVE, built_go_operator, unpack_go_operator},
     http::{free_port, http_get, http_status},
+    metrics::{Sample, histogram_p50_p99_ms, label, parse_sample, sum_samples},
     objects::{
         MINICLUSTER_CRD, api_resource, condition, crd_established, crd_from_file, dynamic_object,
         has_condition, jobset_resource, kueue_resource, minicluster_resource, pod_phase, pod_ready,
