@@ -179,14 +179,16 @@ struct ApiStats {
     pod_creates: f64,
 }
 
+/// `a - b` key by key (a key missing from `b` counts as 0 there); the keys at 0 dropped.
+fn sub(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    a.iter()
+        .map(|(k, v)| (k.clone(), v - b.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, v)| *v != 0.0)
+        .collect()
+}
+
 impl ApiStats {
     fn minus(&self, before: &ApiStats) -> ApiStats {
-        fn sub(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
-            a.iter()
-                .map(|(k, v)| (k.clone(), v - b.get(k).copied().unwrap_or(0.0)))
-                .filter(|(_, v)| *v != 0.0)
-                .collect()
-        }
         ApiStats {
             requests: sub(&self.requests, &before.requests),
             webhook_secs: sub(&self.webhook_secs, &before.webhook_secs),
@@ -223,12 +225,6 @@ struct Controllers {
 
 impl Controllers {
     fn minus(&self, before: &Controllers) -> Controllers {
-        let sub = |a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>| {
-            a.iter()
-                .map(|(k, v)| (k.clone(), v - b.get(k).copied().unwrap_or(0.0)))
-                .filter(|(_, v)| *v != 0.0)
-                .collect()
-        };
         Controllers {
             jobset_reconciles: self.jobset_reconciles - before.jobset_reconciles,
             webhook_secs: sub(&self.webhook_secs, &before.webhook_secs),
@@ -353,6 +349,28 @@ fn read_pid(path: &Path) -> Result<u32> {
         .trim()
         .parse()
         .with_context(|| format!("parsing {}", path.display()))
+}
+
+/// (name, pid) of the control plane's processes, from their pid files under `E2E_STATE`
+/// (the cluster `E2E_CLUSTER`).
+fn control_plane(state: &Path) -> Result<Vec<(&'static str, u32)>> {
+    let cluster = std::env::var("E2E_CLUSTER").unwrap_or_else(|_| "flux-operator-e2e".into());
+    let kwok_pids = state.join("kwok/clusters").join(&cluster).join("pids");
+    let mut procs = Vec::new();
+    for (name, file) in [
+        ("kube-apiserver", kwok_pids.join("kube-apiserver.pid")),
+        ("jobset", state.join("pids/jobset.pid")),
+        (
+            "kube-controller-manager",
+            kwok_pids.join("kube-controller-manager.pid"),
+        ),
+        ("kube-scheduler", kwok_pids.join("kube-scheduler.pid")),
+        ("kwok", kwok_pids.join("kwok-controller.pid")),
+        ("etcd", kwok_pids.join("etcd.pid")),
+    ] {
+        procs.push((name, read_pid(&file)?));
+    }
+    Ok(procs)
 }
 
 fn api_stats_from(text: &str) -> ApiStats {
@@ -605,23 +623,7 @@ impl Bench {
             std::env::var("KUBECONFIG").context("KUBECONFIG is not set: run through make bench")?,
         );
         let state = PathBuf::from(std::env::var("E2E_STATE").context("E2E_STATE is not set")?);
-        let cluster = std::env::var("E2E_CLUSTER").unwrap_or_else(|_| "flux-operator-e2e".into());
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let kwok_pids = state.join("kwok/clusters").join(&cluster).join("pids");
-        let mut procs = Vec::new();
-        for (name, file) in [
-            ("kube-apiserver", kwok_pids.join("kube-apiserver.pid")),
-            ("jobset", state.join("pids/jobset.pid")),
-            (
-                "kube-controller-manager",
-                kwok_pids.join("kube-controller-manager.pid"),
-            ),
-            ("kube-scheduler", kwok_pids.join("kube-scheduler.pid")),
-            ("kwok", kwok_pids.join("kwok-controller.pid")),
-            ("etcd", kwok_pids.join("etcd.pid")),
-        ] {
-            procs.push((name, read_pid(&file)?));
-        }
+        let procs = control_plane(&state)?;
         // (`make bench` has built it: this only reads the stamp.)
         let go_dir = if arms.contains(&Arm::Go) {
             Some(built_go_operator()?)
@@ -639,10 +641,9 @@ impl Bench {
             (port("JOBSET_METRICS_PORT"), port("KUEUE_METRICS_PORT"));
         let logs = state.join("logs/bench");
         std::fs::create_dir_all(&logs)?;
-        let client = common::client().await?;
         Ok(Self {
-            client,
-            root,
+            client: common::client().await?,
+            root: PathBuf::from(env!("CARGO_MANIFEST_DIR")),
             kubeconfig,
             operator_bin: PathBuf::from(env!("CARGO_BIN_EXE_flux-operator")),
             go_dir,
@@ -1106,73 +1107,14 @@ impl Bench {
         }
         // This operator's status: until every MiniCluster says Running (after the window
         // above, so its polling is not counted). The idle window starts after it.
-        let mut running = None;
-        if arm == Arm::Operator {
-            let mcs: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), ns, &minicluster_resource());
-            let all_running = || async {
-                let list = mcs.list(&ListParams::default()).await?;
-                let all = list
-                    .items
-                    .iter()
-                    .all(|mc| mc.data["status"]["phase"] == "Running");
-                Ok(all.then_some(()))
-            };
-            let what = "every MiniCluster Running";
-            wait_for_every(what, Duration::from_secs(120), POLL, all_running).await?;
-            running = Some(t0.elapsed().as_secs_f64());
-        }
-        let mut idle = None;
-        if matches!(scenario, Scenario::Many(_)) {
-            let op_a = match &operator {
-                Some(p) => p.reconciles().await,
-                None => None,
-            };
-            let api_a = self.api_stats().await?;
-            let cpu_a = self.cpu(op_pid)?;
-            // The operator's reconcile count every second: when did it settle?
-            let window = Instant::now();
-            let mut samples: Vec<(f64, f64)> = op_a.map(|c| (0.0, c)).into_iter().collect();
-            while window.elapsed() < self.idle {
-                let left = self.idle.saturating_sub(window.elapsed());
-                tokio::time::sleep(left.min(Duration::from_secs(1))).await;
-                if let Some(p) = &operator
-                    && let Some(c) = p.reconciles().await
-                {
-                    samples.push((window.elapsed().as_secs_f64(), c));
-                }
-            }
-            let half = self.idle.as_secs_f64() / 2.0;
-            let late = samples
-                .iter()
-                .find(|(t, _)| *t >= half)
-                .zip(samples.last())
-                .map(|((_, a), (_, b))| b - a);
-            let last = samples
-                .windows(2)
-                .filter(|w| w[1].1 > w[0].1)
-                .map(|w| w[1].0)
-                .next_back()
-                .or(samples.first().map(|_| 0.0));
-            let cpu_b = self.cpu(op_pid)?;
-            let api_b = self.api_stats().await?;
-            let op_b = match &operator {
-                Some(p) => p.reconciles().await,
-                None => None,
-            };
-            let ctl_b = self.controllers();
-            idle = Some(Idle {
-                operator_reconciles: op_a.zip(op_b).map(|(a, b)| b - a),
-                operator_reconciles_late: late,
-                operator_last_reconcile: last,
-                jobset_reconciles: ctl1
-                    .as_ref()
-                    .zip(ctl_b.as_ref())
-                    .map(|(a, b)| b.jobset_reconciles - a.jobset_reconciles),
-                api: api_b.minus(&api_a),
-                cpu: cpu_minus(&cpu_b, &cpu_a),
-            });
-        }
+        let running = match arm {
+            Arm::Operator => Some(self.wait_running(ns, t0).await?),
+            _ => None,
+        };
+        let idle = match scenario {
+            Scenario::Many(_) => Some(self.idle_window(operator.as_deref(), ctl1.as_ref()).await?),
+            Scenario::Single(_) => None,
+        };
         let (reconcile_ms, decide_ms) = match &operator {
             Some(p) => p.reconcile_quantiles().await,
             None => (None, None),
@@ -1195,6 +1137,88 @@ impl Bench {
             load: load_average(),
         })
     }
+
+    /// Seconds from `t0` until every MiniCluster in `ns` says Running in its status (looked
+    /// at every [`POLL`]).
+    async fn wait_running(&self, ns: &str, t0: Instant) -> Result<f64> {
+        let mcs: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), ns, &minicluster_resource());
+        let all_running = || async {
+            let list = mcs.list(&ListParams::default()).await?;
+            let all = list
+                .items
+                .iter()
+                .all(|mc| mc.data["status"]["phase"] == "Running");
+            Ok(all.then_some(()))
+        };
+        let what = "every MiniCluster Running";
+        wait_for_every(what, Duration::from_secs(120), POLL, all_running).await?;
+        Ok(t0.elapsed().as_secs_f64())
+    }
+
+    /// `self.idle` of nothing after a many-clusters run: what the operator, JobSet and the
+    /// apiserver do meanwhile. `ctl1`: the controllers' figures at its start.
+    async fn idle_window(
+        &self,
+        operator: Option<&OperatorProc>,
+        ctl1: Option<&Controllers>,
+    ) -> Result<Idle> {
+        let op_pid = operator.map(|p| p.pid());
+        let op_a = match operator {
+            Some(p) => p.reconciles().await,
+            None => None,
+        };
+        let api_a = self.api_stats().await?;
+        let cpu_a = self.cpu(op_pid)?;
+        // The operator's reconcile count every second: when did it settle?
+        let window = Instant::now();
+        let mut samples: Vec<(f64, f64)> = op_a.map(|c| (0.0, c)).into_iter().collect();
+        while window.elapsed() < self.idle {
+            let left = self.idle.saturating_sub(window.elapsed());
+            tokio::time::sleep(left.min(Duration::from_secs(1))).await;
+            if let Some(p) = operator
+                && let Some(c) = p.reconciles().await
+            {
+                samples.push((window.elapsed().as_secs_f64(), c));
+            }
+        }
+        let (late, last) = settling(&samples, self.idle);
+        let cpu_b = self.cpu(op_pid)?;
+        let api_b = self.api_stats().await?;
+        let op_b = match operator {
+            Some(p) => p.reconciles().await,
+            None => None,
+        };
+        let ctl_b = self.controllers();
+        Ok(Idle {
+            operator_reconciles: op_a.zip(op_b).map(|(a, b)| b - a),
+            operator_reconciles_late: late,
+            operator_last_reconcile: last,
+            jobset_reconciles: ctl1
+                .zip(ctl_b.as_ref())
+                .map(|(a, b)| b.jobset_reconciles - a.jobset_reconciles),
+            api: api_b.minus(&api_a),
+            cpu: cpu_minus(&cpu_b, &cpu_a),
+        })
+    }
+}
+
+/// From (seconds into the idle window, reconciles so far) samples: the reconciles in the
+/// window's second half, and the seconds into it of the last one (0: none in the window).
+fn settling(samples: &[(f64, f64)], idle: Duration) -> (Option<f64>, Option<f64>) {
+    let half = idle.as_secs_f64() / 2.0;
+    let late = samples
+        .iter()
+        .find(|(t, _)| *t >= half)
+        .zip(samples.last())
+        .map(|((_, a), (_, b))| b - a);
+    let last = samples
+        .windows(2)
+        .filter(|w| w[1].1 > w[0].1)
+        .map(|w| w[1].0)
+        .next_back()
+        .or(samples.first().map(|_| 0.0));
+    (late, last)
 }
 
 /// The rendered JobSet's workers template as one Indexed Job of `size` pods, named as the
