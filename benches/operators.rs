@@ -1366,17 +1366,24 @@ fn ratio(a: f64, b: f64) -> String {
 /// A row of a table: title, the figure of a run, decimals.
 type Row = (&'static str, Box<dyn Fn(&Run) -> Option<f64>>, usize);
 
+/// The figures of every run, printed as Markdown tables: one function a table.
+struct Report<'a> {
+    runs: &'a [Run],
+    arms: &'a [Arm],
+    rounds: usize,
+    many_rounds: usize,
+    idle: Duration,
+}
+
 fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: Duration) -> String {
+    let r = Report {
+        runs,
+        arms,
+        rounds,
+        many_rounds,
+        idle,
+    };
     let mut o = String::new();
-    let of = |sc: Scenario, arm: Arm| -> Vec<&Run> {
-        runs.iter()
-            .filter(|r| r.scenario == sc && r.arm == arm)
-            .collect()
-    };
-    let vals = |sc: Scenario, arm: Arm, f: &dyn Fn(&Run) -> Option<f64>| -> Vec<f64> {
-        of(sc, arm).into_iter().filter_map(f).collect()
-    };
-    let has = |a: Arm| arms.contains(&a);
     let scenarios: BTreeSet<Scenario> = runs.iter().map(|r| r.scenario).collect();
     let singles: Vec<usize> = scenarios
         .iter()
@@ -1385,19 +1392,55 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             _ => None,
         })
         .collect();
-
     if !singles.is_empty() {
-        let _ = writeln!(
-            o,
-            "\n### One MiniCluster of size N: seconds from apply to N pods Ready\n\n\
-             min / median / max of {rounds} rounds; ratios of the medians.\n"
-        );
-        let mut head = "| N |".to_string();
-        let mut rule = "|--:|".to_string();
-        for a in arms {
+        r.seconds_to_ready(&mut o, &singles);
+        r.where_the_time_goes(&mut o, &singles);
+        r.webhooks(&mut o, *singles.last().unwrap_or(&0));
+    }
+    for sc in scenarios.iter().filter(|s| matches!(s, Scenario::Many(_))) {
+        let Scenario::Many(m) = *sc else { continue };
+        r.many(&mut o, m);
+        r.idle_requests(&mut o, m);
+        r.requests_per_minicluster(&mut o, m);
+    }
+    o
+}
+
+impl Report<'_> {
+    /// The figure `f` of every run of `arm` in `sc` that has it.
+    fn vals(&self, sc: Scenario, arm: Arm, f: &dyn Fn(&Run) -> Option<f64>) -> Vec<f64> {
+        self.runs
+            .iter()
+            .filter(|r| r.scenario == sc && r.arm == arm)
+            .filter_map(f)
+            .collect()
+    }
+
+    fn has(&self, a: Arm) -> bool {
+        self.arms.contains(&a)
+    }
+
+    /// A table's head and rule: the first column's, then one right-aligned column an arm.
+    fn head(&self, first: &str, first_rule: &str) -> (String, String) {
+        let mut head = first.to_string();
+        let mut rule = first_rule.to_string();
+        for a in self.arms {
             let _ = write!(head, " {} |", a.title());
             rule.push_str("--:|");
         }
+        (head, rule)
+    }
+
+    /// One MiniCluster of size N: min / median / max seconds to Ready, and ratios.
+    fn seconds_to_ready(&self, o: &mut String, singles: &[usize]) {
+        let (has, arms) = (|a| self.has(a), self.arms);
+        let _ = writeln!(
+            o,
+            "\n### One MiniCluster of size N: seconds from apply to N pods Ready\n\n\
+             min / median / max of {} rounds; ratios of the medians.\n",
+            self.rounds
+        );
+        let (mut head, mut rule) = self.head("| N |", "|--:|");
         if has(Arm::Operator) && has(Arm::JobSet) {
             head.push_str(" operator / bare JobSet |");
             rule.push_str("--:|");
@@ -1411,12 +1454,12 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             rule.push_str("--:|");
         }
         let _ = writeln!(o, "{head}\n{rule}");
-        for &n in &singles {
+        for &n in singles {
             let sc = Scenario::Single(n);
-            let med = |a: Arm| median(&vals(sc, a, &|r| Some(r.secs)));
+            let med = |a: Arm| median(&self.vals(sc, a, &|r| Some(r.secs)));
             let mut line = format!("| {n} |");
             for &a in arms {
-                let _ = write!(line, " {} |", mmm(&vals(sc, a, &|r| Some(r.secs)), 2));
+                let _ = write!(line, " {} |", mmm(&self.vals(sc, a, &|r| Some(r.secs)), 2));
             }
             if has(Arm::Operator) && has(Arm::JobSet) {
                 let _ = write!(line, " {} |", ratio(med(Arm::Operator), med(Arm::JobSet)));
@@ -1429,7 +1472,11 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             }
             let _ = writeln!(o, "{line}");
         }
+    }
 
+    /// One MiniCluster: medians of each step's seconds, each process's CPU, the pod
+    /// creations' latency, the webhooks and JobSet's reconciles.
+    fn where_the_time_goes(&self, o: &mut String, singles: &[usize]) {
         let _ = writeln!(
             o,
             "\n### Where the time goes (one MiniCluster; medians)\n\n\
@@ -1445,10 +1492,10 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
              pod POST ms | webhook calls | webhook s | JobSet reconciles |\n\
              |--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
         );
-        for &n in &singles {
+        for &n in singles {
             let sc = Scenario::Single(n);
-            for &a in arms {
-                let m = |f: &dyn Fn(&Run) -> Option<f64>| median(&vals(sc, a, f));
+            for &a in self.arms {
+                let m = |f: &dyn Fn(&Run) -> Option<f64>| median(&self.vals(sc, a, f));
                 let cpu = |p: &'static str| m(&move |r: &Run| r.cpu.get(p).copied());
                 let f = |x: f64, p: usize| {
                     if x.is_finite() {
@@ -1483,9 +1530,11 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
                 );
             }
         }
-        // Per webhook, at the largest size: as the apiserver saw each call (the round trip,
-        // by webhook name) and as each webhook server saw it (by server and path).
-        let n = *singles.last().unwrap_or(&0);
+    }
+
+    /// Per webhook, at the largest size `n`: as the apiserver saw each call (the round trip,
+    /// by webhook name) and as each webhook server saw it (by server and path).
+    fn webhooks(&self, o: &mut String, n: usize) {
         let sc = Scenario::Single(n);
         type Pick = fn(&Run, &str) -> Option<(f64, f64)>;
         let apiserver: Pick = |r, k| {
@@ -1502,7 +1551,7 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             ))
         };
         let mut rows: Vec<(String, String, Pick)> = Vec::new();
-        let in_sc = || runs.iter().filter(|r| r.scenario == sc);
+        let in_sc = || self.runs.iter().filter(|r| r.scenario == sc);
         let api_names: BTreeSet<String> = in_sc()
             .flat_map(|r| r.api.webhook_calls.keys().cloned())
             .collect();
@@ -1516,42 +1565,39 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
         for k in server_names {
             rows.push((format!("server: {k}"), k, server));
         }
-        if !rows.is_empty() {
-            let _ = writeln!(
-                o,
-                "\nAdmission webhooks at N = {n} (medians): calls × mean ms per call, as the \
-                 apiserver timed each call (by webhook name; Kueue's and JobSet's pod webhooks \
-                 are both `mpod.kb.io`/`vpod.kb.io`) and as each webhook server timed it\n"
-            );
-            let mut head = "| webhook |".to_string();
-            let mut rule = "|---|".to_string();
-            for a in arms {
-                let _ = write!(head, " {} |", a.title());
-                rule.push_str("--:|");
-            }
-            let _ = writeln!(o, "{head}\n{rule}");
-            for (title, key, pick) in rows {
-                let mut line = format!("| {title} |");
-                for &a in arms {
-                    let calls = median(&vals(sc, a, &|r| pick(r, &key).map(|p| p.0)));
-                    let secs = median(&vals(sc, a, &|r| pick(r, &key).map(|p| p.1)));
-                    if calls > 0.0 {
-                        let _ = write!(line, " {calls:.0} × {:.1} ms |", 1000.0 * secs / calls);
-                    } else {
-                        line.push_str(" 0 |");
-                    }
+        if rows.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            o,
+            "\nAdmission webhooks at N = {n} (medians): calls × mean ms per call, as the \
+             apiserver timed each call (by webhook name; Kueue's and JobSet's pod webhooks \
+             are both `mpod.kb.io`/`vpod.kb.io`) and as each webhook server timed it\n"
+        );
+        let (head, rule) = self.head("| webhook |", "|---|");
+        let _ = writeln!(o, "{head}\n{rule}");
+        for (title, key, pick) in rows {
+            let mut line = format!("| {title} |");
+            for &a in self.arms {
+                let calls = median(&self.vals(sc, a, &|r| pick(r, &key).map(|p| p.0)));
+                let secs = median(&self.vals(sc, a, &|r| pick(r, &key).map(|p| p.1)));
+                if calls > 0.0 {
+                    let _ = write!(line, " {calls:.0} × {:.1} ms |", 1000.0 * secs / calls);
+                } else {
+                    line.push_str(" 0 |");
                 }
-                let _ = writeln!(o, "{line}");
             }
+            let _ = writeln!(o, "{line}");
         }
     }
 
-    for sc in scenarios.iter().filter(|s| matches!(s, Scenario::Many(_))) {
-        let Scenario::Many(m) = *sc else { continue };
-        let how = if many_rounds == 1 {
+    /// `m` MiniClusters of size 2: every figure of the runs and of the idle window after them,
+    /// min / median / max over the rounds; then the ratios of the medians.
+    fn many(&self, o: &mut String, m: usize) {
+        let how = if self.many_rounds == 1 {
             "One run per arm".to_string()
         } else {
-            format!("min / median / max of {many_rounds} rounds")
+            format!("min / median / max of {} rounds", self.many_rounds)
         };
         let _ = writeln!(
             o,
@@ -1559,131 +1605,43 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
              {how}. CPU from /proc between the first apply and all {} pods Ready; peak RSS is \
              the operator's VmHWM (it starts for each run); then {} s idle.\n",
             2 * m,
-            idle.as_secs()
+            self.idle.as_secs()
         );
-        let mut head = "| |".to_string();
-        let mut rule = "|---|".to_string();
-        for a in arms {
-            let _ = write!(head, " {} |", a.title());
-            rule.push_str("--:|");
-        }
+        let (head, rule) = self.head("| |", "|---|");
         let _ = writeln!(o, "{head}\n{rule}");
-        let rows: Vec<Row> = vec![
-            ("seconds to all pods Ready", Box::new(|r| Some(r.secs)), 2),
-            (
-                "seconds to all MiniClusters Running (status)",
-                Box::new(|r| r.running),
-                2,
-            ),
-            (
-                "operator CPU s",
-                Box::new(|r| r.cpu.get("operator").copied()),
-                2,
-            ),
-            ("operator peak RSS MiB", Box::new(|r| r.peak_rss_mib), 1),
-            (
-                "operator reconcile p50 ms, bucket bound (with API waits)",
-                Box::new(|r| r.reconcile_ms.map(|q| q.0)),
-                1,
-            ),
-            (
-                "operator reconcile p99 ms, bucket bound (with API waits)",
-                Box::new(|r| r.reconcile_ms.map(|q| q.1)),
-                1,
-            ),
-            (
-                "operator's own work per reconcile p50 ms, bucket bound (observe, plan)",
-                Box::new(|r| r.decide_ms.map(|q| q.0)),
-                3,
-            ),
-            (
-                "operator's own work per reconcile p99 ms, bucket bound",
-                Box::new(|r| r.decide_ms.map(|q| q.1)),
-                3,
-            ),
-            (
-                "kube-apiserver CPU s",
-                Box::new(|r| r.cpu.get("kube-apiserver").copied()),
-                2,
-            ),
-            (
-                "JobSet controller CPU s",
-                Box::new(|r| r.cpu.get("jobset").copied()),
-                2,
-            ),
-            (
-                "kube-controller-manager CPU s",
-                Box::new(|r| r.cpu.get("kube-controller-manager").copied()),
-                2,
-            ),
-            (
-                "API requests per MiniCluster (all clients)",
-                Box::new(move |r| Some(r.api.total_requests() / m as f64)),
-                1,
-            ),
-            ("JobSet reconciles", Box::new(|r| r.jobset_reconciles()), 0),
-            (
-                "idle: operator reconciles",
-                Box::new(|r| r.idle.as_ref()?.operator_reconciles),
-                0,
-            ),
-            (
-                "idle: operator reconciles in its second half",
-                Box::new(|r| r.idle.as_ref()?.operator_reconciles_late),
-                0,
-            ),
-            (
-                "idle: seconds into it of the last reconcile",
-                Box::new(|r| r.idle.as_ref()?.operator_last_reconcile),
-                0,
-            ),
-            (
-                "idle: operator CPU s",
-                Box::new(|r| r.idle.as_ref()?.cpu.get("operator").copied()),
-                3,
-            ),
-            (
-                "idle: JobSet reconciles",
-                Box::new(|r| r.idle.as_ref()?.jobset_reconciles),
-                0,
-            ),
-            (
-                "idle: API requests (all clients)",
-                Box::new(|r| Some(r.idle.as_ref()?.api.total_requests())),
-                0,
-            ),
-            (
-                "idle: kube-apiserver CPU s",
-                Box::new(|r| r.idle.as_ref()?.cpu.get("kube-apiserver").copied()),
-                2,
-            ),
-        ];
-        for (title, f, prec) in &rows {
+        let sc = Scenario::Many(m);
+        for (title, f, prec) in many_rows(m).iter().chain(&idle_rows()) {
             let mut line = format!("| {title} |");
-            for &a in arms {
-                let _ = write!(line, " {} |", mmm(&vals(*sc, a, f.as_ref()), *prec));
+            for &a in self.arms {
+                let _ = write!(line, " {} |", mmm(&self.vals(sc, a, f.as_ref()), *prec));
             }
             let _ = writeln!(o, "{line}");
         }
-        let med = |a: Arm| median(&vals(*sc, a, &|r| Some(r.secs)));
-        if has(Arm::Operator) && has(Arm::JobSet) {
+        let med = |a: Arm| median(&self.vals(sc, a, &|r| Some(r.secs)));
+        if self.has(Arm::Operator) && self.has(Arm::JobSet) {
             let _ = writeln!(
                 o,
                 "\noperator / bare JobSet (medians of seconds to Ready): {}",
                 ratio(med(Arm::Operator), med(Arm::JobSet))
             );
         }
-        if has(Arm::Operator) && has(Arm::Go) {
+        if self.has(Arm::Operator) && self.has(Arm::Go) {
             let _ = writeln!(
                 o,
                 "operator / Go (medians of seconds to Ready): {}",
                 ratio(med(Arm::Operator), med(Arm::Go))
             );
         }
+    }
 
-        let idle_keys: BTreeSet<String> = runs
+    /// API requests in the idle window after `m` MiniClusters, by verb and resource: the
+    /// rows with 2 or more in some arm.
+    fn idle_requests(&self, o: &mut String, m: usize) {
+        let sc = Scenario::Many(m);
+        let idle_keys: BTreeSet<String> = self
+            .runs
             .iter()
-            .filter(|r| r.scenario == *sc)
+            .filter(|r| r.scenario == sc)
             .filter_map(|r| r.idle.as_ref())
             .flat_map(|i| i.api.requests.keys().cloned())
             .collect();
@@ -1691,7 +1649,7 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             .into_iter()
             .filter_map(|k| {
                 let per = |a: Arm| {
-                    median(&vals(*sc, a, &|r| {
+                    median(&self.vals(sc, a, &|r| {
                         Some(
                             r.idle
                                 .as_ref()?
@@ -1703,32 +1661,33 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
                         )
                     }))
                 };
-                if arms.iter().all(|&a| per(a).is_nan() || per(a) < 2.0) {
+                if self.arms.iter().all(|&a| per(a).is_nan() || per(a) < 2.0) {
                     return None;
                 }
                 let mut line = format!("| {k} |");
-                for &a in arms {
+                for &a in self.arms {
                     let _ = write!(line, " {:.0} |", per(a));
                 }
                 Some(line)
             })
             .collect();
-        if !idle_rows.is_empty() {
-            let _ = writeln!(
-                o,
-                "\nAPI requests in the {} s idle window (medians; rows with 2 or more in some arm; \
-                 every client)\n",
-                idle.as_secs()
-            );
-            let mut head = "| verb resource |".to_string();
-            let mut rule = "|---|".to_string();
-            for a in arms {
-                let _ = write!(head, " {} |", a.title());
-                rule.push_str("--:|");
-            }
-            let _ = writeln!(o, "{head}\n{rule}\n{}", idle_rows.join("\n"));
+        if idle_rows.is_empty() {
+            return;
         }
+        let _ = writeln!(
+            o,
+            "\nAPI requests in the {} s idle window (medians; rows with 2 or more in some arm; \
+             every client)\n",
+            self.idle.as_secs()
+        );
+        let (head, rule) = self.head("| verb resource |", "|---|");
+        let _ = writeln!(o, "{head}\n{rule}\n{}", idle_rows.join("\n"));
+    }
 
+    /// API requests per MiniCluster from the first apply until all pods Ready, by verb and
+    /// resource, with the operator's column minus the bare JobSet's.
+    fn requests_per_minicluster(&self, o: &mut String, m: usize) {
+        let sc = Scenario::Many(m);
         let _ = writeln!(
             o,
             "\nAPI requests per MiniCluster, from the first apply until all pods Ready (medians of \
@@ -1736,42 +1695,139 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
              the job controller, the scheduler, kwok). The operator's own share is about the \
              operator column minus the bare JobSet column.\n"
         );
-        let keys: BTreeSet<String> = runs
+        let keys: BTreeSet<String> = self
+            .runs
             .iter()
-            .filter(|r| r.scenario == *sc)
+            .filter(|r| r.scenario == sc)
             .flat_map(|r| r.api.requests.keys().cloned())
             .collect();
-        let mut head = "| verb resource |".to_string();
-        let mut rule = "|---|".to_string();
-        for a in arms {
-            let _ = write!(head, " {} |", a.title());
-            rule.push_str("--:|");
-        }
-        if has(Arm::Operator) && has(Arm::JobSet) {
+        let both = self.has(Arm::Operator) && self.has(Arm::JobSet);
+        let (mut head, mut rule) = self.head("| verb resource |", "|---|");
+        if both {
             head.push_str(" operator − bare JobSet |");
             rule.push_str("--:|");
         }
         let _ = writeln!(o, "{head}\n{rule}");
         for k in keys {
             let per = |a: Arm| {
-                median(&vals(*sc, a, &|r| {
+                median(&self.vals(sc, a, &|r| {
                     Some(r.api.requests.get(&k).copied().unwrap_or(0.0) / m as f64)
                 }))
             };
-            if arms.iter().all(|&a| per(a).abs() < 0.05) {
+            if self.arms.iter().all(|&a| per(a).abs() < 0.05) {
                 continue;
             }
             let mut line = format!("| {k} |");
-            for &a in arms {
+            for &a in self.arms {
                 let _ = write!(line, " {:.2} |", per(a));
             }
-            if has(Arm::Operator) && has(Arm::JobSet) {
+            if both {
                 let _ = write!(line, " {:+.2} |", per(Arm::Operator) - per(Arm::JobSet));
             }
             let _ = writeln!(o, "{line}");
         }
     }
-    o
+}
+
+/// The rows of the many-clusters table up to the idle window: from the first apply until
+/// all pods Ready (and every status Running).
+fn many_rows(m: usize) -> Vec<Row> {
+    vec![
+        ("seconds to all pods Ready", Box::new(|r| Some(r.secs)), 2),
+        (
+            "seconds to all MiniClusters Running (status)",
+            Box::new(|r| r.running),
+            2,
+        ),
+        (
+            "operator CPU s",
+            Box::new(|r| r.cpu.get("operator").copied()),
+            2,
+        ),
+        ("operator peak RSS MiB", Box::new(|r| r.peak_rss_mib), 1),
+        (
+            "operator reconcile p50 ms, bucket bound (with API waits)",
+            Box::new(|r| r.reconcile_ms.map(|q| q.0)),
+            1,
+        ),
+        (
+            "operator reconcile p99 ms, bucket bound (with API waits)",
+            Box::new(|r| r.reconcile_ms.map(|q| q.1)),
+            1,
+        ),
+        (
+            "operator's own work per reconcile p50 ms, bucket bound (observe, plan)",
+            Box::new(|r| r.decide_ms.map(|q| q.0)),
+            3,
+        ),
+        (
+            "operator's own work per reconcile p99 ms, bucket bound",
+            Box::new(|r| r.decide_ms.map(|q| q.1)),
+            3,
+        ),
+        (
+            "kube-apiserver CPU s",
+            Box::new(|r| r.cpu.get("kube-apiserver").copied()),
+            2,
+        ),
+        (
+            "JobSet controller CPU s",
+            Box::new(|r| r.cpu.get("jobset").copied()),
+            2,
+        ),
+        (
+            "kube-controller-manager CPU s",
+            Box::new(|r| r.cpu.get("kube-controller-manager").copied()),
+            2,
+        ),
+        (
+            "API requests per MiniCluster (all clients)",
+            Box::new(move |r| Some(r.api.total_requests() / m as f64)),
+            1,
+        ),
+        ("JobSet reconciles", Box::new(|r| r.jobset_reconciles()), 0),
+    ]
+}
+
+/// The rows of the many-clusters table for the idle window after the run.
+fn idle_rows() -> Vec<Row> {
+    vec![
+        (
+            "idle: operator reconciles",
+            Box::new(|r| r.idle.as_ref()?.operator_reconciles),
+            0,
+        ),
+        (
+            "idle: operator reconciles in its second half",
+            Box::new(|r| r.idle.as_ref()?.operator_reconciles_late),
+            0,
+        ),
+        (
+            "idle: seconds into it of the last reconcile",
+            Box::new(|r| r.idle.as_ref()?.operator_last_reconcile),
+            0,
+        ),
+        (
+            "idle: operator CPU s",
+            Box::new(|r| r.idle.as_ref()?.cpu.get("operator").copied()),
+            3,
+        ),
+        (
+            "idle: JobSet reconciles",
+            Box::new(|r| r.idle.as_ref()?.jobset_reconciles),
+            0,
+        ),
+        (
+            "idle: API requests (all clients)",
+            Box::new(|r| Some(r.idle.as_ref()?.api.total_requests())),
+            0,
+        ),
+        (
+            "idle: kube-apiserver CPU s",
+            Box::new(|r| r.idle.as_ref()?.cpu.get("kube-apiserver").copied()),
+            2,
+        ),
+    ]
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1784,16 +1840,39 @@ fn main() -> Result<()> {
     runtime.block_on(bench())
 }
 
-async fn bench() -> Result<()> {
-    let sizes: Vec<usize> = env_list("BENCH_SIZES", "8,64,256")?;
-    let rounds: usize = env_or("BENCH_ROUNDS", 3)?;
-    let many: usize = env_or("BENCH_MANY", 50)?;
-    let many_rounds: usize = env_or("BENCH_MANY_ROUNDS", 1)?.min(rounds);
-    let idle = Duration::from_secs(env_or("BENCH_IDLE", 30)?);
-    let arms: Vec<Arm> = env_list("BENCH_ARMS", "operator,jobset,go")?;
-    ensure!(!arms.is_empty(), "BENCH_ARMS is empty");
-    ensure!(rounds > 0, "BENCH_ROUNDS must be at least 1");
+/// The knobs, from the environment (see the module's comment).
+struct Config {
+    sizes: Vec<usize>,
+    rounds: usize,
+    many: usize,
+    many_rounds: usize,
+    idle: Duration,
+    arms: Vec<Arm>,
+}
 
+impl Config {
+    fn from_env() -> Result<Self> {
+        let rounds: usize = env_or("BENCH_ROUNDS", 3)?;
+        let config = Self {
+            sizes: env_list("BENCH_SIZES", "8,64,256")?,
+            rounds,
+            many: env_or("BENCH_MANY", 50)?,
+            many_rounds: env_or("BENCH_MANY_ROUNDS", 1)?.min(rounds),
+            idle: Duration::from_secs(env_or("BENCH_IDLE", 30)?),
+            arms: env_list("BENCH_ARMS", "operator,jobset,go")?,
+        };
+        ensure!(!config.arms.is_empty(), "BENCH_ARMS is empty");
+        ensure!(rounds > 0, "BENCH_ROUNDS must be at least 1");
+        Ok(config)
+    }
+
+    fn report(&self, runs: &[Run]) -> String {
+        report(runs, &self.arms, self.rounds, self.many_rounds, self.idle)
+    }
+}
+
+async fn bench() -> Result<()> {
+    let config = Config::from_env()?;
     let started = Instant::now();
     let date = Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
@@ -1801,6 +1880,14 @@ async fn bench() -> Result<()> {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     let load_start = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let Config {
+        sizes,
+        rounds,
+        many,
+        many_rounds,
+        idle,
+        arms,
+    } = &config;
     eprintln!(
         "bench: sizes {sizes:?}, {rounds} rounds, {many} MiniClusters of size 2 in {many_rounds} \
          of them, idle {} s, arms {:?}; load average {}",
@@ -1809,7 +1896,7 @@ async fn bench() -> Result<()> {
         load_start.trim()
     );
 
-    let mut bench = Bench::new(&arms, idle).await?;
+    let mut bench = Bench::new(arms, *idle).await?;
     if let Err(e) = bench.jobset_metrics_access().await {
         eprintln!("bench: JobSet's metrics will not be read: {e:#}");
     }
@@ -1817,12 +1904,41 @@ async fn bench() -> Result<()> {
         eprintln!("bench: JobSet's /metrics does not answer; its reconciles are not counted");
     }
 
+    let runs = run_all(&mut bench, &config, started).await?;
+    let load_end = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let first_three = |load: &str| {
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!(
+        "\n## Side-by-side benchmark, {date}\n\nLoad average at the start {}, at the end {}, \
+         after each run {:.1} to {:.1}; {:.0} s in all. KWOK pods: the control-plane path only.",
+        first_three(&load_start),
+        first_three(&load_end),
+        runs.iter().map(|r| r.load).fold(f64::INFINITY, f64::min),
+        runs.iter()
+            .map(|r| r.load)
+            .fold(f64::NEG_INFINITY, f64::max),
+        started.elapsed().as_secs_f64()
+    );
+    println!("{}", config.report(&runs));
+    Ok(())
+}
+
+/// Every round: each scenario (the sizes, then the many clusters in the first `many_rounds`)
+/// under each arm, the arms' order rotating from one scenario to the next. On a failure the
+/// runs before it are printed, then the error returned.
+async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result<Vec<Run>> {
+    let arms = &config.arms;
     let mut runs = Vec::new();
     let mut k = 0usize;
-    for round in 1..=rounds {
-        let mut scenarios: Vec<Scenario> = sizes.iter().map(|&n| Scenario::Single(n)).collect();
-        if many > 0 && round <= many_rounds {
-            scenarios.push(Scenario::Many(many));
+    for round in 1..=config.rounds {
+        let mut scenarios: Vec<Scenario> =
+            config.sizes.iter().map(|&n| Scenario::Single(n)).collect();
+        if config.many > 0 && round <= config.many_rounds {
+            scenarios.push(Scenario::Many(config.many));
         }
         for sc in scenarios {
             // Rotate the arms' order from one scenario to the next.
@@ -1836,51 +1952,35 @@ async fn bench() -> Result<()> {
                     Err(e) => {
                         if !runs.is_empty() {
                             println!("\n## Incomplete: the runs before the failure\n");
-                            println!("{}", report(&runs, &arms, rounds, many_rounds, idle));
+                            println!("{}", config.report(&runs));
                         }
                         return Err(e.context(format!("round {round}, {sc:?}, {}", arm.title())));
                     }
                 };
-                eprintln!(
-                    "[round {round}/{rounds}] {:>5} {:<24} {:7.2} s to Ready (first pod {:.2} s, all \
-                     created {:.2} s){}; load {:.2}; {:.0} s elapsed",
-                    sc.tag(),
-                    arm.title(),
-                    run.secs,
-                    run.first_pod,
-                    run.all_created,
-                    run.idle
-                        .as_ref()
-                        .and_then(|i| i.operator_reconciles)
-                        .map(|n| format!("; {n} reconciles idle"))
-                        .unwrap_or_default(),
-                    run.load,
-                    started.elapsed().as_secs_f64()
-                );
+                log_run(&run, round, config.rounds, started);
                 runs.push(run);
             }
         }
     }
-    let load_end = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!(
-        "\n## Side-by-side benchmark, {date}\n\nLoad average at the start {}, at the end {}, \
-         after each run {:.1} to {:.1}; {:.0} s in all. KWOK pods: the control-plane path only.",
-        load_start
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" "),
-        load_end
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" "),
-        runs.iter().map(|r| r.load).fold(f64::INFINITY, f64::min),
-        runs.iter()
-            .map(|r| r.load)
-            .fold(f64::NEG_INFINITY, f64::max),
+    Ok(runs)
+}
+
+/// One line on stderr as each run ends.
+fn log_run(run: &Run, round: usize, rounds: usize, started: Instant) {
+    eprintln!(
+        "[round {round}/{rounds}] {:>5} {:<24} {:7.2} s to Ready (first pod {:.2} s, all \
+         created {:.2} s){}; load {:.2}; {:.0} s elapsed",
+        run.scenario.tag(),
+        run.arm.title(),
+        run.secs,
+        run.first_pod,
+        run.all_created,
+        run.idle
+            .as_ref()
+            .and_then(|i| i.operator_reconciles)
+            .map(|n| format!("; {n} reconciles idle"))
+            .unwrap_or_default(),
+        run.load,
         started.elapsed().as_secs_f64()
     );
-    println!("{}", report(&runs, &arms, rounds, many_rounds, idle));
-    Ok(())
 }
