@@ -17,7 +17,7 @@
 //! - **down**: from `kubectl delete minicluster` to no pod left in the namespace.
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail, ensure};
@@ -26,20 +26,18 @@ use serde_json::Value;
 #[allow(dead_code)]
 #[path = "../tests/node/cluster.rs"]
 mod cluster;
-#[path = "../tests/e2e/common.rs"]
+#[path = "../tests/common/mod.rs"]
 mod common;
-#[allow(dead_code, unused_imports)]
-#[path = "../tests/e2e/operator.rs"]
-mod operator;
 
-use cluster::{apply_yaml, kubectl, kubectl_in, on_real_node, root};
-use common::{TestNamespace, wait_for};
+use cluster::{apply_yaml, kubectl_in, on_real_node, root};
+use common::{
+    GO_CRD, Operator, TestNamespace, built_go_operator, client, crd_from_file, http_get,
+    replace_crd, spawn_logged, wait_for,
+};
 use flux_operator::flux::curve::Certificate;
 
 const MC: &str = "bench";
 const VIEW: &str = "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble";
-const CRD: &str = "miniclusters.flux-framework.org";
-const GO_CRD: &str = "src/config/crd/bases/flux-framework.org_miniclusters.yaml";
 const LIMIT: Duration = Duration::from_secs(300);
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -68,7 +66,7 @@ impl Arm {
 /// An operator process, killed when dropped.
 enum Running {
     /// Held for its `Drop`, which kills it.
-    Ours(#[allow(dead_code)] operator::Operator),
+    Ours(#[allow(dead_code)] Operator),
     Go(Child),
 }
 
@@ -82,6 +80,7 @@ impl Drop for Running {
 }
 
 struct Bench {
+    client: kube::Client,
     go_dir: std::path::PathBuf,
     crd: Option<Arm>,
 }
@@ -92,17 +91,11 @@ impl Bench {
         if self.crd == Some(arm) {
             return Ok(());
         }
-        kubectl(["delete", "crd", CRD, "--ignore-not-found", "--wait=true"])?;
         let file = match arm {
             Arm::Operator => root().join("crds/flux-framework.org_miniclusters.yaml"),
-            Arm::Go => self.go_dir.join(GO_CRD),
+            Arm::Go => self.go_dir.join("src").join(GO_CRD),
         };
-        kubectl(["create", "-f", &file.to_string_lossy()])?;
-        // (`kubectl wait` fails while the new CRD has no status yet.)
-        let crd = format!("crd/{CRD}");
-        let established =
-            || async { kubectl(["wait", "--for=condition=Established", &crd]).map(Some) };
-        wait_for("the CRD established", LIMIT, established).await?;
+        replace_crd(&self.client, &crd_from_file(&file)?).await?;
         self.crd = Some(arm);
         Ok(())
     }
@@ -110,12 +103,9 @@ impl Bench {
     async fn start(&self, arm: Arm, ns: &str) -> Result<Running> {
         match arm {
             Arm::Operator => {
-                let op = operator::Operator::start(ns)?;
+                let op = Operator::start(ns)?;
                 wait_for("the operator ready", LIMIT, || async {
-                    Ok(operator::http_get(op.metrics_port, "/readyz")
-                        .await
-                        .ok()
-                        .map(drop))
+                    Ok(http_get(op.metrics_port, "/readyz").await.ok().map(drop))
                 })
                 .await?;
                 Ok(Running::Ours(op))
@@ -123,14 +113,11 @@ impl Bench {
             Arm::Go => {
                 let log = std::env::temp_dir().join(format!("go-operator-{ns}.log"));
                 let out = std::fs::File::create(&log)?;
-                let child = Command::new(self.go_dir.join("bin/manager"))
+                let mut manager = Command::new(self.go_dir.join("bin/manager"));
+                manager
                     .args(["--metrics-bind-address=0", "--health-probe-bind-address=0"])
-                    .arg("-zap-devel=false")
-                    .stdin(Stdio::null())
-                    .stdout(out.try_clone()?)
-                    .stderr(out)
-                    .spawn()
-                    .context("starting the Go operator")?;
+                    .arg("-zap-devel=false");
+                let child = spawn_logged(&mut manager, out).context("starting the Go operator")?;
                 let running = Running::Go(child);
                 // controller-runtime starts its workers once its caches have synced.
                 wait_for("the Go operator's workers", LIMIT, || async {
@@ -296,15 +283,11 @@ async fn main() -> Result<()> {
     }
     let sizes = env_list("BENCH_NODE_SIZES", "1,2,4,8")?;
     let rounds = env_list("BENCH_NODE_ROUNDS", "3")?[0];
-    let out = Command::new(root().join("e2e/build-go-operator.sh")).output()?;
-    if !out.status.success() {
-        bail!(
-            "e2e/build-go-operator.sh: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let go_dir = String::from_utf8(out.stdout)?.trim().into();
-    let mut bench = Bench { go_dir, crd: None };
+    let mut bench = Bench {
+        client: client().await?,
+        go_dir: built_go_operator()?,
+        crd: None,
+    };
     let started = load();
     // (size, arm) -> its runs, in round order
     let mut figures: BTreeMap<(u32, Arm), Vec<Run>> = BTreeMap::new();

@@ -59,24 +59,26 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::{
+    GO_CRD, api_resource, built_go_operator, crd_from_file, create_namespace, dynamic_object,
+    free_port, histogram_p50_p99_ms, http_get, label, minicluster_resource, parse_sample,
+    pod_ready, replace_crd, spawn_logged, sum_samples, wait_for_every, yaml_documents,
+};
 
 const FIELD_MANAGER: &str = "flux-operator-bench";
-const CRD_NAME: &str = "miniclusters.flux-framework.org";
 /// After an operator reports ready, before the clock starts: its start-up lists are done.
 const SETTLE: Duration = Duration::from_secs(2);
-/// The Go operator's CRD inside its source tree (`<go-operator>/src`).
-const GO_CRD: &str = "config/crd/bases/flux-framework.org_miniclusters.yaml";
+/// How often the bench's waits look again (the status-Running figure is one of them).
+const POLL: Duration = Duration::from_millis(100);
 /// JobSet's two pod webhooks, as up.sh registers them.
 const JOBSET_MUTATING: &str = "jobset-mutating-webhook-configuration";
 const JOBSET_VALIDATING: &str = "jobset-validating-webhook-configuration";
@@ -177,14 +179,16 @@ struct ApiStats {
     pod_creates: f64,
 }
 
+/// `a - b` key by key (a key missing from `b` counts as 0 there); the keys at 0 dropped.
+fn sub(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    a.iter()
+        .map(|(k, v)| (k.clone(), v - b.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, v)| *v != 0.0)
+        .collect()
+}
+
 impl ApiStats {
     fn minus(&self, before: &ApiStats) -> ApiStats {
-        fn sub(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
-            a.iter()
-                .map(|(k, v)| (k.clone(), v - b.get(k).copied().unwrap_or(0.0)))
-                .filter(|(_, v)| *v != 0.0)
-                .collect()
-        }
         ApiStats {
             requests: sub(&self.requests, &before.requests),
             webhook_secs: sub(&self.webhook_secs, &before.webhook_secs),
@@ -221,12 +225,6 @@ struct Controllers {
 
 impl Controllers {
     fn minus(&self, before: &Controllers) -> Controllers {
-        let sub = |a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>| {
-            a.iter()
-                .map(|(k, v)| (k.clone(), v - b.get(k).copied().unwrap_or(0.0)))
-                .filter(|(_, v)| *v != 0.0)
-                .collect()
-        };
         Controllers {
             jobset_reconciles: self.jobset_reconciles - before.jobset_reconciles,
             webhook_secs: sub(&self.webhook_secs, &before.webhook_secs),
@@ -353,123 +351,26 @@ fn read_pid(path: &Path) -> Result<u32> {
         .with_context(|| format!("parsing {}", path.display()))
 }
 
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// A plain HTTP/1.0 GET on loopback; the body of a 200 answer.
-async fn http_get(port: u16, path: &str) -> Result<String> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).await?;
-    ensure!(
-        text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"),
-        "GET {path}: {}",
-        text.lines().next().unwrap_or("")
-    );
-    Ok(text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default())
-}
-
-/// One sample of the Prometheus text format: name, labels, value.
-/// A metric's name, labels and value.
-type Sample<'a> = (&'a str, Vec<(String, String)>, f64);
-
-fn parse_sample(line: &str) -> Option<Sample<'_>> {
-    if line.starts_with('#') || line.is_empty() {
-        return None;
+/// (name, pid) of the control plane's processes, from their pid files under `E2E_STATE`
+/// (the cluster `E2E_CLUSTER`).
+fn control_plane(state: &Path) -> Result<Vec<(&'static str, u32)>> {
+    let cluster = std::env::var("E2E_CLUSTER").unwrap_or_else(|_| "flux-operator-e2e".into());
+    let kwok_pids = state.join("kwok/clusters").join(&cluster).join("pids");
+    let mut procs = Vec::new();
+    for (name, file) in [
+        ("kube-apiserver", kwok_pids.join("kube-apiserver.pid")),
+        ("jobset", state.join("pids/jobset.pid")),
+        (
+            "kube-controller-manager",
+            kwok_pids.join("kube-controller-manager.pid"),
+        ),
+        ("kube-scheduler", kwok_pids.join("kube-scheduler.pid")),
+        ("kwok", kwok_pids.join("kwok-controller.pid")),
+        ("etcd", kwok_pids.join("etcd.pid")),
+    ] {
+        procs.push((name, read_pid(&file)?));
     }
-    let (head, value) = line.rsplit_once(' ')?;
-    let value: f64 = value.parse().ok()?;
-    let Some((name, labels)) = head.split_once('{') else {
-        return Some((head, Vec::new(), value));
-    };
-    let labels = labels.strip_suffix('}')?;
-    let mut out = Vec::new();
-    let mut chars = labels.chars().peekable();
-    loop {
-        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
-        if key.is_empty() {
-            break;
-        }
-        if chars.next() != Some('"') {
-            return None;
-        }
-        let mut val = String::new();
-        while let Some(c) = chars.next() {
-            match c {
-                '\\' => val.push(chars.next()?),
-                '"' => break,
-                c => val.push(c),
-            }
-        }
-        out.push((key.trim_start_matches(',').to_string(), val));
-        if chars.peek() == Some(&',') {
-            chars.next();
-        }
-    }
-    Some((name, out, value))
-}
-
-fn label<'a>(labels: &'a [(String, String)], key: &str) -> &'a str {
-    labels
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
-        .unwrap_or("")
-}
-
-/// Sum of the samples of `metric` whose labels hold every pair of `filter`.
-fn sum_samples(text: &str, metric: &str, filter: &[(&str, &str)]) -> Option<f64> {
-    let mut found = None;
-    for line in text.lines() {
-        if let Some((name, labels, value)) = parse_sample(line)
-            && name == metric
-            && filter.iter().all(|(k, v)| label(&labels, k) == *v)
-        {
-            *found.get_or_insert(0.0) += value;
-        }
-    }
-    found
-}
-
-/// The p50 and p99 of Prometheus histogram `metric` (its `_bucket` samples), in ms, as the
-/// upper bounds of the buckets they fall in.
-fn histogram_p50_p99_ms(text: &str, metric: &str) -> Option<(f64, f64)> {
-    let bucket = format!("{metric}_bucket");
-    let mut buckets: Vec<(f64, f64)> = text
-        .lines()
-        .filter_map(parse_sample)
-        .filter(|(name, _, _)| *name == bucket)
-        .filter_map(|(_, labels, count)| {
-            let le = label(&labels, "le");
-            let le = if le == "+Inf" {
-                f64::INFINITY
-            } else {
-                le.parse().ok()?
-            };
-            Some((le, count))
-        })
-        .collect();
-    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let total = buckets.last()?.1;
-    if total <= 0.0 {
-        return None;
-    }
-    let at = |q: f64| {
-        buckets
-            .iter()
-            .find(|(_, c)| *c >= q * total)
-            .map(|(le, _)| le * 1000.0)
-    };
-    Some((at(0.5)?, at(0.99)?))
+    Ok(procs)
 }
 
 fn api_stats_from(text: &str) -> ApiStats {
@@ -529,18 +430,6 @@ fn api_stats_from(text: &str) -> ApiStats {
     s
 }
 
-/// Objects of a YAML stream.
-fn yaml_documents(text: &str) -> Result<Vec<Value>> {
-    let mut out = Vec::new();
-    for doc in serde_norway::Deserializer::from_str(text) {
-        let v = Value::deserialize(doc)?;
-        if !v.is_null() {
-            out.push(v);
-        }
-    }
-    Ok(out)
-}
-
 /// The MiniCluster every arm runs: the same file for both operators and for `render`.
 fn minicluster_yaml(name: &str, namespace: &str, size: usize) -> String {
     format!(
@@ -548,13 +437,6 @@ fn minicluster_yaml(name: &str, namespace: &str, size: usize) -> String {
          namespace: {namespace}\nspec:\n  size: {size}\n  containers:\n    - image: rockylinux:9\n      \
          command: sleep infinity\n"
     )
-}
-
-fn pod_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -571,10 +453,8 @@ fn to_apply(client: &Client, v: Value) -> Result<Apply> {
     let api_version = v["apiVersion"].as_str().context("no apiVersion")?;
     let kind = v["kind"].as_str().context("no kind")?;
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let plural = format!("{}s", kind.to_lowercase());
-    let ar =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural);
-    let obj: DynamicObject = serde_json::from_value(v)?;
+    let ar = api_resource(group, version, kind, &format!("{}s", kind.to_lowercase()));
+    let obj = dynamic_object(v)?;
     let api = match obj.metadata.namespace.as_deref() {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
         None => Api::all_with(client.clone(), &ar),
@@ -743,37 +623,10 @@ impl Bench {
             std::env::var("KUBECONFIG").context("KUBECONFIG is not set: run through make bench")?,
         );
         let state = PathBuf::from(std::env::var("E2E_STATE").context("E2E_STATE is not set")?);
-        let cluster = std::env::var("E2E_CLUSTER").unwrap_or_else(|_| "flux-operator-e2e".into());
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let kwok_pids = state.join("kwok/clusters").join(&cluster).join("pids");
-        let mut procs = Vec::new();
-        for (name, file) in [
-            ("kube-apiserver", kwok_pids.join("kube-apiserver.pid")),
-            ("jobset", state.join("pids/jobset.pid")),
-            (
-                "kube-controller-manager",
-                kwok_pids.join("kube-controller-manager.pid"),
-            ),
-            ("kube-scheduler", kwok_pids.join("kube-scheduler.pid")),
-            ("kwok", kwok_pids.join("kwok-controller.pid")),
-            ("etcd", kwok_pids.join("etcd.pid")),
-        ] {
-            procs.push((name, read_pid(&file)?));
-        }
+        let procs = control_plane(&state)?;
+        // (`make bench` has built it: this only reads the stamp.)
         let go_dir = if arms.contains(&Arm::Go) {
-            // Stamped: prints the tree at once when it is built (make bench builds it first).
-            let out = Command::new(root.join("e2e/build-go-operator.sh"))
-                .stderr(Stdio::inherit())
-                .output()
-                .context("running e2e/build-go-operator.sh")?;
-            ensure!(out.status.success(), "e2e/build-go-operator.sh failed");
-            let dir = PathBuf::from(String::from_utf8(out.stdout)?.trim());
-            ensure!(
-                dir.join("bin/manager").exists(),
-                "no manager in {}",
-                dir.display()
-            );
-            Some(dir)
+            Some(built_go_operator()?)
         } else {
             None
         };
@@ -788,10 +641,9 @@ impl Bench {
             (port("JOBSET_METRICS_PORT"), port("KUEUE_METRICS_PORT"));
         let logs = state.join("logs/bench");
         std::fs::create_dir_all(&logs)?;
-        let client = Client::try_default().await?;
         Ok(Self {
-            client,
-            root,
+            client: common::client().await?,
+            root: PathBuf::from(env!("CARGO_MANIFEST_DIR")),
             kubeconfig,
             operator_bin: PathBuf::from(env!("CARGO_BIN_EXE_flux-operator")),
             go_dir,
@@ -934,16 +786,6 @@ impl Bench {
             return Ok(());
         }
         let t0 = Instant::now();
-        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
-        if crds.get_opt(CRD_NAME).await?.is_some() {
-            crds.delete(CRD_NAME, &DeleteParams::default()).await?;
-            wait_until(
-                "the old MiniCluster CRD gone",
-                Duration::from_secs(120),
-                || async { Ok(crds.get_opt(CRD_NAME).await?.is_none()) },
-            )
-            .await?;
-        }
         let path = match want {
             Crd::Ours => self.root.join("crds/flux-framework.org_miniclusters.yaml"),
             Crd::Go => self
@@ -953,34 +795,7 @@ impl Bench {
                 .join("src")
                 .join(GO_CRD),
         };
-        let crd: CustomResourceDefinition = serde_norway::from_str(
-            &std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?,
-        )
-        .with_context(|| format!("parsing {}", path.display()))?;
-        crds.create(&PostParams::default(), &crd).await?;
-        wait_until(
-            "the MiniCluster CRD established",
-            Duration::from_secs(60),
-            || async {
-                let c = crds.get(CRD_NAME).await?;
-                Ok(c.status.and_then(|s| s.conditions).is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                }))
-            },
-        )
-        .await?;
-        // Served: a list answers.
-        let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("flux-framework.org", "v1alpha2", "MiniCluster"),
-            "miniclusters",
-        );
-        let mcs: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
-        wait_until("MiniClusters served", Duration::from_secs(60), || async {
-            Ok(mcs.list(&ListParams::default().limit(1)).await.is_ok())
-        })
-        .await?;
+        replace_crd(&self.client, &crd_from_file(&path)?).await?;
         self.crd = Some(want);
         eprintln!(
             "  installed the {} MiniCluster CRD in {:.1} s",
@@ -1034,14 +849,10 @@ impl Bench {
             }
             _ => bail!("{} runs no operator", arm.title()),
         };
-        let child = cmd
-            .env("KUBECONFIG", &self.kubeconfig)
-            .current_dir(self.work.path())
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .with_context(|| format!("starting {}", arm.title()))?;
+        cmd.env("KUBECONFIG", &self.kubeconfig)
+            .current_dir(self.work.path());
+        let child =
+            spawn_logged(&mut cmd, out).with_context(|| format!("starting {}", arm.title()))?;
         Ok(OperatorProc {
             arm,
             child,
@@ -1128,22 +939,6 @@ impl Bench {
         Ok(())
     }
 
-    async fn create_namespace(&self, ns: &str) -> Result<()> {
-        let nss: Api<Namespace> = Api::all(self.client.clone());
-        let obj: Namespace = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": ns, "labels": {"bench.flux-framework.org/run": "true"}}}))?;
-        nss.create(&PostParams::default(), &obj).await?;
-        // Pods need the default ServiceAccount (the ServiceAccount admission plugin).
-        let sas: Api<ServiceAccount> = Api::namespaced(self.client.clone(), ns);
-        wait_until(
-            "the default ServiceAccount",
-            Duration::from_secs(30),
-            || async { Ok(sas.get_opt("default").await?.is_some()) },
-        )
-        .await
-    }
-
     /// Delete the namespace and force its pods away; return when no pod is left in it (the
     /// namespace controller finishes the rest in the background).
     async fn delete_namespace(&self, ns: &str) -> Result<()> {
@@ -1181,11 +976,8 @@ impl Bench {
     /// MiniClusters (a forgotten operator, another session's) would make both reconcile
     /// without end and every figure meaningless.
     async fn check_status_writers(&self, ns: &str, arm: Arm) -> Result<()> {
-        let ar = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("flux-framework.org", "v1alpha2", "MiniCluster"),
-            "miniclusters",
-        );
-        let mcs: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
+        let mcs: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), ns, &minicluster_resource());
         let expected = match arm {
             Arm::Operator => "flux-operator",
             _ => "manager",
@@ -1212,11 +1004,10 @@ impl Bench {
     async fn wait_pending(&mut self) -> Result<()> {
         let nss: Api<Namespace> = Api::all(self.client.clone());
         for ns in std::mem::take(&mut self.pending) {
-            wait_until(
-                &format!("namespace {ns} gone"),
-                Duration::from_secs(300),
-                || async { Ok(nss.get_opt(&ns).await?.is_none()) },
-            )
+            let what = format!("namespace {ns} gone");
+            wait_for_every(&what, Duration::from_secs(300), POLL, || async {
+                Ok(nss.get_opt(&ns).await?.is_none().then_some(()))
+            })
             .await?;
         }
         Ok(())
@@ -1231,7 +1022,8 @@ impl Bench {
         if let Some(crd) = arm.crd() {
             self.ensure_crd(crd).await?;
         }
-        self.create_namespace(&ns).await?;
+        let labels = json!({"bench.flux-framework.org/run": "true"});
+        create_namespace(&self.client, &ns, labels).await?;
         let objects = self.objects(arm, &names, &ns, size)?;
 
         let mut operator = match arm {
@@ -1315,78 +1107,14 @@ impl Bench {
         }
         // This operator's status: until every MiniCluster says Running (after the window
         // above, so its polling is not counted). The idle window starts after it.
-        let mut running = None;
-        if arm == Arm::Operator {
-            let ar = ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk("flux-framework.org", "v1alpha2", "MiniCluster"),
-                "miniclusters",
-            );
-            let mcs: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), ns, &ar);
-            wait_until(
-                "every MiniCluster Running",
-                Duration::from_secs(120),
-                || async {
-                    let list = mcs.list(&ListParams::default()).await?;
-                    Ok(list
-                        .items
-                        .iter()
-                        .all(|mc| mc.data["status"]["phase"] == "Running"))
-                },
-            )
-            .await?;
-            running = Some(t0.elapsed().as_secs_f64());
-        }
-        let mut idle = None;
-        if matches!(scenario, Scenario::Many(_)) {
-            let op_a = match &operator {
-                Some(p) => p.reconciles().await,
-                None => None,
-            };
-            let api_a = self.api_stats().await?;
-            let cpu_a = self.cpu(op_pid)?;
-            // The operator's reconcile count every second: when did it settle?
-            let window = Instant::now();
-            let mut samples: Vec<(f64, f64)> = op_a.map(|c| (0.0, c)).into_iter().collect();
-            while window.elapsed() < self.idle {
-                let left = self.idle.saturating_sub(window.elapsed());
-                tokio::time::sleep(left.min(Duration::from_secs(1))).await;
-                if let Some(p) = &operator
-                    && let Some(c) = p.reconciles().await
-                {
-                    samples.push((window.elapsed().as_secs_f64(), c));
-                }
-            }
-            let half = self.idle.as_secs_f64() / 2.0;
-            let late = samples
-                .iter()
-                .find(|(t, _)| *t >= half)
-                .zip(samples.last())
-                .map(|((_, a), (_, b))| b - a);
-            let last = samples
-                .windows(2)
-                .filter(|w| w[1].1 > w[0].1)
-                .map(|w| w[1].0)
-                .next_back()
-                .or(samples.first().map(|_| 0.0));
-            let cpu_b = self.cpu(op_pid)?;
-            let api_b = self.api_stats().await?;
-            let op_b = match &operator {
-                Some(p) => p.reconciles().await,
-                None => None,
-            };
-            let ctl_b = self.controllers();
-            idle = Some(Idle {
-                operator_reconciles: op_a.zip(op_b).map(|(a, b)| b - a),
-                operator_reconciles_late: late,
-                operator_last_reconcile: last,
-                jobset_reconciles: ctl1
-                    .as_ref()
-                    .zip(ctl_b.as_ref())
-                    .map(|(a, b)| b.jobset_reconciles - a.jobset_reconciles),
-                api: api_b.minus(&api_a),
-                cpu: cpu_minus(&cpu_b, &cpu_a),
-            });
-        }
+        let running = match arm {
+            Arm::Operator => Some(self.wait_running(ns, t0).await?),
+            _ => None,
+        };
+        let idle = match scenario {
+            Scenario::Many(_) => Some(self.idle_window(operator.as_deref(), ctl1.as_ref()).await?),
+            Scenario::Single(_) => None,
+        };
         let (reconcile_ms, decide_ms) = match &operator {
             Some(p) => p.reconcile_quantiles().await,
             None => (None, None),
@@ -1409,6 +1137,88 @@ impl Bench {
             load: load_average(),
         })
     }
+
+    /// Seconds from `t0` until every MiniCluster in `ns` says Running in its status (looked
+    /// at every [`POLL`]).
+    async fn wait_running(&self, ns: &str, t0: Instant) -> Result<f64> {
+        let mcs: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), ns, &minicluster_resource());
+        let all_running = || async {
+            let list = mcs.list(&ListParams::default()).await?;
+            let all = list
+                .items
+                .iter()
+                .all(|mc| mc.data["status"]["phase"] == "Running");
+            Ok(all.then_some(()))
+        };
+        let what = "every MiniCluster Running";
+        wait_for_every(what, Duration::from_secs(120), POLL, all_running).await?;
+        Ok(t0.elapsed().as_secs_f64())
+    }
+
+    /// `self.idle` of nothing after a many-clusters run: what the operator, JobSet and the
+    /// apiserver do meanwhile. `ctl1`: the controllers' figures at its start.
+    async fn idle_window(
+        &self,
+        operator: Option<&OperatorProc>,
+        ctl1: Option<&Controllers>,
+    ) -> Result<Idle> {
+        let op_pid = operator.map(|p| p.pid());
+        let op_a = match operator {
+            Some(p) => p.reconciles().await,
+            None => None,
+        };
+        let api_a = self.api_stats().await?;
+        let cpu_a = self.cpu(op_pid)?;
+        // The operator's reconcile count every second: when did it settle?
+        let window = Instant::now();
+        let mut samples: Vec<(f64, f64)> = op_a.map(|c| (0.0, c)).into_iter().collect();
+        while window.elapsed() < self.idle {
+            let left = self.idle.saturating_sub(window.elapsed());
+            tokio::time::sleep(left.min(Duration::from_secs(1))).await;
+            if let Some(p) = operator
+                && let Some(c) = p.reconciles().await
+            {
+                samples.push((window.elapsed().as_secs_f64(), c));
+            }
+        }
+        let (late, last) = settling(&samples, self.idle);
+        let cpu_b = self.cpu(op_pid)?;
+        let api_b = self.api_stats().await?;
+        let op_b = match operator {
+            Some(p) => p.reconciles().await,
+            None => None,
+        };
+        let ctl_b = self.controllers();
+        Ok(Idle {
+            operator_reconciles: op_a.zip(op_b).map(|(a, b)| b - a),
+            operator_reconciles_late: late,
+            operator_last_reconcile: last,
+            jobset_reconciles: ctl1
+                .zip(ctl_b.as_ref())
+                .map(|(a, b)| b.jobset_reconciles - a.jobset_reconciles),
+            api: api_b.minus(&api_a),
+            cpu: cpu_minus(&cpu_b, &cpu_a),
+        })
+    }
+}
+
+/// From (seconds into the idle window, reconciles so far) samples: the reconciles in the
+/// window's second half, and the seconds into it of the last one (0: none in the window).
+fn settling(samples: &[(f64, f64)], idle: Duration) -> (Option<f64>, Option<f64>) {
+    let half = idle.as_secs_f64() / 2.0;
+    let late = samples
+        .iter()
+        .find(|(t, _)| *t >= half)
+        .zip(samples.last())
+        .map(|((_, a), (_, b))| b - a);
+    let last = samples
+        .windows(2)
+        .filter(|w| w[1].1 > w[0].1)
+        .map(|w| w[1].0)
+        .next_back()
+        .or(samples.first().map(|_| 0.0));
+    (late, last)
 }
 
 /// The rendered JobSet's workers template as one Indexed Job of `size` pods, named as the
@@ -1512,25 +1322,6 @@ async fn watch_pods(
     bail!("the pod watch ended")
 }
 
-async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<bool>>,
-{
-    let t0 = Instant::now();
-    loop {
-        if check().await? {
-            return Ok(());
-        }
-        ensure!(
-            t0.elapsed() < timeout,
-            "timed out after {} s waiting for {what}",
-            timeout.as_secs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Report
 
@@ -1575,17 +1366,24 @@ fn ratio(a: f64, b: f64) -> String {
 /// A row of a table: title, the figure of a run, decimals.
 type Row = (&'static str, Box<dyn Fn(&Run) -> Option<f64>>, usize);
 
+/// The figures of every run, printed as Markdown tables: one function a table.
+struct Report<'a> {
+    runs: &'a [Run],
+    arms: &'a [Arm],
+    rounds: usize,
+    many_rounds: usize,
+    idle: Duration,
+}
+
 fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: Duration) -> String {
+    let r = Report {
+        runs,
+        arms,
+        rounds,
+        many_rounds,
+        idle,
+    };
     let mut o = String::new();
-    let of = |sc: Scenario, arm: Arm| -> Vec<&Run> {
-        runs.iter()
-            .filter(|r| r.scenario == sc && r.arm == arm)
-            .collect()
-    };
-    let vals = |sc: Scenario, arm: Arm, f: &dyn Fn(&Run) -> Option<f64>| -> Vec<f64> {
-        of(sc, arm).into_iter().filter_map(f).collect()
-    };
-    let has = |a: Arm| arms.contains(&a);
     let scenarios: BTreeSet<Scenario> = runs.iter().map(|r| r.scenario).collect();
     let singles: Vec<usize> = scenarios
         .iter()
@@ -1594,19 +1392,55 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             _ => None,
         })
         .collect();
-
     if !singles.is_empty() {
-        let _ = writeln!(
-            o,
-            "\n### One MiniCluster of size N: seconds from apply to N pods Ready\n\n\
-             min / median / max of {rounds} rounds; ratios of the medians.\n"
-        );
-        let mut head = "| N |".to_string();
-        let mut rule = "|--:|".to_string();
-        for a in arms {
+        r.seconds_to_ready(&mut o, &singles);
+        r.where_the_time_goes(&mut o, &singles);
+        r.webhooks(&mut o, *singles.last().unwrap_or(&0));
+    }
+    for sc in scenarios.iter().filter(|s| matches!(s, Scenario::Many(_))) {
+        let Scenario::Many(m) = *sc else { continue };
+        r.many(&mut o, m);
+        r.idle_requests(&mut o, m);
+        r.requests_per_minicluster(&mut o, m);
+    }
+    o
+}
+
+impl Report<'_> {
+    /// The figure `f` of every run of `arm` in `sc` that has it.
+    fn vals(&self, sc: Scenario, arm: Arm, f: &dyn Fn(&Run) -> Option<f64>) -> Vec<f64> {
+        self.runs
+            .iter()
+            .filter(|r| r.scenario == sc && r.arm == arm)
+            .filter_map(f)
+            .collect()
+    }
+
+    fn has(&self, a: Arm) -> bool {
+        self.arms.contains(&a)
+    }
+
+    /// A table's head and rule: the first column's, then one right-aligned column an arm.
+    fn head(&self, first: &str, first_rule: &str) -> (String, String) {
+        let mut head = first.to_string();
+        let mut rule = first_rule.to_string();
+        for a in self.arms {
             let _ = write!(head, " {} |", a.title());
             rule.push_str("--:|");
         }
+        (head, rule)
+    }
+
+    /// One MiniCluster of size N: min / median / max seconds to Ready, and ratios.
+    fn seconds_to_ready(&self, o: &mut String, singles: &[usize]) {
+        let (has, arms) = (|a| self.has(a), self.arms);
+        let _ = writeln!(
+            o,
+            "\n### One MiniCluster of size N: seconds from apply to N pods Ready\n\n\
+             min / median / max of {} rounds; ratios of the medians.\n",
+            self.rounds
+        );
+        let (mut head, mut rule) = self.head("| N |", "|--:|");
         if has(Arm::Operator) && has(Arm::JobSet) {
             head.push_str(" operator / bare JobSet |");
             rule.push_str("--:|");
@@ -1620,12 +1454,12 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             rule.push_str("--:|");
         }
         let _ = writeln!(o, "{head}\n{rule}");
-        for &n in &singles {
+        for &n in singles {
             let sc = Scenario::Single(n);
-            let med = |a: Arm| median(&vals(sc, a, &|r| Some(r.secs)));
+            let med = |a: Arm| median(&self.vals(sc, a, &|r| Some(r.secs)));
             let mut line = format!("| {n} |");
             for &a in arms {
-                let _ = write!(line, " {} |", mmm(&vals(sc, a, &|r| Some(r.secs)), 2));
+                let _ = write!(line, " {} |", mmm(&self.vals(sc, a, &|r| Some(r.secs)), 2));
             }
             if has(Arm::Operator) && has(Arm::JobSet) {
                 let _ = write!(line, " {} |", ratio(med(Arm::Operator), med(Arm::JobSet)));
@@ -1638,7 +1472,11 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             }
             let _ = writeln!(o, "{line}");
         }
+    }
 
+    /// One MiniCluster: medians of each step's seconds, each process's CPU, the pod
+    /// creations' latency, the webhooks and JobSet's reconciles.
+    fn where_the_time_goes(&self, o: &mut String, singles: &[usize]) {
         let _ = writeln!(
             o,
             "\n### Where the time goes (one MiniCluster; medians)\n\n\
@@ -1654,10 +1492,10 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
              pod POST ms | webhook calls | webhook s | JobSet reconciles |\n\
              |--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
         );
-        for &n in &singles {
+        for &n in singles {
             let sc = Scenario::Single(n);
-            for &a in arms {
-                let m = |f: &dyn Fn(&Run) -> Option<f64>| median(&vals(sc, a, f));
+            for &a in self.arms {
+                let m = |f: &dyn Fn(&Run) -> Option<f64>| median(&self.vals(sc, a, f));
                 let cpu = |p: &'static str| m(&move |r: &Run| r.cpu.get(p).copied());
                 let f = |x: f64, p: usize| {
                     if x.is_finite() {
@@ -1692,9 +1530,11 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
                 );
             }
         }
-        // Per webhook, at the largest size: as the apiserver saw each call (the round trip,
-        // by webhook name) and as each webhook server saw it (by server and path).
-        let n = *singles.last().unwrap_or(&0);
+    }
+
+    /// Per webhook, at the largest size `n`: as the apiserver saw each call (the round trip,
+    /// by webhook name) and as each webhook server saw it (by server and path).
+    fn webhooks(&self, o: &mut String, n: usize) {
         let sc = Scenario::Single(n);
         type Pick = fn(&Run, &str) -> Option<(f64, f64)>;
         let apiserver: Pick = |r, k| {
@@ -1711,7 +1551,7 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             ))
         };
         let mut rows: Vec<(String, String, Pick)> = Vec::new();
-        let in_sc = || runs.iter().filter(|r| r.scenario == sc);
+        let in_sc = || self.runs.iter().filter(|r| r.scenario == sc);
         let api_names: BTreeSet<String> = in_sc()
             .flat_map(|r| r.api.webhook_calls.keys().cloned())
             .collect();
@@ -1725,42 +1565,39 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
         for k in server_names {
             rows.push((format!("server: {k}"), k, server));
         }
-        if !rows.is_empty() {
-            let _ = writeln!(
-                o,
-                "\nAdmission webhooks at N = {n} (medians): calls × mean ms per call, as the \
-                 apiserver timed each call (by webhook name; Kueue's and JobSet's pod webhooks \
-                 are both `mpod.kb.io`/`vpod.kb.io`) and as each webhook server timed it\n"
-            );
-            let mut head = "| webhook |".to_string();
-            let mut rule = "|---|".to_string();
-            for a in arms {
-                let _ = write!(head, " {} |", a.title());
-                rule.push_str("--:|");
-            }
-            let _ = writeln!(o, "{head}\n{rule}");
-            for (title, key, pick) in rows {
-                let mut line = format!("| {title} |");
-                for &a in arms {
-                    let calls = median(&vals(sc, a, &|r| pick(r, &key).map(|p| p.0)));
-                    let secs = median(&vals(sc, a, &|r| pick(r, &key).map(|p| p.1)));
-                    if calls > 0.0 {
-                        let _ = write!(line, " {calls:.0} × {:.1} ms |", 1000.0 * secs / calls);
-                    } else {
-                        line.push_str(" 0 |");
-                    }
+        if rows.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            o,
+            "\nAdmission webhooks at N = {n} (medians): calls × mean ms per call, as the \
+             apiserver timed each call (by webhook name; Kueue's and JobSet's pod webhooks \
+             are both `mpod.kb.io`/`vpod.kb.io`) and as each webhook server timed it\n"
+        );
+        let (head, rule) = self.head("| webhook |", "|---|");
+        let _ = writeln!(o, "{head}\n{rule}");
+        for (title, key, pick) in rows {
+            let mut line = format!("| {title} |");
+            for &a in self.arms {
+                let calls = median(&self.vals(sc, a, &|r| pick(r, &key).map(|p| p.0)));
+                let secs = median(&self.vals(sc, a, &|r| pick(r, &key).map(|p| p.1)));
+                if calls > 0.0 {
+                    let _ = write!(line, " {calls:.0} × {:.1} ms |", 1000.0 * secs / calls);
+                } else {
+                    line.push_str(" 0 |");
                 }
-                let _ = writeln!(o, "{line}");
             }
+            let _ = writeln!(o, "{line}");
         }
     }
 
-    for sc in scenarios.iter().filter(|s| matches!(s, Scenario::Many(_))) {
-        let Scenario::Many(m) = *sc else { continue };
-        let how = if many_rounds == 1 {
+    /// `m` MiniClusters of size 2: every figure of the runs and of the idle window after them,
+    /// min / median / max over the rounds; then the ratios of the medians.
+    fn many(&self, o: &mut String, m: usize) {
+        let how = if self.many_rounds == 1 {
             "One run per arm".to_string()
         } else {
-            format!("min / median / max of {many_rounds} rounds")
+            format!("min / median / max of {} rounds", self.many_rounds)
         };
         let _ = writeln!(
             o,
@@ -1768,131 +1605,43 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
              {how}. CPU from /proc between the first apply and all {} pods Ready; peak RSS is \
              the operator's VmHWM (it starts for each run); then {} s idle.\n",
             2 * m,
-            idle.as_secs()
+            self.idle.as_secs()
         );
-        let mut head = "| |".to_string();
-        let mut rule = "|---|".to_string();
-        for a in arms {
-            let _ = write!(head, " {} |", a.title());
-            rule.push_str("--:|");
-        }
+        let (head, rule) = self.head("| |", "|---|");
         let _ = writeln!(o, "{head}\n{rule}");
-        let rows: Vec<Row> = vec![
-            ("seconds to all pods Ready", Box::new(|r| Some(r.secs)), 2),
-            (
-                "seconds to all MiniClusters Running (status)",
-                Box::new(|r| r.running),
-                2,
-            ),
-            (
-                "operator CPU s",
-                Box::new(|r| r.cpu.get("operator").copied()),
-                2,
-            ),
-            ("operator peak RSS MiB", Box::new(|r| r.peak_rss_mib), 1),
-            (
-                "operator reconcile p50 ms, bucket bound (with API waits)",
-                Box::new(|r| r.reconcile_ms.map(|q| q.0)),
-                1,
-            ),
-            (
-                "operator reconcile p99 ms, bucket bound (with API waits)",
-                Box::new(|r| r.reconcile_ms.map(|q| q.1)),
-                1,
-            ),
-            (
-                "operator's own work per reconcile p50 ms, bucket bound (observe, plan)",
-                Box::new(|r| r.decide_ms.map(|q| q.0)),
-                3,
-            ),
-            (
-                "operator's own work per reconcile p99 ms, bucket bound",
-                Box::new(|r| r.decide_ms.map(|q| q.1)),
-                3,
-            ),
-            (
-                "kube-apiserver CPU s",
-                Box::new(|r| r.cpu.get("kube-apiserver").copied()),
-                2,
-            ),
-            (
-                "JobSet controller CPU s",
-                Box::new(|r| r.cpu.get("jobset").copied()),
-                2,
-            ),
-            (
-                "kube-controller-manager CPU s",
-                Box::new(|r| r.cpu.get("kube-controller-manager").copied()),
-                2,
-            ),
-            (
-                "API requests per MiniCluster (all clients)",
-                Box::new(move |r| Some(r.api.total_requests() / m as f64)),
-                1,
-            ),
-            ("JobSet reconciles", Box::new(|r| r.jobset_reconciles()), 0),
-            (
-                "idle: operator reconciles",
-                Box::new(|r| r.idle.as_ref()?.operator_reconciles),
-                0,
-            ),
-            (
-                "idle: operator reconciles in its second half",
-                Box::new(|r| r.idle.as_ref()?.operator_reconciles_late),
-                0,
-            ),
-            (
-                "idle: seconds into it of the last reconcile",
-                Box::new(|r| r.idle.as_ref()?.operator_last_reconcile),
-                0,
-            ),
-            (
-                "idle: operator CPU s",
-                Box::new(|r| r.idle.as_ref()?.cpu.get("operator").copied()),
-                3,
-            ),
-            (
-                "idle: JobSet reconciles",
-                Box::new(|r| r.idle.as_ref()?.jobset_reconciles),
-                0,
-            ),
-            (
-                "idle: API requests (all clients)",
-                Box::new(|r| Some(r.idle.as_ref()?.api.total_requests())),
-                0,
-            ),
-            (
-                "idle: kube-apiserver CPU s",
-                Box::new(|r| r.idle.as_ref()?.cpu.get("kube-apiserver").copied()),
-                2,
-            ),
-        ];
-        for (title, f, prec) in &rows {
+        let sc = Scenario::Many(m);
+        for (title, f, prec) in many_rows(m).iter().chain(&idle_rows()) {
             let mut line = format!("| {title} |");
-            for &a in arms {
-                let _ = write!(line, " {} |", mmm(&vals(*sc, a, f.as_ref()), *prec));
+            for &a in self.arms {
+                let _ = write!(line, " {} |", mmm(&self.vals(sc, a, f.as_ref()), *prec));
             }
             let _ = writeln!(o, "{line}");
         }
-        let med = |a: Arm| median(&vals(*sc, a, &|r| Some(r.secs)));
-        if has(Arm::Operator) && has(Arm::JobSet) {
+        let med = |a: Arm| median(&self.vals(sc, a, &|r| Some(r.secs)));
+        if self.has(Arm::Operator) && self.has(Arm::JobSet) {
             let _ = writeln!(
                 o,
                 "\noperator / bare JobSet (medians of seconds to Ready): {}",
                 ratio(med(Arm::Operator), med(Arm::JobSet))
             );
         }
-        if has(Arm::Operator) && has(Arm::Go) {
+        if self.has(Arm::Operator) && self.has(Arm::Go) {
             let _ = writeln!(
                 o,
                 "operator / Go (medians of seconds to Ready): {}",
                 ratio(med(Arm::Operator), med(Arm::Go))
             );
         }
+    }
 
-        let idle_keys: BTreeSet<String> = runs
+    /// API requests in the idle window after `m` MiniClusters, by verb and resource: the
+    /// rows with 2 or more in some arm.
+    fn idle_requests(&self, o: &mut String, m: usize) {
+        let sc = Scenario::Many(m);
+        let idle_keys: BTreeSet<String> = self
+            .runs
             .iter()
-            .filter(|r| r.scenario == *sc)
+            .filter(|r| r.scenario == sc)
             .filter_map(|r| r.idle.as_ref())
             .flat_map(|i| i.api.requests.keys().cloned())
             .collect();
@@ -1900,7 +1649,7 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
             .into_iter()
             .filter_map(|k| {
                 let per = |a: Arm| {
-                    median(&vals(*sc, a, &|r| {
+                    median(&self.vals(sc, a, &|r| {
                         Some(
                             r.idle
                                 .as_ref()?
@@ -1912,32 +1661,33 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
                         )
                     }))
                 };
-                if arms.iter().all(|&a| per(a).is_nan() || per(a) < 2.0) {
+                if self.arms.iter().all(|&a| per(a).is_nan() || per(a) < 2.0) {
                     return None;
                 }
                 let mut line = format!("| {k} |");
-                for &a in arms {
+                for &a in self.arms {
                     let _ = write!(line, " {:.0} |", per(a));
                 }
                 Some(line)
             })
             .collect();
-        if !idle_rows.is_empty() {
-            let _ = writeln!(
-                o,
-                "\nAPI requests in the {} s idle window (medians; rows with 2 or more in some arm; \
-                 every client)\n",
-                idle.as_secs()
-            );
-            let mut head = "| verb resource |".to_string();
-            let mut rule = "|---|".to_string();
-            for a in arms {
-                let _ = write!(head, " {} |", a.title());
-                rule.push_str("--:|");
-            }
-            let _ = writeln!(o, "{head}\n{rule}\n{}", idle_rows.join("\n"));
+        if idle_rows.is_empty() {
+            return;
         }
+        let _ = writeln!(
+            o,
+            "\nAPI requests in the {} s idle window (medians; rows with 2 or more in some arm; \
+             every client)\n",
+            self.idle.as_secs()
+        );
+        let (head, rule) = self.head("| verb resource |", "|---|");
+        let _ = writeln!(o, "{head}\n{rule}\n{}", idle_rows.join("\n"));
+    }
 
+    /// API requests per MiniCluster from the first apply until all pods Ready, by verb and
+    /// resource, with the operator's column minus the bare JobSet's.
+    fn requests_per_minicluster(&self, o: &mut String, m: usize) {
+        let sc = Scenario::Many(m);
         let _ = writeln!(
             o,
             "\nAPI requests per MiniCluster, from the first apply until all pods Ready (medians of \
@@ -1945,42 +1695,139 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
              the job controller, the scheduler, kwok). The operator's own share is about the \
              operator column minus the bare JobSet column.\n"
         );
-        let keys: BTreeSet<String> = runs
+        let keys: BTreeSet<String> = self
+            .runs
             .iter()
-            .filter(|r| r.scenario == *sc)
+            .filter(|r| r.scenario == sc)
             .flat_map(|r| r.api.requests.keys().cloned())
             .collect();
-        let mut head = "| verb resource |".to_string();
-        let mut rule = "|---|".to_string();
-        for a in arms {
-            let _ = write!(head, " {} |", a.title());
-            rule.push_str("--:|");
-        }
-        if has(Arm::Operator) && has(Arm::JobSet) {
+        let both = self.has(Arm::Operator) && self.has(Arm::JobSet);
+        let (mut head, mut rule) = self.head("| verb resource |", "|---|");
+        if both {
             head.push_str(" operator − bare JobSet |");
             rule.push_str("--:|");
         }
         let _ = writeln!(o, "{head}\n{rule}");
         for k in keys {
             let per = |a: Arm| {
-                median(&vals(*sc, a, &|r| {
+                median(&self.vals(sc, a, &|r| {
                     Some(r.api.requests.get(&k).copied().unwrap_or(0.0) / m as f64)
                 }))
             };
-            if arms.iter().all(|&a| per(a).abs() < 0.05) {
+            if self.arms.iter().all(|&a| per(a).abs() < 0.05) {
                 continue;
             }
             let mut line = format!("| {k} |");
-            for &a in arms {
+            for &a in self.arms {
                 let _ = write!(line, " {:.2} |", per(a));
             }
-            if has(Arm::Operator) && has(Arm::JobSet) {
+            if both {
                 let _ = write!(line, " {:+.2} |", per(Arm::Operator) - per(Arm::JobSet));
             }
             let _ = writeln!(o, "{line}");
         }
     }
-    o
+}
+
+/// The rows of the many-clusters table up to the idle window: from the first apply until
+/// all pods Ready (and every status Running).
+fn many_rows(m: usize) -> Vec<Row> {
+    vec![
+        ("seconds to all pods Ready", Box::new(|r| Some(r.secs)), 2),
+        (
+            "seconds to all MiniClusters Running (status)",
+            Box::new(|r| r.running),
+            2,
+        ),
+        (
+            "operator CPU s",
+            Box::new(|r| r.cpu.get("operator").copied()),
+            2,
+        ),
+        ("operator peak RSS MiB", Box::new(|r| r.peak_rss_mib), 1),
+        (
+            "operator reconcile p50 ms, bucket bound (with API waits)",
+            Box::new(|r| r.reconcile_ms.map(|q| q.0)),
+            1,
+        ),
+        (
+            "operator reconcile p99 ms, bucket bound (with API waits)",
+            Box::new(|r| r.reconcile_ms.map(|q| q.1)),
+            1,
+        ),
+        (
+            "operator's own work per reconcile p50 ms, bucket bound (observe, plan)",
+            Box::new(|r| r.decide_ms.map(|q| q.0)),
+            3,
+        ),
+        (
+            "operator's own work per reconcile p99 ms, bucket bound",
+            Box::new(|r| r.decide_ms.map(|q| q.1)),
+            3,
+        ),
+        (
+            "kube-apiserver CPU s",
+            Box::new(|r| r.cpu.get("kube-apiserver").copied()),
+            2,
+        ),
+        (
+            "JobSet controller CPU s",
+            Box::new(|r| r.cpu.get("jobset").copied()),
+            2,
+        ),
+        (
+            "kube-controller-manager CPU s",
+            Box::new(|r| r.cpu.get("kube-controller-manager").copied()),
+            2,
+        ),
+        (
+            "API requests per MiniCluster (all clients)",
+            Box::new(move |r| Some(r.api.total_requests() / m as f64)),
+            1,
+        ),
+        ("JobSet reconciles", Box::new(|r| r.jobset_reconciles()), 0),
+    ]
+}
+
+/// The rows of the many-clusters table for the idle window after the run.
+fn idle_rows() -> Vec<Row> {
+    vec![
+        (
+            "idle: operator reconciles",
+            Box::new(|r| r.idle.as_ref()?.operator_reconciles),
+            0,
+        ),
+        (
+            "idle: operator reconciles in its second half",
+            Box::new(|r| r.idle.as_ref()?.operator_reconciles_late),
+            0,
+        ),
+        (
+            "idle: seconds into it of the last reconcile",
+            Box::new(|r| r.idle.as_ref()?.operator_last_reconcile),
+            0,
+        ),
+        (
+            "idle: operator CPU s",
+            Box::new(|r| r.idle.as_ref()?.cpu.get("operator").copied()),
+            3,
+        ),
+        (
+            "idle: JobSet reconciles",
+            Box::new(|r| r.idle.as_ref()?.jobset_reconciles),
+            0,
+        ),
+        (
+            "idle: API requests (all clients)",
+            Box::new(|r| Some(r.idle.as_ref()?.api.total_requests())),
+            0,
+        ),
+        (
+            "idle: kube-apiserver CPU s",
+            Box::new(|r| r.idle.as_ref()?.cpu.get("kube-apiserver").copied()),
+            2,
+        ),
+    ]
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1993,16 +1840,39 @@ fn main() -> Result<()> {
     runtime.block_on(bench())
 }
 
-async fn bench() -> Result<()> {
-    let sizes: Vec<usize> = env_list("BENCH_SIZES", "8,64,256")?;
-    let rounds: usize = env_or("BENCH_ROUNDS", 3)?;
-    let many: usize = env_or("BENCH_MANY", 50)?;
-    let many_rounds: usize = env_or("BENCH_MANY_ROUNDS", 1)?.min(rounds);
-    let idle = Duration::from_secs(env_or("BENCH_IDLE", 30)?);
-    let arms: Vec<Arm> = env_list("BENCH_ARMS", "operator,jobset,go")?;
-    ensure!(!arms.is_empty(), "BENCH_ARMS is empty");
-    ensure!(rounds > 0, "BENCH_ROUNDS must be at least 1");
+/// The knobs, from the environment (see the module's comment).
+struct Config {
+    sizes: Vec<usize>,
+    rounds: usize,
+    many: usize,
+    many_rounds: usize,
+    idle: Duration,
+    arms: Vec<Arm>,
+}
 
+impl Config {
+    fn from_env() -> Result<Self> {
+        let rounds: usize = env_or("BENCH_ROUNDS", 3)?;
+        let config = Self {
+            sizes: env_list("BENCH_SIZES", "8,64,256")?,
+            rounds,
+            many: env_or("BENCH_MANY", 50)?,
+            many_rounds: env_or("BENCH_MANY_ROUNDS", 1)?.min(rounds),
+            idle: Duration::from_secs(env_or("BENCH_IDLE", 30)?),
+            arms: env_list("BENCH_ARMS", "operator,jobset,go")?,
+        };
+        ensure!(!config.arms.is_empty(), "BENCH_ARMS is empty");
+        ensure!(rounds > 0, "BENCH_ROUNDS must be at least 1");
+        Ok(config)
+    }
+
+    fn report(&self, runs: &[Run]) -> String {
+        report(runs, &self.arms, self.rounds, self.many_rounds, self.idle)
+    }
+}
+
+async fn bench() -> Result<()> {
+    let config = Config::from_env()?;
     let started = Instant::now();
     let date = Command::new("date")
         .args(["-u", "+%Y-%m-%d %H:%M UTC"])
@@ -2010,6 +1880,14 @@ async fn bench() -> Result<()> {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     let load_start = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let Config {
+        sizes,
+        rounds,
+        many,
+        many_rounds,
+        idle,
+        arms,
+    } = &config;
     eprintln!(
         "bench: sizes {sizes:?}, {rounds} rounds, {many} MiniClusters of size 2 in {many_rounds} \
          of them, idle {} s, arms {:?}; load average {}",
@@ -2018,7 +1896,7 @@ async fn bench() -> Result<()> {
         load_start.trim()
     );
 
-    let mut bench = Bench::new(&arms, idle).await?;
+    let mut bench = Bench::new(arms, *idle).await?;
     if let Err(e) = bench.jobset_metrics_access().await {
         eprintln!("bench: JobSet's metrics will not be read: {e:#}");
     }
@@ -2026,12 +1904,41 @@ async fn bench() -> Result<()> {
         eprintln!("bench: JobSet's /metrics does not answer; its reconciles are not counted");
     }
 
+    let runs = run_all(&mut bench, &config, started).await?;
+    let load_end = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let first_three = |load: &str| {
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!(
+        "\n## Side-by-side benchmark, {date}\n\nLoad average at the start {}, at the end {}, \
+         after each run {:.1} to {:.1}; {:.0} s in all. KWOK pods: the control-plane path only.",
+        first_three(&load_start),
+        first_three(&load_end),
+        runs.iter().map(|r| r.load).fold(f64::INFINITY, f64::min),
+        runs.iter()
+            .map(|r| r.load)
+            .fold(f64::NEG_INFINITY, f64::max),
+        started.elapsed().as_secs_f64()
+    );
+    println!("{}", config.report(&runs));
+    Ok(())
+}
+
+/// Every round: each scenario (the sizes, then the many clusters in the first `many_rounds`)
+/// under each arm, the arms' order rotating from one scenario to the next. On a failure the
+/// runs before it are printed, then the error returned.
+async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result<Vec<Run>> {
+    let arms = &config.arms;
     let mut runs = Vec::new();
     let mut k = 0usize;
-    for round in 1..=rounds {
-        let mut scenarios: Vec<Scenario> = sizes.iter().map(|&n| Scenario::Single(n)).collect();
-        if many > 0 && round <= many_rounds {
-            scenarios.push(Scenario::Many(many));
+    for round in 1..=config.rounds {
+        let mut scenarios: Vec<Scenario> =
+            config.sizes.iter().map(|&n| Scenario::Single(n)).collect();
+        if config.many > 0 && round <= config.many_rounds {
+            scenarios.push(Scenario::Many(config.many));
         }
         for sc in scenarios {
             // Rotate the arms' order from one scenario to the next.
@@ -2045,51 +1952,35 @@ async fn bench() -> Result<()> {
                     Err(e) => {
                         if !runs.is_empty() {
                             println!("\n## Incomplete: the runs before the failure\n");
-                            println!("{}", report(&runs, &arms, rounds, many_rounds, idle));
+                            println!("{}", config.report(&runs));
                         }
                         return Err(e.context(format!("round {round}, {sc:?}, {}", arm.title())));
                     }
                 };
-                eprintln!(
-                    "[round {round}/{rounds}] {:>5} {:<24} {:7.2} s to Ready (first pod {:.2} s, all \
-                     created {:.2} s){}; load {:.2}; {:.0} s elapsed",
-                    sc.tag(),
-                    arm.title(),
-                    run.secs,
-                    run.first_pod,
-                    run.all_created,
-                    run.idle
-                        .as_ref()
-                        .and_then(|i| i.operator_reconciles)
-                        .map(|n| format!("; {n} reconciles idle"))
-                        .unwrap_or_default(),
-                    run.load,
-                    started.elapsed().as_secs_f64()
-                );
+                log_run(&run, round, config.rounds, started);
                 runs.push(run);
             }
         }
     }
-    let load_end = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!(
-        "\n## Side-by-side benchmark, {date}\n\nLoad average at the start {}, at the end {}, \
-         after each run {:.1} to {:.1}; {:.0} s in all. KWOK pods: the control-plane path only.",
-        load_start
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" "),
-        load_end
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" "),
-        runs.iter().map(|r| r.load).fold(f64::INFINITY, f64::min),
-        runs.iter()
-            .map(|r| r.load)
-            .fold(f64::NEG_INFINITY, f64::max),
+    Ok(runs)
+}
+
+/// One line on stderr as each run ends.
+fn log_run(run: &Run, round: usize, rounds: usize, started: Instant) {
+    eprintln!(
+        "[round {round}/{rounds}] {:>5} {:<24} {:7.2} s to Ready (first pod {:.2} s, all \
+         created {:.2} s){}; load {:.2}; {:.0} s elapsed",
+        run.scenario.tag(),
+        run.arm.title(),
+        run.secs,
+        run.first_pod,
+        run.all_created,
+        run.idle
+            .as_ref()
+            .and_then(|i| i.operator_reconciles)
+            .map(|n| format!("; {n} reconciles idle"))
+            .unwrap_or_default(),
+        run.load,
         started.elapsed().as_secs_f64()
     );
-    println!("{}", report(&runs, &arms, rounds, many_rounds, idle));
-    Ok(())
 }

@@ -27,16 +27,15 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::api::{
     Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, ValidationDirective,
 };
-use serde::Deserialize;
 use serde_json::Value;
 
 use flux_operator::api::MiniCluster;
 
-use crate::common::{TestNamespace, jobset_resource, unpack_go_operator, wait_for};
-use crate::operator::{Operator, install_crd};
+use crate::common::{
+    GO_CRD, Operator, TestNamespace, jobset_resource, unpack_go_operator, wait_for, yaml_documents,
+};
+use crate::operator::install_crd;
 
-/// Its MiniCluster CRD, inside the archive's top directory.
-const GO_CRD: &str = "config/crd/bases/flux-framework.org_miniclusters.yaml";
 const PARALLEL: usize = 6;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -190,14 +189,9 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// The YAML documents of a file, as the API server's decoder sees them: a duplicated key
-/// is not an error, the last one wins (serde_json's map; serde_norway's own Mapping would
-/// refuse it).
+/// The YAML documents of a file, as the API server's decoder sees them.
 fn documents(path: &Path) -> Result<Vec<Value>> {
-    let text = std::fs::read_to_string(path)?;
-    serde_norway::Deserializer::from_str(&text)
-        .map(|de| Ok(Value::deserialize(de)?))
-        .collect()
+    yaml_documents(&std::fs::read_to_string(path)?)
 }
 
 /// Every v1alpha2 MiniCluster under `examples/`: (path under examples/, object).

@@ -4,37 +4,16 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use flux_operator::api::{MiniCluster, Phase};
 
-use crate::common::{TestNamespace, wait_for};
-use crate::operator::{Operator, hello, install_crd, wait_phase};
+use crate::common::{Operator, TestNamespace, http_status, wait_for};
+use crate::operator::{hello, install_crd, wait_phase};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
-
-/// GET on loopback: (status code, body).
-pub async fn http_status(port: u16, path: &str) -> Result<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .with_context(|| format!("GET {path}: {response}"))?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.trim().to_string())
-        .unwrap_or_default();
-    Ok((code, body))
-}
 
 async fn holder(leases: &Api<Lease>) -> Result<Option<String>> {
     Ok(leases

@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, ensure};
 use serde_json::{Value, json};
 
-use crate::common::TestNamespace;
-use crate::installed::{kustomize_manifests, yaml_documents};
+use crate::common::{TestNamespace, yaml_documents};
+use crate::installed::kustomize_manifests;
 use crate::operator::{install_crd, kubectl};
 
 /// Labels only Helm puts on objects (release bookkeeping); everything else must agree.

@@ -25,7 +25,9 @@ use serde_json::{Value, json};
 use flux_operator::api::{KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, Phase};
 use flux_operator::jobset::JobSet;
 
-use crate::common::{TestNamespace, wait_for};
+use crate::common::{
+    TestNamespace, free_port, http_status, print_log_tail, spawn_logged, wait_for, yaml_documents,
+};
 use crate::operator::{
     example, finish_lead, hello, install_crd, kubectl, mc_condition, wait_phase,
 };
@@ -42,19 +44,6 @@ pub fn kustomize_manifests() -> Result<Vec<Value>> {
         String::from_utf8_lossy(&out.stderr)
     );
     yaml_documents(&String::from_utf8(out.stdout)?)
-}
-
-/// The documents of a multi-document YAML stream (empty ones dropped).
-pub fn yaml_documents(text: &str) -> Result<Vec<Value>> {
-    use serde::Deserialize;
-    let mut docs = Vec::new();
-    for doc in serde_norway::Deserializer::from_str(text) {
-        let v = Value::deserialize(doc)?;
-        if !v.is_null() {
-            docs.push(v);
-        }
-    }
-    Ok(docs)
 }
 
 fn kind(o: &Value) -> &str {
@@ -191,9 +180,7 @@ impl Installed {
             };
             env.push((name, value));
         }
-        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
+        let metrics_port = free_port()?;
         // What only a pod would have, or what a shared test cluster needs (see the module
         // comment): nothing here grants anything.
         if !env.iter().any(|(k, _)| k == "WATCH_NAMESPACE") {
@@ -209,15 +196,9 @@ impl Installed {
         ]);
         let log = std::env::temp_dir().join(format!("flux-operator-{}-installed.log", ns.name));
         let log_file = std::fs::File::create(&log)?;
-        let child = Command::new(env!("CARGO_BIN_EXE_flux-operator"))
-            .args(&args)
-            .env_clear()
-            .envs(env)
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone()?)
-            .stderr(log_file)
-            .spawn()
-            .context("starting the operator binary")?;
+        let mut command = Command::new(env!("CARGO_BIN_EXE_flux-operator"));
+        command.args(&args).env_clear().envs(env);
+        let child = spawn_logged(&mut command, log_file).context("starting the operator binary")?;
         Ok(Self {
             child,
             metrics_port,
@@ -246,11 +227,7 @@ impl Drop for Installed {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if std::thread::panicking() {
-            eprintln!("operator log: {}", self.log.display());
-            if let Ok(text) = std::fs::read_to_string(&self.log) {
-                let tail: Vec<&str> = text.lines().rev().take(40).collect();
-                eprintln!("{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
-            }
+            print_log_tail(&self.log);
         }
     }
 }
@@ -406,7 +383,7 @@ async fn operator_runs_as_installed_with_only_the_manifests_rbac() -> Result<()>
 
     // Its probes pass, so the Deployment would become Available.
     for path in ["/readyz", "/healthz"] {
-        let (code, body) = crate::health::http_status(operator.metrics_port, path).await?;
+        let (code, body) = http_status(operator.metrics_port, path).await?;
         assert_eq!(code, 200, "{path}: {body}");
     }
 
@@ -538,7 +515,7 @@ async fn operator_installed_by_helm_for_one_namespace_needs_nothing_outside_it()
     finish_lead(&ns, &queued).await?;
     wait_phase(&mcs, &queued, Phase::Succeeded).await?;
     for path in ["/readyz", "/healthz"] {
-        let (code, body) = crate::health::http_status(operator.metrics_port, path).await?;
+        let (code, body) = http_status(operator.metrics_port, path).await?;
         assert_eq!(code, 200, "{path}: {body}");
     }
     let refused = operator.refusals()?;

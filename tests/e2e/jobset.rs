@@ -137,12 +137,11 @@ async fn jobset_runs_to_completion() -> Result<()> {
             "pod {:?} is on node {node:?}",
             p.metadata.name
         );
-        let ready = p
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        assert!(ready, "pod {:?} is Running but not Ready", p.metadata.name);
+        assert!(
+            pod_ready(p),
+            "pod {:?} is Running but not Ready",
+            p.metadata.name
+        );
     }
 
     // The headless Service that gives the pods DNS names.

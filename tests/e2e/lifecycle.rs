@@ -18,11 +18,9 @@ use flux_operator::api::{
 };
 use flux_operator::jobset::JobSet;
 
-use crate::common::{TestNamespace, kueue_resource, pod_phase, wait_for};
+use crate::common::{Operator, TestNamespace, kueue_resource, pod_phase, wait_for};
 use crate::kueue::queues;
-use crate::operator::{
-    Operator, Setup, example, hello, install_crd, mc_condition, setup, wait_phase,
-};
+use crate::operator::{Setup, example, hello, install_crd, mc_condition, setup, wait_phase};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 

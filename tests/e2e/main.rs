@@ -6,6 +6,7 @@
 //!
 //! Keep this file a list of modules.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 mod conformance;

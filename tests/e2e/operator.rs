@@ -6,25 +6,26 @@
 //! annotating the lead pod with the harness's complete-after annotation.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{CustomResourceExt, ResourceExt};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use flux_operator::api::{MiniCluster, NAME_LABEL, Phase, ROLE_LABEL};
 use flux_operator::jobset::JobSet;
 
-use crate::common::{COMPLETE_AFTER, TestNamespace, wait_for};
+use crate::common::{
+    COMPLETE_AFTER, MINICLUSTER_CRD, Operator, TestNamespace, crd_established, wait_for,
+};
 
 pub const TIMEOUT: Duration = Duration::from_secs(90);
 
-/// Install (or update) the MiniCluster CRD and wait until it is served.
+/// Install (or update) the MiniCluster CRD and wait until it is established.
 pub async fn install_crd(client: &kube::Client) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = MiniCluster::crd();
@@ -34,120 +35,7 @@ pub async fn install_crd(client: &kube::Client) -> Result<()> {
         &Patch::Apply(&crd),
     )
     .await?;
-    wait_for(
-        "MiniCluster CRD established",
-        Duration::from_secs(30),
-        || async {
-            let crd = crds.get("miniclusters.flux-framework.org").await?;
-            let established = crd.status.and_then(|s| s.conditions).is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
-            Ok(established.then_some(()))
-        },
-    )
-    .await
-}
-
-/// The operator binary, running for one namespace.
-pub struct Operator {
-    child: Child,
-    pub metrics_port: u16,
-    log: PathBuf,
-}
-
-impl Operator {
-    pub fn start(namespace: &str) -> Result<Self> {
-        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        Self::start_on(namespace, metrics_port)
-    }
-
-    pub fn start_on(namespace: &str, metrics_port: u16) -> Result<Self> {
-        Self::launch(namespace, metrics_port, "e2e-operator")
-    }
-
-    /// Another replica, with its own identity in the leader election.
-    pub fn start_as(namespace: &str, identity: &str) -> Result<Self> {
-        let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        Self::launch(namespace, metrics_port, identity)
-    }
-
-    fn launch(namespace: &str, metrics_port: u16, identity: &str) -> Result<Self> {
-        let log = std::env::temp_dir().join(format!("flux-operator-{namespace}-{identity}.log"));
-        let log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)?;
-        let child = Command::new(env!("CARGO_BIN_EXE_flux-operator"))
-            .args([
-                "run",
-                "--namespace",
-                namespace,
-                "--lease-namespace",
-                namespace,
-            ])
-            .args([
-                "--identity",
-                identity,
-                "--cluster-domain",
-                "cluster.local",
-                "--log-format",
-                "text",
-            ])
-            .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-            .env("RUST_LOG", "info,flux_operator=debug")
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone()?)
-            .stderr(log_file)
-            .spawn()
-            .context("starting the operator binary")?;
-        Ok(Self {
-            child,
-            metrics_port,
-            log,
-        })
-    }
-
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    pub async fn metrics(&self) -> Result<String> {
-        http_get(self.metrics_port, "/metrics").await
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        self.kill();
-        if std::thread::panicking() {
-            eprintln!("operator log: {}", self.log.display());
-            if let Ok(text) = std::fs::read_to_string(&self.log) {
-                let tail: Vec<&str> = text.lines().rev().take(40).collect();
-                eprintln!("{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
-            }
-        }
-    }
-}
-
-/// A plain HTTP/1.0 GET on loopback.
-pub async fn http_get(port: u16, path: &str) -> Result<String> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-        .await?;
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await?;
-    ensure!(
-        body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"),
-        "GET {path}: {body}"
-    );
-    Ok(body)
+    crd_established(client, MINICLUSTER_CRD, Duration::from_secs(30)).await
 }
 
 pub fn example(name: &str, namespace: &str) -> Result<MiniCluster> {

@@ -16,7 +16,7 @@ use flux_operator::api::{MiniCluster, NAME_LABEL, Phase, Placement};
 
 use crate::common::*;
 use crate::kueue::queues_with_flavor;
-use crate::operator::{Operator, install_crd, mc_condition, running_at, wait_phase};
+use crate::operator::{install_crd, mc_condition, running_at, wait_phase};
 use crate::queued::queued;
 
 const TIMEOUT: Duration = Duration::from_secs(120);

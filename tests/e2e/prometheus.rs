@@ -2,7 +2,7 @@
 //! `manifests/prometheus/rules.yml`, and its HTTP API returns the cluster-up histogram after
 //! a MiniCluster became Ready.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use flux_operator::api::{MiniCluster, Phase};
 
-use crate::common::{TestNamespace, wait_for};
-use crate::operator::{Operator, hello, http_get, install_crd, wait_phase};
+use crate::common::{Operator, TestNamespace, free_port, http_get, spawn_logged, wait_for};
+use crate::operator::{hello, install_crd, wait_phase};
 
 struct Prometheus {
     child: Child,
@@ -24,9 +24,7 @@ struct Prometheus {
 impl Prometheus {
     fn start(target_port: u16) -> Result<Self> {
         let dir = tempfile::tempdir()?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
+        let port = free_port()?;
         let rules = format!(
             "{}/manifests/prometheus/rules.yml",
             env!("CARGO_MANIFEST_DIR")
@@ -38,17 +36,15 @@ impl Prometheus {
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config)?;
         let log = std::fs::File::create(dir.path().join("prometheus.log"))?;
-        let child = Command::new("prometheus")
+        let mut command = Command::new("prometheus");
+        command
             .arg(format!("--config.file={}", config_path.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",
                 dir.path().join("data").display()
             ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+        let child = spawn_logged(&mut command, log)
             .context("starting prometheus (Debian package `prometheus`)")?;
         Ok(Self {
             child,
@@ -68,9 +64,8 @@ impl Prometheus {
                 _ => format!("%{b:02X}"),
             })
             .collect();
-        let response = http_get(self.port, &format!("/api/v1/query?query={encoded}")).await?;
-        let body = response.split("\r\n\r\n").nth(1).context("HTTP body")?;
-        let json: Value = serde_json::from_str(body)?;
+        let body = http_get(self.port, &format!("/api/v1/query?query={encoded}")).await?;
+        let json: Value = serde_json::from_str(&body)?;
         let result = &json["data"]["result"];
         Ok(result
             .get(0)

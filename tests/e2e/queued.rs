@@ -13,11 +13,9 @@ use serde_json::json;
 
 use flux_operator::api::{KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, Phase, ROLE_LABEL};
 
-use crate::common::{TestNamespace, wait_for};
+use crate::common::{Operator, TestNamespace, wait_for};
 use crate::kueue::queues;
-use crate::operator::{
-    Operator, example, finish_lead, install_crd, mc_condition, running_at, wait_phase,
-};
+use crate::operator::{example, finish_lead, install_crd, mc_condition, running_at, wait_phase};
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 

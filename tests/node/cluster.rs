@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::core::ApiResource;
 use serde_json::Value;
 
-use crate::common::{TestNamespace, wait_for};
+use crate::common::{TestNamespace, sum_samples, wait_for};
 
 /// Where the operator is installed (the chart's documented `helm install` namespace).
 pub const OPERATOR_NAMESPACE: &str = "flux-operator";
@@ -271,13 +271,8 @@ pub fn operator_metrics() -> Result<String> {
 /// The count and sum of `flux_operator_minicluster_<NAME>_seconds` for NAMESPACE (0 if none).
 pub fn observed(metrics: &str, name: &str, namespace: &str) -> (f64, f64) {
     let value = |part: &str| {
-        let prefix = format!(
-            "flux_operator_minicluster_{name}_seconds_{part}{{namespace=\"{namespace}\"}} "
-        );
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
-            .unwrap_or(0.0)
+        let metric = format!("flux_operator_minicluster_{name}_seconds_{part}");
+        sum_samples(metrics, &metric, &[("namespace", namespace)]).unwrap_or(0.0)
     };
     (value("count"), value("sum"))
 }

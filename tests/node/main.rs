@@ -10,7 +10,7 @@
 //!
 //! Keep this file a list of modules.
 
-#[path = "../e2e/common.rs"]
+#[path = "../common/mod.rs"]
 mod common;
 
 mod cluster;
