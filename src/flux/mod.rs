@@ -219,8 +219,8 @@ pub const SAVE_SECONDS: i32 = 30;
 pub const LEAVE_SECONDS: i32 = 15;
 
 /// The termination grace period of a broker pod: long enough for the stop its entrypoint
-/// does on SIGTERM (see the `lead.sh.j2` and `follower.sh.j2` templates). `None` keeps
-/// Kubernetes' default (30 s), for a lead without an archive.
+/// does on SIGTERM (see the `on_sigterm` blocks of the `lead.sh.j2` and `follower.sh.j2`
+/// templates). `None` keeps Kubernetes' default (30 s), for a lead without an archive.
 pub fn termination_grace_seconds(mc: &MiniCluster, role: Role) -> Option<i64> {
     let save = mc
         .has_archive()

@@ -1,7 +1,10 @@
 //! The entrypoint scripts, rendered from the templates in `templates/` with minijinja.
 //!
 //! Every decision (mode, argv, options, which hooks exist) is made here in Rust and handed to
-//! the templates as already-quoted shell words; the templates only lay the script out. User
+//! the templates as already-quoted shell words; the templates only lay the script out. The
+//! two broker entrypoints share one base, `broker.sh.j2` (header, shell options, the setup of
+//! `common.sh.j2`, hooks, broker options, the SIGTERM trap and the broker's wait loop):
+//! `lead.sh.j2` and `follower.sh.j2` extend it and fill in its blocks with what differs. User
 //! text reaches a script only through [`quote`] (commands, values) or
 //! as a file of its own (hooks, scripts, batch scripts), never as raw script text.
 
@@ -89,6 +92,7 @@ pub const DEFAULT_BATCH_LOGS: &str = "/tmp/fluxout";
 
 const COMMON: &str = include_str!("templates/common.sh.j2");
 const HOOK: &str = include_str!("templates/hook.sh.j2");
+const BROKER: &str = include_str!("templates/broker.sh.j2");
 const LEAD: &str = include_str!("templates/lead.sh.j2");
 const FOLLOWER: &str = include_str!("templates/follower.sh.j2");
 const COMPANION: &str = include_str!("templates/companion.sh.j2");
@@ -447,7 +451,9 @@ struct CompanionScript {
     command: Option<String>,
 }
 
-/// The templates, parsed once for the process (minijinja's `Environment` is `Sync`).
+/// The templates, parsed once for the process (minijinja's `Environment` is `Sync`); a
+/// template that extends another (`lead.sh.j2`, `follower.sh.j2` of `broker.sh.j2`) finds it
+/// here by name.
 fn environment() -> &'static Environment<'static> {
     static TEMPLATES: std::sync::OnceLock<Environment<'static>> = std::sync::OnceLock::new();
     TEMPLATES.get_or_init(parse_templates)
@@ -467,6 +473,7 @@ fn parse_templates() -> Environment<'static> {
     for (name, source) in [
         ("common.sh.j2", COMMON),
         ("hook.sh.j2", HOOK),
+        ("broker.sh.j2", BROKER),
         ("lead.sh.j2", LEAD),
         ("follower.sh.j2", FOLLOWER),
         ("companion.sh.j2", COMPANION),
