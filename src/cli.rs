@@ -109,7 +109,7 @@ fn render_cluster(cluster: &Cluster<'_>, files: bool) -> anyhow::Result<String> 
     if let Some(job) = &desired.services_job {
         docs.push(serde_norway::to_string(job)?);
     }
-    for svc in &desired.services {
+    for svc in &desired.network_services {
         docs.push(serde_norway::to_string(svc)?);
     }
     for doc in docs {

@@ -242,7 +242,7 @@ pub enum StartupOrder {
     LeadFirst,
 }
 
-/// A container of the broker pods (or a service sidecar).
+/// A container of the broker pods, or of the services pod (`spec.services`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema, Validate)]
 #[serde(rename_all = "camelCase")]
 #[garde(allow_unvalidated)]

@@ -3,7 +3,7 @@
 //! Every broker reads the same file (`flux start -o --config DIR`) and finds its rank as the
 //! index of its hostname in `[bootstrap] hosts`. JobSet fixes the hostnames (`<mc>-lead-0-0`,
 //! `<mc>-workers-0-<i>`), so the list is two hostlist entries: the lead, then the range of
-//! worker indices up to `maxSize - 2`. Brokers bind every interface (`tcp://*:%p`, a bind
+//! follower indices up to `maxSize - 2`. Brokers bind every interface (`tcp://*:%p`, a bind
 //! address may not be a DNS name) and connect by the pod's DNS name under the headless
 //! Service: `tcp://%h.<subdomain>.<namespace>.svc.<cluster domain>:%p`.
 //!
@@ -139,20 +139,20 @@ pub fn lead_hostname(mc: &MiniCluster) -> String {
     format!("{}-{LEAD_JOB}-0-0", mc.name())
 }
 
-/// Prefix of the follower pods' hostnames; worker `i` is `<prefix><i>` (rank `i + 1`).
-pub fn worker_hostname_prefix(mc: &MiniCluster) -> String {
+/// Prefix of the follower pods' hostnames; follower `i` is `<prefix><i>` (rank `i + 1`).
+pub fn follower_hostname_prefix(mc: &MiniCluster) -> String {
     format!("{}-{WORKERS_JOB}-0-", mc.name())
 }
 
 /// All `maxSize` broker hostnames in rank order, expanded.
 pub fn hostnames(mc: &MiniCluster) -> Vec<String> {
-    let prefix = worker_hostname_prefix(mc);
+    let prefix = follower_hostname_prefix(mc);
     std::iter::once(lead_hostname(mc))
         .chain((0..mc.max_size() - 1).map(|i| format!("{prefix}{i}")))
         .collect()
 }
 
-/// The `[bootstrap] hosts` entries: the lead, then the workers as one hostlist.
+/// The `[bootstrap] hosts` entries: the lead, then the followers as one hostlist.
 pub fn host_entries(mc: &MiniCluster) -> Vec<HostEntry> {
     let entry = |host: String| HostEntry {
         host,
@@ -161,9 +161,9 @@ pub fn host_entries(mc: &MiniCluster) -> Vec<HostEntry> {
         parent: None,
     };
     let mut entries = vec![entry(lead_hostname(mc))];
-    let workers = mc.max_size() - 1;
-    let prefix = worker_hostname_prefix(mc);
-    match workers {
+    let followers = mc.max_size() - 1;
+    let prefix = follower_hostname_prefix(mc);
+    match followers {
         0 => {}
         1 => entries.push(entry(format!("{prefix}0"))),
         n => entries.push(entry(format!("{prefix}[0-{}]", n - 1))),

@@ -8,11 +8,11 @@
 //!
 //! | path | what | from |
 //! |---|---|---|
-//! | [`CONFIG_MOUNT`] `/etc/flux-operator/config` | `broker.toml`, `lead.sh`, `worker.sh`, `view-init.sh`, `container.<name>.sh`, `service.<name>.sh`, hook files, `script.sh`, `batch.sh` | the ConfigMap ([`config_map_data`]), read-only |
+//! | [`CONFIG_MOUNT`] `/etc/flux-operator/config` | `broker.toml`, `lead.sh`, `follower.sh`, `view-init.sh`, `container.<name>.sh`, `service.<name>.sh`, hook files, `script.sh`, `batch.sh` | the ConfigMap ([`config_map_data`]), read-only |
 //! | [`CURVE_MOUNT`] `/etc/flux-operator/curve` | `curve.cert` | the CURVE Secret, read-only ([`pod::curve_secret_mode`]), Flux container only |
 //! | [`KEY_MOUNT`] `/run/flux-operator-key` | `curve.cert` (private copy, 0400: [`CURVE_PRIVATE_PATH`]) | memory-backed emptyDir ([`KEY_VOLUME`](crate::render::flux_pod::KEY_VOLUME)), Flux container only |
 //! | [`RUN_MOUNT`] `/run/flux-operator` | `broker/` only | emptyDir ([`RUN_VOLUME`](crate::render::flux_pod::RUN_VOLUME)), owned by root (mode 0777, or group fsGroup with setgid), shared with the containers that do not run Flux (read-only there) |
-//! | [`BROKER_DIR`] `/run/flux-operator/broker` | `local` (the broker socket, [`SOCKET_PATH`]); `R.json` ([`RESOURCE_PATH`], unless `flux.brokerConfig`: [`config::resource_hosts`]) | made by the entrypoint, owned by the broker's user, mode 0755 (Flux refuses a socket directory the instance owner does not own; sidecars of any user can reach the socket) |
+//! | [`BROKER_DIR`] `/run/flux-operator/broker` | `local` (the broker socket, [`SOCKET_PATH`]); `R.json` ([`RESOURCE_PATH`], unless `flux.brokerConfig`: [`config::resource_hosts`]) | made by the entrypoint, owned by the broker's user, mode 0755 (Flux refuses a socket directory the instance owner does not own; companions of any user can reach the socket) |
 //! | `flux.container.mountPath` (`/mnt/flux`) | `view/` (Flux), `software/` | emptyDir filled by the view init container, read-only in the app |
 //! | [`SOFTWARE_MOUNT`] `/opt/software` | the view's install tree | subPath `software` of the view volume |
 //!
@@ -27,7 +27,7 @@
 //! private copy's volume is mounted in them or in the view init container.
 //!
 //! The Flux container runs `/bin/bash <CONFIG_MOUNT>/lead.sh` (pod `<mc>-lead-0-0`, rank 0) or
-//! `worker.sh` (`<mc>-workers-0-<i>`, rank i+1). Its environment ([`flux_container_variables`]):
+//! `follower.sh` (`<mc>-workers-0-<i>`, rank i+1). Its environment ([`flux_container_variables`]):
 //! `FLUX_OPERATOR_CONFIG_DIR`, `FLUX_OPERATOR_CURVE_DIR`, `FLUX_OPERATOR_KEY_DIR`,
 //! `FLUX_OPERATOR_RUN_DIR`, `FLUX_OPERATOR_VIEW` (empty without a view), `FLUX_OPERATOR_ROLE`, then the container's
 //! `environment` and `secrets`. The scripts default to the same paths, and tests point the
@@ -88,14 +88,16 @@
 //! shell code by intent: each is its own file in the ConfigMap, sourced by the entrypoint, so
 //! a broken hook cannot break the entrypoint's structure.
 //!
-//! # Containers that do not run Flux
+//! # Companion containers
 //!
-//! As in the Go operator, a container of `spec.containers` other than the Flux container
-//! runs beside the broker in every broker pod ([`Sidecar::Container`]), and `spec.services`
-//! run once, in the services pod `<mc>-services` ([`Sidecar::Service`]), which has neither a
-//! broker nor the view. A wrapped one ([`is_wrapped`]) runs `/bin/sh
-//! <CONFIG>/container.<name>.sh` (or `service.<name>.sh`), POSIX sh that runs itself under
-//! bash where the image has it (the Go operator runs these commands with bash):
+//! The containers that do not run Flux ([`Companion`], named in
+//! [`model::containers`](crate::model::containers)). As in the Go operator, a container of
+//! `spec.containers` other than the Flux container runs beside the broker in every broker
+//! pod ([`Companion::Container`]), and `spec.services` run once, in the services pod
+//! `<mc>-services` ([`Companion::Service`]), which has neither a broker nor the view. A
+//! wrapped one ([`is_wrapped`]) runs `/bin/sh <CONFIG>/container.<name>.sh` (or
+//! `service.<name>.sh`), POSIX sh that runs itself under bash where the image has it (the Go
+//! operator runs these commands with bash):
 //! `commands.init`; in the broker pods `JOB_COMPLETION_INDEX` made the broker's rank (the Go
 //! operator's pod index: 0 on the lead), the view's `bin` on `PATH` and its Python packages
 //! on `PYTHONPATH`, `FLUX_URI` and the Go operator's `fluxsocket` set to
@@ -105,7 +107,7 @@
 //! answers; skipped when the container has no `flux`); `commands.servicePre`; the command
 //! (`sh -c '<command>'`, bash where present); `commands.post`, after which it exits with the
 //! command's status (without `post` the command is exec'd). With `noWrapEntrypoint`, or with
-//! nothing to run, the image's entrypoint stays and [`sidecar_args`] gives the args.
+//! nothing to run, the image's entrypoint stays and [`companion_args`] gives the args.
 //!
 //! # Readiness
 //!
@@ -136,11 +138,11 @@ use crate::api::MiniCluster;
 use crate::api::validation::FieldError;
 use crate::model::Cluster;
 
-pub use crate::model::containers::{ARCHIVE_INIT, Sidecar, is_wrapped, sidecars};
+pub use crate::model::containers::{ARCHIVE_INIT, Companion, companions, is_wrapped};
 pub use crate::model::mounts::{CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, SOFTWARE_MOUNT};
 pub use pod::{
-    archive_check_command, broker_joined_command, curve_secret_mode, flux_container_command,
-    flux_container_variables, sidecar_args, sidecar_command, sidecar_variables,
+    archive_check_command, broker_joined_command, companion_args, companion_command,
+    companion_variables, curve_secret_mode, flux_container_command, flux_container_variables,
     socket_exists_command, view_init_command,
 };
 
@@ -149,11 +151,11 @@ pub const CURVE_SECRET_KEY: &str = "curve.cert";
 /// The broker's directory in [`RUN_MOUNT`]: the entrypoint creates it (mode 0755, owned by
 /// the user the broker runs as) because Flux refuses a `local-uri` directory that the
 /// instance owner does not own, and emptyDirs are owned by root. Holds the socket
-/// ([`SOCKET_PATH`]); 0755 so sidecars running as another user still reach the socket.
+/// ([`SOCKET_PATH`]); 0755 so companions running as another user still reach the socket.
 pub const BROKER_DIR: &str = "/run/flux-operator/broker";
 /// The private certificate copy Flux reads (`[bootstrap] curve_cert`), in [`KEY_MOUNT`].
 pub const CURVE_PRIVATE_PATH: &str = "/run/flux-operator-key/curve.cert";
-/// The broker's local socket (`-Slocal-uri=local://...`), in [`BROKER_DIR`], for sidecars,
+/// The broker's local socket (`-Slocal-uri=local://...`), in [`BROKER_DIR`], for companions,
 /// readiness probes and `flux proxy`.
 pub const SOCKET_PATH: &str = "/run/flux-operator/broker/local";
 /// The R file of the instance (`[resource] path`, see
@@ -169,8 +171,9 @@ pub const BROKER_PORT: i32 = 8050;
 pub enum Role {
     /// Rank 0, pod `<mc>-lead-0-0`: runs the program.
     Lead,
-    /// Ranks 1.., pods `<mc>-workers-0-<i>`.
-    Worker,
+    /// Ranks 1.., pods `<mc>-workers-0-<i>` (the `workers` replicated job keeps the Go
+    /// operator's name).
+    Follower,
 }
 
 /// The note the lead's save puts on the jobs it cancels (`spec.archive`): the archive report
@@ -216,8 +219,8 @@ pub const SAVE_SECONDS: i32 = 30;
 pub const LEAVE_SECONDS: i32 = 15;
 
 /// The termination grace period of a broker pod: long enough for the stop its entrypoint
-/// does on SIGTERM (see the `lead.sh.j2` and `worker.sh.j2` templates). `None` keeps
-/// Kubernetes' default (30 s), for a lead without an archive.
+/// does on SIGTERM (see the `on_sigterm` blocks of the `lead.sh.j2` and `follower.sh.j2`
+/// templates). `None` keeps Kubernetes' default (30 s), for a lead without an archive.
 pub fn termination_grace_seconds(mc: &MiniCluster, role: Role) -> Option<i64> {
     let save = mc
         .has_archive()
@@ -226,7 +229,7 @@ pub fn termination_grace_seconds(mc: &MiniCluster, role: Role) -> Option<i64> {
         Role::Lead => save.map(i64::from),
         // A follower stopped with the whole cluster keeps its broker up while the lead
         // waits for the jobs to finish (they may run on this rank).
-        Role::Worker => Some(i64::from(
+        Role::Follower => Some(i64::from(
             (mc.drain_grace_seconds() + LEAVE_SECONDS).max(save.unwrap_or(0)),
         )),
     }

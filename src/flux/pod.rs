@@ -7,7 +7,7 @@ use super::command::quote;
 use super::scripts::files;
 use super::{CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, Role, SOCKET_PATH};
 use crate::model::Cluster;
-use crate::model::containers::SidecarContainer;
+use crate::model::containers::CompanionContainer;
 pub use crate::model::network::check_minimal_service;
 
 /// The mode of the certificate file in the Secret volume. Secret files are owned by root
@@ -32,7 +32,7 @@ pub fn curve_secret_mode(cluster: &Cluster<'_>) -> i32 {
 pub fn flux_container_command(role: Role) -> Vec<String> {
     let script = match role {
         Role::Lead => files::LEAD,
-        Role::Worker => files::WORKER,
+        Role::Follower => files::FOLLOWER,
     };
     vec!["/bin/bash".into(), format!("{CONFIG_MOUNT}/{script}")]
 }
@@ -61,15 +61,15 @@ pub fn flux_container_variables(cluster: &Cluster<'_>, role: Role) -> Vec<(&'sta
 }
 
 /// Container command of a container that does not run Flux: its wrapper script, or `None` to
-/// keep the image's entrypoint (`noWrapEntrypoint`, or nothing to wrap: [`SidecarContainer::wrapped`]).
-/// With `None`, use [`sidecar_args`] as the container's `args`.
-pub fn sidecar_command(container: &SidecarContainer<'_>) -> Option<Vec<String>> {
+/// keep the image's entrypoint (`noWrapEntrypoint`, or nothing to wrap: [`CompanionContainer::wrapped`]).
+/// With `None`, use [`companion_args`] as the container's `args`.
+pub fn companion_command(container: &CompanionContainer<'_>) -> Option<Vec<String>> {
     container.wrapped.then(|| {
         vec![
             "/bin/sh".into(),
             format!(
                 "{CONFIG_MOUNT}/{}",
-                files::sidecar(container.sidecar.file_prefix(), &container.spec.name)
+                files::companion(container.companion.file_prefix(), &container.spec.name)
             ),
         ]
     })
@@ -78,7 +78,7 @@ pub fn sidecar_command(container: &SidecarContainer<'_>) -> Option<Vec<String>> 
 /// Container args of an unwrapped container that does not run Flux: its `command` split
 /// into words (no shell involved, the image's entrypoint receives them), `None` when there
 /// is no command or the container is wrapped.
-pub fn sidecar_args(container: &SidecarContainer<'_>) -> Option<Vec<String>> {
+pub fn companion_args(container: &CompanionContainer<'_>) -> Option<Vec<String>> {
     let c = container.spec;
     if container.wrapped || c.command.trim().is_empty() {
         return None;
@@ -90,12 +90,12 @@ pub fn sidecar_args(container: &SidecarContainer<'_>) -> Option<Vec<String>> {
 /// wrapper finds things and the pod's role (the same variables as the Flux container's,
 /// without the certificate's); none in the services pod. Its own `environment` and `secrets`
 /// follow them.
-pub fn sidecar_variables(
+pub fn companion_variables(
     cluster: &Cluster<'_>,
-    container: &SidecarContainer<'_>,
+    container: &CompanionContainer<'_>,
     role: Role,
 ) -> Vec<(&'static str, String)> {
-    if !container.sidecar.in_broker_pods() {
+    if !container.companion.in_broker_pods() {
         return Vec::new();
     }
     flux_container_variables(cluster, role)
@@ -104,10 +104,12 @@ pub fn sidecar_variables(
         .collect()
 }
 
+/// `FLUX_OPERATOR_ROLE`: `lead` or `worker`. The followers' value stays `worker`: it is in
+/// every rendered broker pod, and hooks (and the companions' wrapper) test it.
 fn role_value(role: Role) -> &'static str {
     match role {
         Role::Lead => "lead",
-        Role::Worker => "worker",
+        Role::Follower => "worker",
     }
 }
 

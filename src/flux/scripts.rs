@@ -1,7 +1,10 @@
 //! The entrypoint scripts, rendered from the templates in `templates/` with minijinja.
 //!
 //! Every decision (mode, argv, options, which hooks exist) is made here in Rust and handed to
-//! the templates as already-quoted shell words; the templates only lay the script out. User
+//! the templates as already-quoted shell words; the templates only lay the script out. The
+//! two broker entrypoints share one base, `broker.sh.j2` (header, shell options, the setup of
+//! `common.sh.j2`, hooks, broker options, the SIGTERM trap and the broker's wait loop):
+//! `lead.sh.j2` and `follower.sh.j2` extend it and fill in its blocks with what differs. User
 //! text reaches a script only through [`quote`] (commands, values) or
 //! as a file of its own (hooks, scripts, batch scripts), never as raw script text.
 
@@ -18,9 +21,9 @@ use super::{
 };
 use crate::api::{MiniCluster, MiniClusterContainer, RunningJobs, is_dns_label};
 use crate::model::Cluster;
-use crate::model::containers::SidecarContainer;
+use crate::model::containers::CompanionContainer;
 pub use crate::model::containers::{
-    Mode, Sidecar, flux_container, is_wrapped, mode, program_text, sidecars,
+    Companion, Mode, companions, flux_container, is_wrapped, mode, program_text,
 };
 
 /// File names in the ConfigMap (keys of its `data`).
@@ -38,7 +41,7 @@ pub mod files {
     /// The lead broker's entrypoint.
     pub const LEAD: &str = "lead.sh";
     /// The follower brokers' entrypoint.
-    pub const WORKER: &str = "worker.sh";
+    pub const FOLLOWER: &str = "follower.sh";
     /// The flux view init container's script.
     pub const VIEW_INIT: &str = "view-init.sh";
     /// The archive report init container's script (`spec.archive`).
@@ -62,25 +65,25 @@ pub mod files {
 
     /// Entrypoint of a container that does not run Flux: `<prefix>.<name>.sh`, the prefix
     /// `container` (in `spec.containers`) or `service` (in `spec.services`).
-    pub fn sidecar(prefix: &str, name: &str) -> String {
+    pub fn companion(prefix: &str, name: &str) -> String {
         format!("{prefix}.{name}.sh")
     }
     /// A hook of that container: `<prefix>.<name>.<hook>.sh` (`init`, `pre` for
     /// `servicePre`, `post`).
-    pub fn sidecar_hook(prefix: &str, name: &str, hook: &str) -> String {
+    pub fn companion_hook(prefix: &str, name: &str, hook: &str) -> String {
         format!("{prefix}.{name}.{hook}.sh")
     }
     /// Entrypoint of service container `name`: `service.<name>.sh`.
     pub fn service(name: &str) -> String {
-        sidecar("service", name)
+        companion("service", name)
     }
     /// `commands.init` of service container `name`: `service.<name>.init.sh`.
     pub fn service_init(name: &str) -> String {
-        sidecar_hook("service", name, "init")
+        companion_hook("service", name, "init")
     }
     /// `commands.servicePre` of service container `name`: `service.<name>.pre.sh`.
     pub fn service_pre(name: &str) -> String {
-        sidecar_hook("service", name, "pre")
+        companion_hook("service", name, "pre")
     }
 }
 
@@ -89,9 +92,10 @@ pub const DEFAULT_BATCH_LOGS: &str = "/tmp/fluxout";
 
 const COMMON: &str = include_str!("templates/common.sh.j2");
 const HOOK: &str = include_str!("templates/hook.sh.j2");
+const BROKER: &str = include_str!("templates/broker.sh.j2");
 const LEAD: &str = include_str!("templates/lead.sh.j2");
-const WORKER: &str = include_str!("templates/worker.sh.j2");
-const SERVICE: &str = include_str!("templates/service.sh.j2");
+const FOLLOWER: &str = include_str!("templates/follower.sh.j2");
+const COMPANION: &str = include_str!("templates/companion.sh.j2");
 const VIEW_INIT: &str = include_str!("templates/view-init.sh.j2");
 const ARCHIVE_CHECK: &str = include_str!("templates/archive-check.sh.j2");
 const SAVE: &str = include_str!("templates/save.sh.j2");
@@ -324,7 +328,7 @@ struct Hooks {
     post: Option<Hook>,
 }
 
-/// What both broker entrypoints (`lead.sh`, `worker.sh`) are made from.
+/// What both broker entrypoints (`lead.sh`, `follower.sh`) are made from.
 #[derive(Serialize)]
 struct BrokerScript {
     mc: String,
@@ -373,7 +377,7 @@ struct LeadScript {
     save_script: &'static str,
 }
 
-/// What only the followers' entrypoint (`worker.sh`) is made from, beside [`BrokerScript`].
+/// What only the followers' entrypoint (`follower.sh`) is made from, beside [`BrokerScript`].
 #[derive(Serialize)]
 struct FollowerScript {
     #[serde(flatten)]
@@ -415,14 +419,14 @@ struct ResourceFile {
 }
 
 #[derive(Serialize, Default)]
-struct SidecarHooks {
+struct CompanionHooks {
     init: Option<Hook>,
     service_pre: Option<Hook>,
     post: Option<Hook>,
 }
 
 #[derive(Serialize)]
-struct SidecarScript {
+struct CompanionScript {
     mc: String,
     name: String,
     field: String,
@@ -442,12 +446,14 @@ struct SidecarScript {
     wait_socket: bool,
     /// Make `JOB_COMPLETION_INDEX` the broker's rank (broker pods).
     rank: bool,
-    hooks: SidecarHooks,
+    hooks: CompanionHooks,
     /// The command, quoted for `sh -c`; `None` without one.
     command: Option<String>,
 }
 
-/// The templates, parsed once for the process (minijinja's `Environment` is `Sync`).
+/// The templates, parsed once for the process (minijinja's `Environment` is `Sync`); a
+/// template that extends another (`lead.sh.j2`, `follower.sh.j2` of `broker.sh.j2`) finds it
+/// here by name.
 fn environment() -> &'static Environment<'static> {
     static TEMPLATES: std::sync::OnceLock<Environment<'static>> = std::sync::OnceLock::new();
     TEMPLATES.get_or_init(parse_templates)
@@ -467,9 +473,10 @@ fn parse_templates() -> Environment<'static> {
     for (name, source) in [
         ("common.sh.j2", COMMON),
         ("hook.sh.j2", HOOK),
+        ("broker.sh.j2", BROKER),
         ("lead.sh.j2", LEAD),
-        ("worker.sh.j2", WORKER),
-        ("service.sh.j2", SERVICE),
+        ("follower.sh.j2", FOLLOWER),
+        ("companion.sh.j2", COMPANION),
         ("view-init.sh.j2", VIEW_INIT),
         ("archive-check.sh.j2", ARCHIVE_CHECK),
         ("save.sh.j2", SAVE),
@@ -533,7 +540,7 @@ fn view_mount(mc: &MiniCluster) -> Option<String> {
     (!view.disable).then(|| quote(&view.mount_path).into_owned())
 }
 
-/// Entrypoint of the lead broker (`lead.sh`) or of a follower (`worker.sh`).
+/// Entrypoint of the lead broker (`lead.sh`) or of a follower (`follower.sh`).
 pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error> {
     let broker = broker_context(cluster, lead)?;
     if !lead {
@@ -542,7 +549,7 @@ pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error>
             drain_grace: cluster.mc.drain_grace_seconds(),
             complete_workers: cluster.mc.spec.flux.complete_workers,
         };
-        return render("worker.sh.j2", &ctx);
+        return render("follower.sh.j2", &ctx);
     }
     let (c, field) = (cluster.flux.spec, &cluster.flux.field);
     let prefix = split_words(&c.commands.prefix)
@@ -695,30 +702,30 @@ fn resource_file(mc: &MiniCluster) -> Option<ResourceFile> {
 
 /// Entrypoint of a container that does not run Flux (POSIX sh, run by bash where the image
 /// has it), `None` when it is not wrapped ([`is_wrapped`]).
-pub fn sidecar_script(
+pub fn companion_script(
     cluster: &Cluster<'_>,
-    container: &SidecarContainer<'_>,
+    container: &CompanionContainer<'_>,
 ) -> Result<Option<String>, Error> {
     if !container.wrapped {
         return Ok(None);
     }
-    let (mc, c, sidecar) = (cluster.mc, container.spec, container.sidecar);
-    let field = sidecar.field();
+    let (mc, c, companion) = (cluster.mc, container.spec, container.companion);
+    let field = companion.field();
     check_no_nul(&c.command).map_err(|m| field_err(format!("{field}.command"), m))?;
     let flux = &mc.spec.flux;
     let quiet = mc.spec.logging.quiet;
-    let prefix = sidecar.file_prefix();
+    let prefix = companion.file_prefix();
     let hook = |name: &str, text: &str, file: &str| {
         hook(
             &field,
             name,
             text,
-            files::sidecar_hook(prefix, &c.name, file),
+            files::companion_hook(prefix, &c.name, file),
             quiet,
         )
     };
-    let in_broker_pods = sidecar.in_broker_pods();
-    let ctx = SidecarScript {
+    let in_broker_pods = companion.in_broker_pods();
+    let ctx = CompanionScript {
         mc: mc.name().to_string(),
         name: c.name.clone(),
         field: field.clone(),
@@ -741,14 +748,14 @@ pub fn sidecar_script(
         socket: in_broker_pods && !flux.disable_socket,
         wait_socket: !flux.no_wait_socket,
         rank: in_broker_pods,
-        hooks: SidecarHooks {
+        hooks: CompanionHooks {
             init: hook("init", &c.commands.init, "init"),
             service_pre: hook("servicePre", &c.commands.service_pre, "pre"),
             post: hook("post", &c.commands.post, "post"),
         },
         command: (!c.command.trim().is_empty()).then(|| quote(&c.command).into_owned()),
     };
-    render("service.sh.j2", &ctx).map(Some)
+    render("companion.sh.j2", &ctx).map(Some)
 }
 
 /// The flux view init container's script (`view-init.sh`).
@@ -879,7 +886,7 @@ pub fn script_files(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, E
     let mut out = BTreeMap::new();
     out.insert(files::LEAD.to_string(), broker_script(cluster, true)?);
     // Also with maxSize 1: it costs nothing and keeps the ConfigMap's shape fixed.
-    out.insert(files::WORKER.to_string(), broker_script(cluster, false)?);
+    out.insert(files::FOLLOWER.to_string(), broker_script(cluster, false)?);
     if !mc.spec.flux.container.disable {
         out.insert(files::VIEW_INIT.to_string(), view_init_script(cluster)?);
     }
@@ -910,22 +917,22 @@ pub fn script_files(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, E
     if let Some(batch) = batch_script(cluster)? {
         out.insert(files::BATCH.to_string(), batch);
     }
-    for container in &cluster.sidecars {
-        let Some(script) = sidecar_script(cluster, container)? else {
+    for container in &cluster.companions {
+        let Some(script) = companion_script(cluster, container)? else {
             continue;
         };
-        let (sidecar, c) = (container.sidecar, container.spec);
-        let sfield = sidecar.field();
+        let (companion, c) = (container.companion, container.spec);
+        let cfield = companion.field();
         // Validation makes names unique DNS labels; never overwrite a file if it did not.
         if !is_dns_label(&c.name) {
             return Err(field_err(
-                format!("{sfield}.name"),
+                format!("{cfield}.name"),
                 format!("{:?} is not a DNS label", c.name),
             ));
         }
         let mut add = |key: String, text: String| match out.entry(key) {
             std::collections::btree_map::Entry::Occupied(e) => Err(field_err(
-                format!("{sfield}.name"),
+                format!("{cfield}.name"),
                 format!(
                     "its file {} is already taken (duplicate container name?)",
                     e.key()
@@ -936,8 +943,8 @@ pub fn script_files(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, E
                 Ok(())
             }
         };
-        let prefix = sidecar.file_prefix();
-        add(files::sidecar(prefix, &c.name), script)?;
+        let prefix = companion.file_prefix();
+        add(files::companion(prefix, &c.name), script)?;
         for (hook, name, text) in [
             ("init", "init", &c.commands.init),
             ("pre", "servicePre", &c.commands.service_pre),
@@ -945,8 +952,8 @@ pub fn script_files(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, E
         ] {
             if !text.trim().is_empty() {
                 add(
-                    files::sidecar_hook(prefix, &c.name, hook),
-                    hook_file(&format!("{sfield}.commands.{name}"), text),
+                    files::companion_hook(prefix, &c.name, hook),
+                    hook_file(&format!("{cfield}.commands.{name}"), text),
                 )?;
             }
         }

@@ -3,8 +3,8 @@
 use k8s_openapi::api::core::v1::VolumeMount;
 
 use super::certificate::Certificate;
-use super::containers::{FluxContainer, Sidecar, SidecarContainer, sidecar_containers};
-use super::mounts::{flux_container_mounts, sidecar_mounts, user_mounts};
+use super::containers::{Companion, CompanionContainer, FluxContainer, companion_containers};
+use super::mounts::{companion_mounts, flux_container_mounts, user_mounts};
 use super::network::{PortService, cluster_domain, port_services};
 use super::{Environment, validate};
 use crate::api::validation::FieldError;
@@ -24,7 +24,7 @@ pub struct Cluster<'a> {
     /// Every mount of the Flux container: the operator's, then the user's `volumes`.
     pub flux_mounts: Vec<VolumeMount>,
     /// The containers that do not run Flux: beside the broker, then `spec.services`.
-    pub sidecars: Vec<SidecarContainer<'a>>,
+    pub companions: Vec<CompanionContainer<'a>>,
     /// The Services for the ports of containers that do not run Flux.
     pub port_services: Vec<PortService>,
     /// `spec.flux.curveCert`, parsed (`None`: the operator generates one).
@@ -50,14 +50,16 @@ impl<'a> Cluster<'a> {
         self.mc.name()
     }
 
-    /// The resolved container `sidecar`, `None` for the Flux container or out of range.
-    pub fn sidecar(&self, sidecar: Sidecar) -> Option<&SidecarContainer<'a>> {
-        self.sidecars.iter().find(|s| s.sidecar == sidecar)
+    /// The resolved container `companion`, `None` for the Flux container or out of range.
+    pub fn companion(&self, companion: Companion) -> Option<&CompanionContainer<'a>> {
+        self.companions.iter().find(|s| s.companion == companion)
     }
 
     /// The containers of `spec.services` (the services pod's), in order.
-    pub fn services(&self) -> impl Iterator<Item = &SidecarContainer<'a>> {
-        self.sidecars.iter().filter(|s| !s.sidecar.in_broker_pods())
+    pub fn services(&self) -> impl Iterator<Item = &CompanionContainer<'a>> {
+        self.companions
+            .iter()
+            .filter(|s| !s.companion.in_broker_pods())
     }
 }
 
@@ -72,10 +74,10 @@ pub fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> Result<Cluster<'a>
     let flux = FluxContainer::of(mc).map_err(one)?;
     let mut flux_mounts = flux_container_mounts(mc);
     flux_mounts.extend(user_mounts(flux.spec));
-    let sidecars = sidecar_containers(mc)
+    let companions = companion_containers(mc)
         .into_iter()
         .map(|mut s| {
-            let mut mounts = sidecar_mounts(mc, s.sidecar);
+            let mut mounts = companion_mounts(mc, s.companion);
             mounts.extend(user_mounts(s.spec));
             s.mounts = mounts;
             s
@@ -90,7 +92,7 @@ pub fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> Result<Cluster<'a>
         cluster_domain: cluster_domain(mc, env).map_err(one)?,
         flux,
         flux_mounts,
-        sidecars,
+        companions,
         port_services: port_services(mc).map_err(one)?,
         certificate,
         archive: mc.has_archive().then(|| Archive {

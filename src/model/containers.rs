@@ -1,5 +1,18 @@
-//! Which container runs Flux, what the lead runs, and the containers that do not run Flux:
-//! where each runs, and whether the operator's wrapper runs it.
+//! Which container runs Flux, what the lead runs, and the companion containers: where each
+//! runs, and whether the operator's wrapper runs it.
+//!
+//! # Names
+//!
+//! A *companion container* (a [`Companion`]) is a container of the MiniCluster that does
+//! not run Flux: one of `spec.containers` other than the Flux container (it runs beside the
+//! broker in every broker pod), or one of `spec.services` (it runs once, in the services
+//! pod). The code and the docs call them companions, and keep "sidecar" for what
+//! Kubernetes means by it (an init container with `restartPolicy: Always`, which the
+//! operator does not make). "Services" alone means the services pod and its companions;
+//! Kubernetes Service objects are the network's (`render/network.rs`). The brokers other
+//! than the lead are *followers* ([`Role::Follower`](crate::flux::Role::Follower)); the Go
+//! operator's names stay where its users see them: the `workers` replicated job and its
+//! pods `<mc>-workers-0-<i>`, `commands.workerPre`, `flux.completeWorkers`.
 
 use crate::api::validation::FieldError;
 use crate::api::{MiniCluster, MiniClusterContainer};
@@ -80,9 +93,10 @@ fn mode_of(mc: &MiniCluster, c: &MiniClusterContainer) -> Mode {
     }
 }
 
-/// A container that does not run Flux, and where it runs.
+/// A companion container (one that does not run Flux, see the module's names), and where it
+/// runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sidecar {
+pub enum Companion {
     /// `spec.containers[i]` other than the Flux container: beside the broker in every broker
     /// pod, as in the Go operator.
     Container(usize),
@@ -90,74 +104,74 @@ pub enum Sidecar {
     Service(usize),
 }
 
-impl Sidecar {
+impl Companion {
     /// Its spec, `None` for an index out of range (or the Flux container).
     pub fn spec(self, mc: &MiniCluster) -> Option<&MiniClusterContainer> {
         match self {
-            Sidecar::Container(i) => mc
+            Companion::Container(i) => mc
                 .spec
                 .containers
                 .get(i)
                 .filter(|_| flux_container(mc).is_ok_and(|(f, _)| f != i)),
-            Sidecar::Service(i) => mc.spec.services.get(i),
+            Companion::Service(i) => mc.spec.services.get(i),
         }
     }
 
     /// Its field, `spec.containers[i]` or `spec.services[i]`.
     pub fn field(self) -> String {
         match self {
-            Sidecar::Container(i) => format!("spec.containers[{i}]"),
-            Sidecar::Service(i) => format!("spec.services[{i}]"),
+            Companion::Container(i) => format!("spec.containers[{i}]"),
+            Companion::Service(i) => format!("spec.services[{i}]"),
         }
     }
 
     /// Whether it runs in the broker pods (else in the services pod).
     pub fn in_broker_pods(self) -> bool {
-        matches!(self, Sidecar::Container(_))
+        matches!(self, Companion::Container(_))
     }
 
     /// The prefix of its ConfigMap files
-    /// ([`files::sidecar`](crate::flux::scripts::files::sidecar)).
+    /// ([`files::companion`](crate::flux::scripts::files::companion)).
     pub fn file_prefix(self) -> &'static str {
         match self {
-            Sidecar::Container(_) => "container",
-            Sidecar::Service(_) => "service",
+            Companion::Container(_) => "container",
+            Companion::Service(_) => "service",
         }
     }
 }
 
-/// Every container of `mc` that does not run Flux: those of `spec.containers` beside the
-/// Flux container, then `spec.services`.
-pub fn sidecars(mc: &MiniCluster) -> Vec<Sidecar> {
+/// Every companion container of `mc`: those of `spec.containers` beside the Flux container,
+/// then `spec.services`.
+pub fn companions(mc: &MiniCluster) -> Vec<Companion> {
     let flux = flux_container(mc).map(|(i, _)| i).ok();
     (0..mc.spec.containers.len())
         .filter(|i| Some(*i) != flux)
-        .map(Sidecar::Container)
-        .chain((0..mc.spec.services.len()).map(Sidecar::Service))
+        .map(Companion::Container)
+        .chain((0..mc.spec.services.len()).map(Companion::Service))
         .collect()
 }
 
-/// Whether a container that does not run Flux runs through the operator's wrapper: never
+/// Whether a companion container runs through the operator's wrapper: never
 /// with `noWrapEntrypoint` (the image's entrypoint stays), and only with something to run.
 /// In the broker pods that is its `command` or one of `commands.init`, `servicePre`, `post`
 /// (the Go operator wraps such a container even with nothing to run, so an image whose
 /// entrypoint is its server never starts it: here that entrypoint stays); in the services
 /// pod its `command`.
-pub fn is_wrapped(mc: &MiniCluster, sidecar: Sidecar) -> bool {
-    sidecar.spec(mc).is_some_and(|c| wraps(sidecar, c))
+pub fn is_wrapped(mc: &MiniCluster, companion: Companion) -> bool {
+    companion.spec(mc).is_some_and(|c| wraps(companion, c))
 }
 
-/// [`is_wrapped`] for the spec `c` of `sidecar`.
-fn wraps(sidecar: Sidecar, c: &MiniClusterContainer) -> bool {
+/// [`is_wrapped`] for the spec `c` of `companion`.
+fn wraps(companion: Companion, c: &MiniClusterContainer) -> bool {
     let has = |t: &str| !t.trim().is_empty();
-    let runs = match sidecar {
-        Sidecar::Container(_) => {
+    let runs = match companion {
+        Companion::Container(_) => {
             has(&c.command)
                 || has(&c.commands.init)
                 || has(&c.commands.service_pre)
                 || has(&c.commands.post)
         }
-        Sidecar::Service(_) => has(&c.command),
+        Companion::Service(_) => has(&c.command),
     };
     !c.no_wrap_entrypoint && runs
 }
@@ -188,37 +202,37 @@ impl<'a> FluxContainer<'a> {
     }
 }
 
-/// A container that does not run Flux, resolved.
+/// A companion container, resolved.
 #[derive(Clone, Debug)]
-pub struct SidecarContainer<'a> {
+pub struct CompanionContainer<'a> {
     /// Which one, and where it runs.
-    pub sidecar: Sidecar,
+    pub companion: Companion,
     /// Its spec.
     pub spec: &'a MiniClusterContainer,
     /// Whether the operator's wrapper runs it ([`is_wrapped`]).
     pub wrapped: bool,
-    /// Every mount: the operator's ([`sidecar_mounts`](super::mounts::sidecar_mounts)), then
+    /// Every mount: the operator's ([`companion_mounts`](super::mounts::companion_mounts)), then
     /// the user's `volumes` (empty until [`resolve`](super::resolve) fills them in).
     pub mounts: Vec<k8s_openapi::api::core::v1::VolumeMount>,
 }
 
-impl SidecarContainer<'_> {
+impl CompanionContainer<'_> {
     /// Its field, `spec.containers[i]` or `spec.services[i]`.
     pub fn field(&self) -> String {
-        self.sidecar.field()
+        self.companion.field()
     }
 }
 
-/// Every container of `mc` that does not run Flux, resolved, in [`sidecars`]' order.
-pub fn sidecar_containers(mc: &MiniCluster) -> Vec<SidecarContainer<'_>> {
-    sidecars(mc)
+/// Every companion container of `mc`, resolved, in [`companions`]' order.
+pub fn companion_containers(mc: &MiniCluster) -> Vec<CompanionContainer<'_>> {
+    companions(mc)
         .into_iter()
-        .filter_map(|sidecar| {
-            let spec = sidecar.spec(mc)?;
-            Some(SidecarContainer {
-                sidecar,
+        .filter_map(|companion| {
+            let spec = companion.spec(mc)?;
+            Some(CompanionContainer {
+                companion,
                 spec,
-                wrapped: wraps(sidecar, spec),
+                wrapped: wraps(companion, spec),
                 mounts: Vec::new(),
             })
         })

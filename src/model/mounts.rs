@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::VolumeMount;
 
-use super::containers::{Sidecar, is_wrapped};
+use super::containers::{Companion, is_wrapped};
 use crate::api::validation::{FieldError, key_field};
 use crate::api::{ContainerVolume, MiniCluster, MiniClusterContainer};
 
@@ -99,11 +99,11 @@ pub fn flux_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
 /// wrapper), the run directory (read-only: the broker socket) and the flux view, as the Go
 /// operator mounts its view into every container (also with `noWrapEntrypoint`, for
 /// `kubectl exec`). In the services pod, which has neither broker nor view: the ConfigMap when
-/// the container is wrapped. Never the CURVE Secret or the key directory: a sidecar cannot
+/// the container is wrapped. Never the CURVE Secret or the key directory: a companion cannot
 /// read the secret key.
-pub fn sidecar_mounts(mc: &MiniCluster, sidecar: Sidecar) -> Vec<VolumeMount> {
-    if !sidecar.in_broker_pods() {
-        return if is_wrapped(mc, sidecar) {
+pub fn companion_mounts(mc: &MiniCluster, companion: Companion) -> Vec<VolumeMount> {
+    if !companion.in_broker_pods() {
+        return if is_wrapped(mc, companion) {
             vec![mount(CONFIG_VOLUME, CONFIG_MOUNT, true)]
         } else {
             Vec::new()

@@ -2,7 +2,7 @@
 //! names of the Services for containers' ports.
 
 use super::Environment;
-use super::containers::{Sidecar, sidecars};
+use super::containers::{Companion, companions};
 use crate::api::validation::FieldError;
 use crate::api::{MiniCluster, is_dns_label};
 
@@ -88,13 +88,13 @@ pub struct PortService {
 /// DNS labels, differ from each other and from the pods' subdomain (the headless Service).
 pub fn port_services(mc: &MiniCluster) -> Result<Vec<PortService>, FieldError> {
     let mut out: Vec<PortService> = Vec::new();
-    for sidecar in sidecars(mc) {
-        let Some(c) = sidecar.spec(mc).filter(|c| !c.ports.is_empty()) else {
+    for companion in companions(mc) {
+        let Some(c) = companion.spec(mc).filter(|c| !c.ports.is_empty()) else {
             continue;
         };
-        let (name, target) = match sidecar {
-            Sidecar::Container(_) => (c.name.clone(), PortTarget::BrokerPods),
-            Sidecar::Service(_) => (format!("{}-{}", mc.name(), c.name), PortTarget::ServicesPod),
+        let (name, target) = match companion {
+            Companion::Container(_) => (c.name.clone(), PortTarget::BrokerPods),
+            Companion::Service(_) => (format!("{}-{}", mc.name(), c.name), PortTarget::ServicesPod),
         };
         let clash = if !is_dns_label(&name) {
             Some("which is not a DNS label of at most 63 characters".to_string())
@@ -107,7 +107,7 @@ pub fn port_services(mc: &MiniCluster) -> Result<Vec<PortService>, FieldError> {
         };
         if let Some(why) = clash {
             return Err(FieldError::new(
-                format!("{}.name", sidecar.field()),
+                format!("{}.name", companion.field()),
                 format!("the Service for its ports would be named {name:?}, {why}"),
             ));
         }

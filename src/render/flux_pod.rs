@@ -12,10 +12,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::flux::{self, BROKER_PORT, CONFIG_MOUNT, CURVE_SECRET_KEY, Role};
 use crate::model::Cluster;
-use crate::model::containers::SidecarContainer;
+use crate::model::containers::CompanionContainer;
 pub use crate::model::mounts::{
     CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RESERVED_VOLUMES, RUN_VOLUME, VIEW_VOLUME,
-    flux_container_mounts, mount, sidecar_mounts,
+    companion_mounts, flux_container_mounts, mount,
 };
 
 /// Size limit of [`KEY_VOLUME`] (it holds one certificate of a few hundred bytes).
@@ -95,14 +95,14 @@ pub fn flux_container_env(cluster: &Cluster<'_>, role: Role) -> Vec<EnvVar> {
 }
 
 /// Environment of a container that does not run Flux: in the broker pods, where its wrapper
-/// finds things and the pod's role ([`flux::sidecar_variables`]); then its `environment`
+/// finds things and the pod's role ([`flux::companion_variables`]); then its `environment`
 /// and `secrets`.
-pub fn sidecar_env(
+pub fn companion_env(
     cluster: &Cluster<'_>,
-    container: &SidecarContainer<'_>,
+    container: &CompanionContainer<'_>,
     role: Role,
 ) -> Vec<EnvVar> {
-    let mut env: Vec<EnvVar> = flux::sidecar_variables(cluster, container, role)
+    let mut env: Vec<EnvVar> = flux::companion_variables(cluster, container, role)
         .into_iter()
         .map(|(name, value)| var(name, &value))
         .collect();
@@ -203,9 +203,9 @@ pub fn lead_readiness_probe(cluster: &Cluster<'_>) -> Probe {
     }
 }
 
-/// Readiness of a follower broker (every worker pod): its broker has joined the instance
-/// ([`flux::broker_joined_command`]), so the cluster's `Ready` means every broker is part of the
-/// instance. A follower waiting for its lead is not ready. Probed every second, as the lead
+/// Readiness of a follower broker (every pod of the `workers` job): its broker has joined the
+/// instance ([`flux::broker_joined_command`]), so the cluster's `Ready` means every broker is
+/// part of the instance. A follower waiting for its lead is not ready. Probed every second, as the lead
 /// is: the cluster-up time the operator reports is when it saw every broker ready, so the
 /// period is its resolution (at 5 s, found on the real node, a hello-world finished before
 /// its followers were ever seen ready). A broker that fails or leaves turns unready after

@@ -25,9 +25,9 @@ pub const DEFAULT_BACKOFF_LIMIT: i32 = 6;
 pub fn jobset(cluster: &Cluster<'_>, config_map: &str) -> JobSet {
     let mc = cluster.mc;
     let mut replicated_jobs = vec![replicated_job(cluster, Role::Lead, 1, config_map)];
-    let workers = mc.spec.size.saturating_sub(1);
+    let followers = mc.spec.size.saturating_sub(1);
     if mc.max_size() > 1 {
-        let mut rj = replicated_job(cluster, Role::Worker, workers.max(1), config_map);
+        let mut rj = replicated_job(cluster, Role::Follower, followers.max(1), config_map);
         if mc.spec.startup_order == StartupOrder::LeadFirst {
             rj.depends_on = vec![DependsOn {
                 name: LEAD_JOB.to_string(),
@@ -89,12 +89,12 @@ pub fn is_queued(js: &JobSet) -> bool {
 pub fn update(mc: &MiniCluster, suspend: Option<bool>) -> Option<serde_json::Value> {
     let mut spec = serde_json::Map::new();
     if mc.max_size() > 1 {
-        let workers = mc.spec.size.saturating_sub(1).max(1);
+        let followers = mc.spec.size.saturating_sub(1).max(1);
         spec.insert(
             "replicatedJobs".into(),
             serde_json::json!([{
                 "name": WORKERS_JOB,
-                "template": {"spec": {"parallelism": workers, "completions": workers}},
+                "template": {"spec": {"parallelism": followers, "completions": followers}},
             }]),
         );
     }
@@ -137,7 +137,7 @@ fn replicated_job(cluster: &Cluster<'_>, role: Role, pods: i32, config_map: &str
     let mc = cluster.mc;
     let name = match role {
         Role::Lead => LEAD_JOB,
-        Role::Worker => WORKERS_JOB,
+        Role::Follower => WORKERS_JOB,
     };
     ReplicatedJob {
         name: name.to_string(),

@@ -12,12 +12,16 @@
 //!   under it: the JobSet references the one it was created with;
 //! - JobSet `mc`: the lead and followers replicated jobs ([`jobset`]);
 //! - with `spec.services`, Job `mc-services`: the services pod ([`services_job`]);
-//! - a Service per container that does not run Flux and has ports ([`services`]).
+//! - Kubernetes Services ([`network_services`]): one per companion container with ports,
+//!   and the lead's with `flux.minimalService`.
+//!
+//! Here "services" alone means the services pod (`spec.services`); Kubernetes Service
+//! objects are the network's (`network.rs`).
 
 pub mod flux_pod;
 pub mod jobset;
+mod network;
 mod pod;
-mod services;
 mod services_pod;
 
 use std::collections::BTreeMap;
@@ -35,10 +39,8 @@ use crate::flux;
 use crate::model::Cluster;
 
 pub use self::jobset::jobset;
+pub use self::network::{LeadService, PortService, PortTarget, lead_service, network_services};
 pub use self::pod::{DEFAULT_EMPTY_DIR_PATH, default_container_name, mount_path, pod_template};
-pub use self::services::{
-    LeadService, PortTarget, SidecarService, minimal_service, services, sidecar_services,
-};
 pub use self::services_pod::{
     JOB_NAME_LABEL, JOBSET_NAME_LABEL, services_job, services_job_name, services_job_update,
     services_pod_selector,
@@ -51,8 +53,9 @@ pub struct Desired {
     pub config_map: ConfigMap,
     /// The JobSet of the lead and follower brokers.
     pub jobset: crate::jobset::JobSet,
-    /// The Services: the pods' subdomain and those for containers with ports.
-    pub services: Vec<Service>,
+    /// The Kubernetes Services: those for companion containers' ports, and the lead's
+    /// subdomain Service with `flux.minimalService` ([`network_services`]).
+    pub network_services: Vec<Service>,
     /// The services pod's Job, with `spec.services`.
     pub services_job: Option<Job>,
 }
@@ -104,7 +107,7 @@ pub fn desired(cluster: &Cluster<'_>) -> Result<Desired, Error> {
         &config_map.metadata.name.clone().unwrap_or_default(),
     );
     Ok(Desired {
-        services: services(cluster).into_iter().map(stamped).collect(),
+        network_services: network_services(cluster).into_iter().map(stamped).collect(),
         services_job: services_job(
             cluster,
             &config_map.metadata.name.clone().unwrap_or_default(),

@@ -17,9 +17,9 @@ use crate::api::{
     ContainerVolume, ImagePullPolicy, KUEUE_PODSET_GROUP, MiniCluster, MiniClusterContainer,
     NAME_LABEL, PLACEMENT_GROUP, Placement, ROLE_LABEL,
 };
-use crate::flux::{self, Role, Sidecar};
+use crate::flux::{self, Companion, Role};
 use crate::model::Cluster;
-use crate::model::containers::SidecarContainer;
+use crate::model::containers::CompanionContainer;
 pub use crate::model::containers::default_container_name;
 pub use crate::model::mounts::{DEFAULT_EMPTY_DIR_PATH, mount_path, user_mounts};
 
@@ -49,9 +49,9 @@ pub fn pod_template(cluster: &Cluster<'_>, role: Role, config_map: &str) -> PodT
     let annotations = (!annotations.is_empty()).then_some(annotations);
 
     let containers: Vec<Container> = (0..spec.containers.len())
-        .filter_map(|i| match cluster.sidecar(Sidecar::Container(i)) {
+        .filter_map(|i| match cluster.companion(Companion::Container(i)) {
             None => (i == cluster.flux.index).then(|| flux_container(cluster, role)),
-            Some(sidecar) => Some(sidecar_container(cluster, sidecar, role)),
+            Some(companion) => Some(companion_container(cluster, companion, role)),
         })
         .collect();
 
@@ -138,7 +138,7 @@ pub(super) fn pull_secrets<'a>(
 pub fn role_name(role: Role) -> &'static str {
     match role {
         Role::Lead => crate::api::LEAD_JOB,
-        Role::Worker => crate::api::WORKERS_JOB,
+        Role::Follower => crate::api::WORKERS_JOB,
     }
 }
 
@@ -205,7 +205,7 @@ fn flux_container(cluster: &Cluster<'_>, role: Role) -> Container {
     // A follower is ready once its broker's socket exists.
     container.readiness_probe = match role {
         Role::Lead => Some(flux_pod::lead_readiness_probe(cluster)),
-        Role::Worker => flux_pod::follower_readiness_probe(cluster),
+        Role::Follower => flux_pod::follower_readiness_probe(cluster),
     };
     container
 }
@@ -233,18 +233,19 @@ fn archive_init_container(cluster: &Cluster<'_>, role: Role) -> Option<Container
 /// A container that does not run Flux (beside the broker, or in the services pod): wrapped
 /// by its entrypoint (`commands.*`, Flux on `PATH`, the broker's socket), or with
 /// `noWrapEntrypoint` the image's entrypoint with `command` as arguments.
-pub(super) fn sidecar_container(
+pub(super) fn companion_container(
     cluster: &Cluster<'_>,
-    sidecar: &SidecarContainer<'_>,
+    companion: &CompanionContainer<'_>,
     role: Role,
 ) -> Container {
-    let mut container = base_container(sidecar.spec, "service");
-    container.command = flux::sidecar_command(sidecar);
+    let mut container = base_container(companion.spec, "service");
+    container.command = flux::companion_command(companion);
     if container.command.is_none() {
-        container.args = flux::sidecar_args(sidecar);
+        container.args = flux::companion_args(companion);
     }
-    container.volume_mounts = Some(sidecar.mounts.clone()).filter(|m| !m.is_empty());
-    container.env = Some(flux_pod::sidecar_env(cluster, sidecar, role)).filter(|e| !e.is_empty());
+    container.volume_mounts = Some(companion.mounts.clone()).filter(|m| !m.is_empty());
+    container.env =
+        Some(flux_pod::companion_env(cluster, companion, role)).filter(|e| !e.is_empty());
     container
 }
 

@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::jobset::DEFAULT_BACKOFF_LIMIT;
 use super::owned_meta;
-use super::pod::{node_affinity, non_empty, pull_secrets, sidecar_container, user_volumes};
+use super::pod::{companion_container, node_affinity, non_empty, pull_secrets, user_volumes};
 use crate::api::MiniCluster;
 use crate::flux::Role;
 use crate::model::Cluster;
@@ -92,7 +92,7 @@ fn services_pod_spec(cluster: &Cluster<'_>, name: String, config_map: &str) -> P
     let containers = cluster
         .services()
         // (The role is that of a broker pod: not used in the services pod.)
-        .map(|s| sidecar_container(cluster, s, Role::Lead))
+        .map(|s| companion_container(cluster, s, Role::Lead))
         .collect();
     let mut volumes: Vec<Volume> = Vec::new();
     if cluster.services().any(|s| s.wrapped) {

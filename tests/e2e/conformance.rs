@@ -346,7 +346,7 @@ fn differences(
             // spec.services run in the services pod, not beside every broker.
             (true, Some(_)) => {
                 found.push(format!(
-                    "services: service {image} runs as a sidecar of every broker"
+                    "services: service {image} runs beside every broker (in the broker pods)"
                 ));
                 continue;
             }

@@ -351,11 +351,11 @@ async fn operator_runs_as_installed_with_only_the_manifests_rbac() -> Result<()>
     let queued = mcs.create(&pp, &queued).await?.name_any();
     let mut with_service = hello(&ns.name, 2)?;
     with_service.metadata.name = Some("served".into());
-    let mut sidecar = with_service.spec.containers[0].clone();
-    sidecar.name = "web".into();
-    sidecar.run_flux = false;
-    sidecar.ports = vec![8080];
-    with_service.spec.services = vec![sidecar];
+    let mut companion = with_service.spec.containers[0].clone();
+    companion.name = "web".into();
+    companion.run_flux = false;
+    companion.ports = vec![8080];
+    with_service.spec.services = vec![companion];
     let with_service = mcs.create(&pp, &with_service).await?.name_any();
     let mut cleaned = hello(&ns.name, 2)?;
     cleaned.metadata.name = Some("cleaned".into());

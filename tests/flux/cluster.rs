@@ -90,12 +90,12 @@ pub struct MiniClusterRun {
     pub config_map: ConfigMap,
     pub secret: Secret,
     lead_spec: PodSpec,
-    worker_spec: Option<PodSpec>,
+    follower_spec: Option<PodSpec>,
     services_spec: Option<PodSpec>,
     net: Arc<Network>,
     images: Images,
     pub lead: Option<Arc<Pod>>,
-    pub workers: BTreeMap<i32, Arc<Pod>>,
+    pub followers: BTreeMap<i32, Arc<Pod>>,
     /// The services pod (`spec.services`), once started.
     pub services: Option<Arc<Pod>>,
     /// Kept so the directory outlives the pods (logs are read from it).
@@ -112,7 +112,7 @@ pub struct Start {
     /// Start the lead at all (false: only followers, the lead unreachable).
     pub lead: bool,
     /// Start only these followers (by index) instead of all `size - 1`.
-    pub only_workers: Option<Vec<i32>>,
+    pub only_followers: Option<Vec<i32>>,
 }
 
 impl Default for Start {
@@ -122,7 +122,7 @@ impl Default for Start {
             followers_early: Duration::ZERO,
             lead_early: Duration::ZERO,
             lead: true,
-            only_workers: None,
+            only_followers: None,
         }
     }
 }
@@ -149,7 +149,7 @@ impl MiniClusterRun {
                 .and_then(|j| j.template.spec.clone())
         };
         let lead_spec = template(LEAD_JOB).expect("lead job");
-        let worker_spec = template(WORKERS_JOB);
+        let follower_spec = template(WORKERS_JOB);
         let services_spec = desired
             .services_job
             .as_ref()
@@ -168,31 +168,31 @@ impl MiniClusterRun {
             config_map: desired.config_map,
             secret,
             lead_spec,
-            worker_spec,
+            follower_spec,
             services_spec,
             net,
             images,
             lead: None,
-            workers: BTreeMap::new(),
+            followers: BTreeMap::new(),
             services: None,
             _dir: dir,
         };
         let size = run.mc.spec.size;
-        let only = how.only_workers.clone();
-        let followers = || only.clone().unwrap_or_else(|| (0..size - 1).collect());
+        let only = how.only_followers.clone();
+        let indices = || only.clone().unwrap_or_else(|| (0..size - 1).collect());
         if how.lead_early > Duration::ZERO {
             run.start_lead();
             std::thread::sleep(how.lead_early);
-            run.start_workers(&followers());
+            run.start_followers(&indices());
         } else if how.followers_early > Duration::ZERO || !how.lead {
-            run.start_workers(&followers());
+            run.start_followers(&indices());
             std::thread::sleep(how.followers_early);
             if how.lead {
                 run.start_lead();
             }
         } else {
             run.start_lead();
-            run.start_workers(&followers());
+            run.start_followers(&indices());
         }
         run
     }
@@ -280,12 +280,12 @@ impl MiniClusterRun {
     }
 
     /// Start follower pods by index (rank = index + 1), as the followers' Job would.
-    pub fn start_workers(&mut self, indices: &[i32]) {
+    pub fn start_followers(&mut self, indices: &[i32]) {
         if indices.is_empty() {
             return; // a lone lead (size 1) has no followers' Job
         }
-        let spec = self.worker_spec.clone().expect("a workers job");
-        let prefix = flux::config::worker_hostname_prefix(&self.mc);
+        let spec = self.follower_spec.clone().expect("a workers job");
+        let prefix = flux::config::follower_hostname_prefix(&self.mc);
         // Pods start together, as the Job controller creates them.
         let pods: Vec<(i32, Arc<Pod>)> = std::thread::scope(|s| {
             let handles: Vec<_> = indices
@@ -299,13 +299,13 @@ impl MiniClusterRun {
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        self.workers.extend(pods);
+        self.followers.extend(pods);
     }
 
     /// Delete follower pods (a shrink: the highest indices go), with a grace period.
-    pub fn delete_workers(&mut self, indices: &[i32], grace: Duration) {
+    pub fn delete_followers(&mut self, indices: &[i32], grace: Duration) {
         for i in indices {
-            if let Some(p) = self.workers.remove(i) {
+            if let Some(p) = self.followers.remove(i) {
                 p.delete(grace);
             }
         }
@@ -313,10 +313,10 @@ impl MiniClusterRun {
 
     /// Delete follower pods together, each with its own termination grace period, as the
     /// Job controller and the kubelet do when the followers' Job shrinks.
-    pub fn delete_workers_as_kubelet(&mut self, indices: &[i32]) {
+    pub fn delete_followers_as_kubelet(&mut self, indices: &[i32]) {
         let pods: Vec<Arc<Pod>> = indices
             .iter()
-            .filter_map(|i| self.workers.remove(i))
+            .filter_map(|i| self.followers.remove(i))
             .collect();
         delete_together(&pods);
     }
@@ -324,7 +324,7 @@ impl MiniClusterRun {
     /// Delete every pod together, each with its own termination grace period: the
     /// MiniCluster deleted or suspended, or its Workload preempted by Kueue.
     pub fn delete_all_as_kubelet(&mut self) {
-        let mut pods: Vec<Arc<Pod>> = std::mem::take(&mut self.workers).into_values().collect();
+        let mut pods: Vec<Arc<Pod>> = std::mem::take(&mut self.followers).into_values().collect();
         pods.extend(self.lead.clone());
         pods.extend(self.services.take());
         delete_together(&pods);
@@ -404,7 +404,7 @@ impl MiniClusterRun {
         let spec = if lead {
             &self.lead_spec
         } else {
-            self.worker_spec.as_ref().expect("a workers job")
+            self.follower_spec.as_ref().expect("a workers job")
         };
         let name = self.flux_container();
         let c = spec
@@ -505,7 +505,7 @@ impl MiniClusterRun {
     pub fn debug(&self) -> String {
         let mut out = String::new();
         let c = self.flux_container();
-        for p in self.lead.iter().chain(self.workers.values()) {
+        for p in self.lead.iter().chain(self.followers.values()) {
             out.push_str(&format!(
                 "---- {}/{c} ----\n{}\n",
                 p.meta.name,
@@ -531,7 +531,7 @@ impl Drop for MiniClusterRun {
         if let Some(s) = &self.services {
             s.delete(grace);
         }
-        for p in self.workers.values() {
+        for p in self.followers.values() {
             p.delete(grace);
         }
         if let Some(l) = &self.lead {

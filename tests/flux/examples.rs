@@ -14,11 +14,11 @@ fn example(name: &str) -> String {
 /// Every follower's Flux container exits 0 once the lead shut the instance down.
 fn assert_followers_done(run: &MiniClusterRun) {
     let c = run.flux_container();
-    for (i, w) in &run.workers {
+    for (i, w) in &run.followers {
         let code = w
             .wait_exit(&c, Duration::from_secs(60))
-            .unwrap_or_else(|e| panic!("worker {i}: {e}"));
-        assert_eq!(code, 0, "worker {i} exit code\n{}", run.debug());
+            .unwrap_or_else(|e| panic!("follower {i}: {e}"));
+        assert_eq!(code, 0, "follower {i} exit code\n{}", run.debug());
     }
 }
 
@@ -55,7 +55,7 @@ fn batch_submits_each_line_as_a_job_and_writes_its_output_to_the_logs_directory(
     assert_followers_done(&run);
     let c = run.flux_container();
     let logs: String = std::iter::once(run.lead())
-        .chain(run.workers.values())
+        .chain(run.followers.values())
         .map(|p| p.logs(&c))
         .collect();
     for job in 0..3 {

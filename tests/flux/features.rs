@@ -31,7 +31,7 @@ fn non_root_brokers_with_fs_group_start_and_run_the_job_as_that_user() {
 fn a_cluster_of_size_one_runs_its_job_on_the_lead_alone() {
     let run = MiniClusterRun::start(minicluster(&mc("alone", 1, "", "")), Start::default());
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
-    assert!(run.workers.is_empty());
+    assert!(run.followers.is_empty());
     let log = run.lead_log();
     assert!(
         log.lines().any(|l| l.trim() == "0"),
@@ -58,7 +58,7 @@ fn user_supplied_curve_certificate_is_the_one_the_brokers_use() {
     // The two brokers joined over CURVE, and the copy each broker reads is the user's key pair.
     let (c, _) = run.flux_container_probe(true);
     let key = flux_operator::flux::CURVE_PRIVATE_PATH;
-    for pod in std::iter::once(run.lead()).chain(run.workers.values()) {
+    for pod in std::iter::once(run.lead()).chain(run.followers.values()) {
         let (code, text) = pod.exec(&c.name, &["cat", key]).unwrap();
         assert_eq!(code, 0, "{text}");
         assert!(
@@ -111,9 +111,9 @@ spec:
     let run = MiniClusterRun::start(minicluster(yaml), how);
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
     // Each pod's container (follower and lead) runs flux once its own broker is up.
-    let worker = run.workers.get(&0).unwrap();
+    let follower = run.followers.get(&0).unwrap();
     for (pod, which, says) in [
-        (worker, "follower", "watcher-ok-rank-1"),
+        (follower, "follower", "watcher-ok-rank-1"),
         (run.lead(), "lead", "watcher-ok-lead"),
     ] {
         let deadline = std::time::Instant::now() + Duration::from_secs(90);

@@ -18,7 +18,7 @@ fn hello(name: &str, size: i32) -> String {
 fn assert_ran_on_all(run: &MiniClusterRun) {
     let log = run.lead_log();
     let mut hosts = vec![run.lead().meta.hostname.clone()];
-    hosts.extend(run.workers.values().map(|w| w.meta.hostname.clone()));
+    hosts.extend(run.followers.values().map(|w| w.meta.hostname.clone()));
     for h in hosts {
         assert!(
             log.lines().any(|l| l.trim() == h),
@@ -58,7 +58,7 @@ fn a_job_submitted_before_the_followers_join_waits_for_them_instead_of_being_rej
                 name: early-job\nspec:\n  size: 3\n  interactive: true\n  containers:\n    \
                 - image: rockylinux:9\n";
     let how = Start {
-        only_workers: Some(vec![]),
+        only_followers: Some(vec![]),
         ..Start::default()
     };
     let mut run = MiniClusterRun::start(minicluster(yaml), how);
@@ -82,7 +82,7 @@ fn a_job_submitted_before_the_followers_join_waits_for_them_instead_of_being_rej
         "{queue}"
     );
 
-    run.start_workers(&[0, 1]);
+    run.start_followers(&[0, 1]);
     assert_eq!(
         run.wait_job_result(id, RUN),
         "COMPLETED",
@@ -112,14 +112,14 @@ fn followers_keep_running_while_the_lead_is_unreachable_then_join_when_it_comes(
     let mut run = MiniClusterRun::start(minicluster(&hello("no-lead", 3)), how);
     std::thread::sleep(Duration::from_secs(8));
     let c = run.flux_container();
-    for (i, w) in &run.workers {
+    for (i, w) in &run.followers {
         assert_eq!(
             w.state(&c),
             Some(State::Running),
-            "worker {i}\n{}",
+            "follower {i}\n{}",
             run.debug()
         );
-        assert_eq!(w.restarts(&c), 0, "the kubelet restarted worker {i}");
+        assert_eq!(w.restarts(&c), 0, "the kubelet restarted follower {i}");
     }
     run.start_lead();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
@@ -145,7 +145,7 @@ fn elastic_cluster_grows_to_max_size_and_shrinks_back_while_the_instance_and_its
     run.flux_ok("run -N2 hostname");
 
     // Grow: JobSet's followers Job gets two more pods (ranks 2 and 3).
-    run.start_workers(&[1, 2]);
+    run.start_followers(&[1, 2]);
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "4");
     let out = run.flux_ok("run -N4 --label-io hostname");
     for h in [
@@ -165,7 +165,7 @@ fn elastic_cluster_grows_to_max_size_and_shrinks_back_while_the_instance_and_its
     });
 
     // Shrink: the two highest followers go.
-    run.delete_workers(&[1, 2], Duration::from_secs(2));
+    run.delete_followers(&[1, 2], Duration::from_secs(2));
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
     assert_eq!(
         run.flux_ok(&format!("jobs -no {{state}} {id}")).trim(),
@@ -174,7 +174,7 @@ fn elastic_cluster_grows_to_max_size_and_shrinks_back_while_the_instance_and_its
     run.flux_ok("run -N2 -n2 hostname");
 
     // Grow again: the same ranks come back and take work.
-    run.start_workers(&[1]);
+    run.start_followers(&[1]);
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
     let out = run.flux_ok("run -N3 -n3 --label-io hostname");
     assert!(out.contains("grow-workers-0-1"), "{out}");
@@ -229,7 +229,7 @@ fn a_job_larger_than_the_cluster_waits_for_a_grow_under_easy_and_is_rejected_und
         easy.flux(&format!("job eventlog {id}")).1
     );
     // Grow to maxSize: the job starts on the new ranks.
-    easy.start_workers(&[1, 2]);
+    easy.start_followers(&[1, 2]);
     assert_eq!(
         easy.wait_job_result(id, RUN),
         "COMPLETED",
@@ -259,7 +259,7 @@ spec:
     - image: rockylinux:9
 ";
     let how = Start {
-        only_workers: Some(vec![0]),
+        only_followers: Some(vec![0]),
         ..Start::default()
     };
     let run = MiniClusterRun::start(minicluster(yaml), how);
@@ -288,16 +288,16 @@ spec:
 ";
     let run = MiniClusterRun::start(minicluster(yaml), Start::default());
     let c = run.flux_container();
-    let worker = run.workers.get(&0).unwrap().clone();
+    let follower = run.followers.get(&0).unwrap().clone();
     let (lead_c, lead_probe) = run.flux_container_probe(true);
-    let (worker_c, worker_probe) = run.flux_container_probe(false);
+    let (follower_c, follower_probe) = run.flux_container_probe(false);
     std::thread::sleep(Duration::from_secs(2));
     assert!(
         !run.lead().probe_once(&lead_c, &lead_probe),
         "lead ready before its broker"
     );
     assert!(
-        !worker.probe_once(&worker_c, &worker_probe),
+        !follower.probe_once(&follower_c, &follower_probe),
         "follower ready before its broker"
     );
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
@@ -308,13 +308,13 @@ spec:
     );
     // The follower's probe may need a moment longer than the lead's view of it.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !worker.probe_once(&worker_c, &worker_probe) {
+    while !follower.probe_once(&follower_c, &follower_probe) {
         assert!(std::time::Instant::now() < deadline, "{}", run.debug());
         std::thread::sleep(Duration::from_millis(200));
     }
     // And the kubelet's own probe loop agrees.
     run.lead().wait_ready(&c, Duration::from_secs(10)).unwrap();
-    worker.wait_ready(&c, Duration::from_secs(20)).unwrap();
+    follower.wait_ready(&c, Duration::from_secs(20)).unwrap();
     run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
@@ -365,12 +365,12 @@ spec:
         "2"
     );
     assert_eq!(
-        run.workers[&0].termination_grace(),
+        run.followers[&0].termination_grace(),
         Duration::from_secs(10 + 15)
     );
 
     // Shrink 4 -> 2: ranks 2 and 3 go.
-    run.delete_workers_as_kubelet(&[1, 2]);
+    run.delete_followers_as_kubelet(&[1, 2]);
     assert_eq!(
         run.flux_ok(&format!("jobs -no {{result}} {short}")).trim(),
         "COMPLETED",
@@ -397,7 +397,7 @@ spec:
     );
 
     // Grow: the ranks come back, are undrained, and the requeued job starts there.
-    run.start_workers(&[1, 2]);
+    run.start_followers(&[1, 2]);
     run.wait_flux(&format!("jobs -no {{state}} {requeued}"), RUN, |o| {
         o.trim() == "RUN"
     });
@@ -430,9 +430,9 @@ spec:
 ";
     let mut run = MiniClusterRun::start(minicluster(yaml), Start::default());
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
-    run.delete_workers_as_kubelet(&[1]);
+    run.delete_followers_as_kubelet(&[1]);
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
-    run.start_workers(&[1]);
+    run.start_followers(&[1]);
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
     let out = run.flux_ok("run -N1 --requires=rank:2 hostname");
     assert_eq!(out.trim(), "evict-workers-0-1", "{}", run.debug());

@@ -367,7 +367,7 @@ fn an_unreadable_archive_stops_the_lead_before_its_broker_and_is_left_as_it_was(
     std::fs::write(host.path().join("flux.tar.gz"), garbage).unwrap();
     let how = Start {
         lead: false,
-        only_workers: Some(vec![]),
+        only_followers: Some(vec![]),
         ..Start::default()
     };
     let mut run = MiniClusterRun::start(

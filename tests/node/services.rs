@@ -1,13 +1,13 @@
 //! Containers beside the brokers and the services pod, reached as the Go operator's
 //! `nginx-service` and `flux-sidecar` examples reach them: the services pod by the DNS name
-//! cluster DNS gives it, the instance by the `$fluxsocket` of the sidecar's pod.
+//! cluster DNS gives it, the instance by the `$fluxsocket` of the companion's pod.
 
 use anyhow::Result;
 
 use crate::cluster::{apply_yaml, kubectl_in, lead_pod, namespace, wait_phase};
 
 #[tokio::test]
-async fn the_job_reaches_the_services_pod_by_dns_and_a_sidecar_lists_the_jobs_through_fluxsocket()
+async fn the_job_reaches_the_services_pod_by_dns_and_a_companion_lists_the_jobs_through_fluxsocket()
 -> Result<()> {
     let ns = namespace("services").await?;
     let yaml = format!(
@@ -41,11 +41,15 @@ spec:
     let lead = lead_pod(&ns.name, "svc")?;
     let job = kubectl_in(&ns.name, &["logs", &lead, "-c", "svc"])?;
     assert_eq!(job.trim(), "served-by-the-services-pod", "the job's output");
-    // The sidecar waited for its broker, then asked the instance through its socket while
+    // The companion waited for its broker, then asked the instance through its socket while
     // the job ran (it fetches after 10 s).
     let queue = kubectl_in(&ns.name, &["logs", &lead, "-c", "queue"])?;
     // (No space in the format: `flux proxy` passes its command through a shell again.)
-    assert_eq!(queue.trim(), "python3:RUN", "flux jobs -a from the sidecar");
+    assert_eq!(
+        queue.trim(),
+        "python3:RUN",
+        "flux jobs -a from the companion"
+    );
     ns.cleanup().await;
     Ok(())
 }

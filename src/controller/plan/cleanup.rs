@@ -27,7 +27,11 @@ pub(super) fn unused(
         }
     }
     for svc in &observed.services {
-        if !desired.services.iter().any(|d| d.name_any() == svc.name) {
+        if !desired
+            .network_services
+            .iter()
+            .any(|d| d.name_any() == svc.name)
+        {
             steps.push(Step::DeleteService(svc.name.clone()));
         }
     }

@@ -10,7 +10,7 @@ use crate::render::{self, Desired};
 /// The Services to apply.
 pub(super) fn decide(input: &Inputs<'_>, facts: &Facts<'_>, desired: &Desired) -> Vec<Step> {
     let mut steps = Vec::new();
-    for svc in &desired.services {
+    for svc in &desired.network_services {
         let hash = svc.annotations().get(render::APPLIED_ANNOTATION).cloned();
         let current = input
             .observed

@@ -111,7 +111,7 @@ impl Seen {
             applied: None,
         }];
         seen.observed.services = desired
-            .services
+            .network_services
             .iter()
             .map(|s| OwnedObject {
                 name: s.name_any(),

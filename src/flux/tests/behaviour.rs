@@ -1,4 +1,4 @@
-//! Runs the generated entrypoints under bash (and the sidecar wrapper under sh) with a
+//! Runs the generated entrypoints under bash (and the companion wrapper under sh) with a
 //! stand-in `flux` first on PATH (`fake-flux.sh`), in a temporary directory laid out like the
 //! pod. The stand-in records every call; the tests assert the exact `flux` invocations, their
 //! order, and that user strings arrive byte-for-byte.
@@ -533,7 +533,7 @@ fn hooks_run_in_order_around_the_broker() {
     assert_eq!(pod.env_seen()["FROM_HOOK"], "set by pre");
 
     let pod = Pod::new(&mc);
-    pod.run("worker.sh", &[])
+    pod.run("follower.sh", &[])
         .status
         .success()
         .then_some(())
@@ -556,7 +556,7 @@ fn strict_mode_stops_at_the_first_failing_hook() {
     hooked(&mut mc);
     mc.spec.containers[0].commands.pre = "flux hook pre\nfalse\nflux hook after-false".into();
     mc.spec.logging.strict = true;
-    for script in ["lead.sh", "worker.sh"] {
+    for script in ["lead.sh", "follower.sh"] {
         let pod = Pod::new(&mc);
         let out = pod.run(script, &[]);
         assert!(!out.status.success(), "{script} must fail");
@@ -647,7 +647,7 @@ fn options_prefix_wrap_timed_debug_zeromq_quorum() {
 
     // The follower: same broker options, no prefix, no program.
     let pod = Pod::new(&mc);
-    assert_ok(&pod.run("worker.sh", &[]));
+    assert_ok(&pod.run("follower.sh", &[]));
     let mut start = strs(&["start", "--wrap=strace,-f", "-o", "--config"]);
     start.push(pod.config_dir());
     start.extend(strs(&[
@@ -682,7 +682,7 @@ fn quiet_prints_nothing_of_its_own_and_keeps_the_output_of_post() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "post-out\n");
     assert!(pod.flux_calls()[0].contains(&s("-Slog-stderr-level=0")));
     let pod = Pod::new(&mc);
-    let out = pod.run("worker.sh", &[]);
+    let out = pod.run("follower.sh", &[]);
     assert_ok(&out);
     assert_eq!(stderr(&out), "init-err\npost-err\n");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "post-out\n");
@@ -751,7 +751,7 @@ fn archive_is_restored_when_it_exists_and_dumped_beside_it() {
     );
     // Followers never restore nor dump; they write the same R.
     let pod = Pod::new(&mc);
-    assert_ok(&pod.run("worker.sh", &[]));
+    assert_ok(&pod.run("follower.sh", &[]));
     let calls: Vec<_> = pod
         .all_flux_calls()
         .into_iter()
@@ -812,7 +812,7 @@ fn with_fluxion_the_lead_holds_the_queues_until_the_quorum_is_up() {
 
     // Followers never hold anything: the task is rank 0's.
     let pod = Pod::new(&mc);
-    assert_ok(&pod.run("worker.sh", &[("FAKE_FLUX_SHOW_ENV", show)]));
+    assert_ok(&pod.run("follower.sh", &[("FAKE_FLUX_SHOW_ENV", show)]));
     assert_eq!(pod.env_seen()["FLUX_OPERATOR_RELEASE_QUEUES"], "<unset>");
 }
 
@@ -821,13 +821,13 @@ fn follower_exits_0_when_the_lead_shut_down() {
     let mc = with_command("mc", 3, "hostname");
     let pod = Pod::new(&mc);
     std::fs::write(&pod.rcs, "0\n").unwrap();
-    assert_ok(&pod.run("worker.sh", &[]));
+    assert_ok(&pod.run("follower.sh", &[]));
     assert_eq!(pod.broker_calls(), vec![pod.start(&[])]);
 
     // A failing broker is restarted until it exits 0.
     let pod = Pod::new(&mc);
     std::fs::write(&pod.rcs, "1\n137\n0\n").unwrap();
-    let out = pod.run("worker.sh", &[]);
+    let out = pod.run("follower.sh", &[]);
     assert_ok(&out);
     assert_eq!(
         pod.broker_calls(),
@@ -840,7 +840,7 @@ fn follower_exits_0_when_the_lead_shut_down() {
     mc.spec.flux.complete_workers = true;
     let pod = Pod::new(&mc);
     std::fs::write(&pod.rcs, "5\n0\n").unwrap();
-    assert_ok(&pod.run("worker.sh", &[]));
+    assert_ok(&pod.run("follower.sh", &[]));
     assert_eq!(pod.broker_calls(), vec![pod.start(&[])]);
 }
 
@@ -848,14 +848,14 @@ fn follower_exits_0_when_the_lead_shut_down() {
 fn the_certificate_copy_is_private() {
     let mc = with_command("mc", 2, "hostname");
     let pod = Pod::new(&mc);
-    for script in ["lead.sh", "worker.sh", "lead.sh"] {
+    for script in ["lead.sh", "follower.sh", "lead.sh"] {
         // The second lead run finds the 0400 copy of the first and replaces it.
         assert_ok(&pod.run(script, &[]));
         let copy = pod.key.join("curve.cert");
         assert_eq!(std::fs::read_to_string(&copy).unwrap(), CERT);
         let mode = std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o400, "{script}");
-        // The run directory is shared with the sidecars: only the broker's directory there,
+        // The run directory is shared with the companions: only the broker's directory there,
         // and no copy of the key in it.
         let shared: Vec<_> = std::fs::read_dir(&pod.run)
             .map(|d| d.map(|e| e.unwrap().file_name()).collect())
@@ -885,7 +885,7 @@ fn the_certificate_copy_is_private() {
 fn the_broker_socket_is_in_a_directory_the_brokers_user_owns() {
     use std::os::unix::fs::MetadataExt;
     let mc = with_command("mc", 2, "hostname");
-    for script in ["lead.sh", "worker.sh"] {
+    for script in ["lead.sh", "follower.sh"] {
         let pod = Pod::new(&mc);
         // A socket left by an earlier broker in this pod is removed before the start.
         std::fs::create_dir_all(pod.run.join("broker")).unwrap();
@@ -903,7 +903,7 @@ fn the_broker_socket_is_in_a_directory_the_brokers_user_owns() {
         assert_eq!(
             dir.mode() & 0o7777,
             0o755,
-            "{script}: sidecars of other users can reach the socket"
+            "{script}: companions of other users can reach the socket"
         );
         assert!(!pod.run.join("broker/local").exists(), "{script}");
         let uri = format!("-Slocal-uri=local://{}/broker/local", pod.run.display());
@@ -919,7 +919,7 @@ fn the_broker_socket_is_in_a_directory_the_brokers_user_owns() {
         // Not root: "/" is a directory someone else (root) owns.
         std::os::unix::fs::symlink("/", pod.run.join("broker")).unwrap();
     }
-    let out = pod.run("worker.sh", &[]);
+    let out = pod.run("follower.sh", &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("is not owned by uid"),
@@ -933,7 +933,7 @@ fn the_broker_socket_is_in_a_directory_the_brokers_user_owns() {
 fn brokers_write_r_for_every_host_before_starting() {
     let mut mc = with_command("mc", 2, "hostname");
     mc.spec.max_size = Some(4);
-    for script in ["lead.sh", "worker.sh"] {
+    for script in ["lead.sh", "follower.sh"] {
         let pod = Pod::new(&mc);
         assert_ok(&pod.run(script, &[]));
         let calls = pod.all_flux_calls();
@@ -1029,7 +1029,7 @@ fn python_path_from_the_spec() {
 
 /// A MiniCluster whose second container `api` does not run Flux: it runs `command` beside
 /// the broker, with `commands.init` and `servicePre` hooks calling the stand-in flux.
-fn with_sidecar(command: &str) -> MiniCluster {
+fn with_companion(command: &str) -> MiniCluster {
     let mut mc = with_command("mc", 2, "hostname");
     mc.spec.containers[0].run_flux = true;
     let mut side = MiniClusterContainer {
@@ -1044,10 +1044,10 @@ fn with_sidecar(command: &str) -> MiniCluster {
 }
 
 #[test]
-fn sidecar_waits_for_the_socket_then_runs_its_command_and_post() {
+fn companion_waits_for_the_socket_then_runs_its_command_and_post() {
     // `$fluxsocket` is the Go operator's name for the broker's URI.
     let command = r#"flux hook service "$FLUX_URI" "$fluxsocket" 'it'"'"'s $HOME' "$HOME""#;
-    let mut mc = with_sidecar(command);
+    let mut mc = with_companion(command);
     // The Go operator's REST API examples start their server on the lead only, by the pod's
     // Job index: here JOB_COMPLETION_INDEX is the broker rank too (follower index + 1).
     mc.spec.containers[1].commands.post = r#"flux hook post "$JOB_COMPLETION_INDEX""#.into();
@@ -1070,7 +1070,7 @@ fn sidecar_waits_for_the_socket_then_runs_its_command_and_post() {
     wait();
     assert!(
         child.try_wait().unwrap().is_none(),
-        "the sidecar must wait for the broker socket"
+        "the companion must wait for the broker socket"
     );
     assert_eq!(pod.flux_calls(), vec![strs(&["hook", "svc-init"])]);
     // The socket exists, the broker has not joined yet (lines as flux-core 0.88 prints them).
@@ -1083,7 +1083,7 @@ fn sidecar_waits_for_the_socket_then_runs_its_command_and_post() {
     wait();
     assert!(
         child.try_wait().unwrap().is_none(),
-        "the sidecar must wait for the broker to join"
+        "the companion must wait for the broker to join"
     );
     // `flux uptime` failing (the lead's services not up yet) keeps it waiting too.
     std::fs::write(&uptime, "").unwrap();
@@ -1123,9 +1123,9 @@ fn sidecar_waits_for_the_socket_then_runs_its_command_and_post() {
 }
 
 #[test]
-fn sidecar_exits_with_the_commands_status_after_post_and_runs_bash_where_there_is_one() {
+fn companion_exits_with_the_commands_status_after_post_and_runs_bash_where_there_is_one() {
     // The Go examples' hooks are bash (`[[ ]]`, `source`): the wrapper runs them with bash.
-    let mut mc = with_sidecar(r#"[[ -n "$BASH_VERSION" ]] && flux hook in-bash; exit 3"#);
+    let mut mc = with_companion(r#"[[ -n "$BASH_VERSION" ]] && flux hook in-bash; exit 3"#);
     mc.spec.flux.no_wait_socket = true;
     mc.spec.containers[1].commands.post = "flux hook post".into();
     let pod = Pod::new(&mc);
@@ -1143,7 +1143,7 @@ fn sidecar_exits_with_the_commands_status_after_post_and_runs_bash_where_there_i
     for tool in ["sleep", "cat"] {
         std::os::unix::fs::symlink(format!("/bin/{tool}"), only.join(tool)).unwrap();
     }
-    let mut mc = with_sidecar(r#"flux hook "${BASH_VERSION:-no-bash}""#);
+    let mut mc = with_companion(r#"flux hook "${BASH_VERSION:-no-bash}""#);
     mc.spec.flux.no_wait_socket = true;
     let pod = Pod::new(&mc);
     let path = format!("{}:{}", pod.bin.display(), only.display());
@@ -1159,8 +1159,8 @@ fn sidecar_exits_with_the_commands_status_after_post_and_runs_bash_where_there_i
 }
 
 #[test]
-fn sidecar_without_waiting() {
-    let mut mc = with_sidecar("flux hook service");
+fn companion_without_waiting() {
+    let mut mc = with_companion("flux hook service");
     mc.spec.flux.no_wait_socket = true;
     let pod = Pod::new(&mc);
     assert!(
@@ -1173,7 +1173,7 @@ fn sidecar_without_waiting() {
         pod.flux_calls().last().unwrap(),
         &strs(&["hook", "service"])
     );
-    let mut mc = with_sidecar("flux hook service");
+    let mut mc = with_companion("flux hook service");
     mc.spec.flux.disable_socket = true;
     let pod = Pod::new(&mc);
     assert!(
@@ -1224,7 +1224,7 @@ fn every_example_renders_and_runs() {
         assert_ok(&pod.run("lead.sh", &[]));
         assert_eq!(pod.flux_calls()[0][0], "start", "{name}");
         let pod = Pod::new(&mc);
-        assert_ok(&pod.run("worker.sh", &[]));
+        assert_ok(&pod.run("follower.sh", &[]));
         let calls = pod.broker_calls();
         assert_eq!(calls.len(), 1, "{name}: {calls:?}");
         assert_eq!(calls[0][..4], pod.start(&[])[..4]);
@@ -1243,7 +1243,7 @@ fn a_followers_job_completion_index_is_its_rank_as_in_the_go_operator() {
         ("FAKE_FLUX_SHOW_ENV", "JOB_COMPLETION_INDEX"),
         ("JOB_COMPLETION_INDEX", "1"),
     ];
-    assert_ok(&pod.run("worker.sh", &show));
+    assert_ok(&pod.run("follower.sh", &show));
     assert_eq!(pod.env_seen()["JOB_COMPLETION_INDEX"], "2");
     let pod = Pod::new(&mc);
     assert_ok(&pod.run(

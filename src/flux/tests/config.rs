@@ -9,7 +9,7 @@ use crate::flux::config::{self, expand_hostlist, fqdn, hostnames};
 use crate::fixtures::with_spec;
 
 /// The pod FQDNs in rank order, written out independently of the module: JobSet names pods
-/// `<jobset>-<replicatedJob>-<jobIndex>-<podIndex>`; rank 0 is the lead, ranks 1.. the workers.
+/// `<jobset>-<replicatedJob>-<jobIndex>-<podIndex>`; rank 0 is the lead, ranks 1.. the followers.
 fn expected_fqdns(name: &str, sub: &str, ns: &str, max_size: i32, domain: &str) -> Vec<String> {
     let mut out = vec![format!("{name}-lead-0-0.{sub}.{ns}.svc.{domain}")];
     for i in 0..max_size - 1 {
@@ -83,7 +83,7 @@ fn hosts_are_the_pod_fqdns_in_rank_order() {
             .map(|h| fqdn(h, sub, ns, domain))
             .collect();
         assert_eq!(qualified, want);
-        // Compact: one entry for the lead, one hostlist for all workers.
+        // Compact: one entry for the lead, one hostlist for all followers.
         let hosts = table["bootstrap"]["hosts"].as_array().unwrap();
         assert_eq!(
             hosts.len(),

@@ -27,11 +27,11 @@ fn generated_scripts_pass_shellcheck() {
         let data = crate::flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
         let sub = dir.path().join(&label);
         std::fs::create_dir_all(&sub).unwrap();
-        let sidecars: Vec<String> = crate::flux::sidecars(&mc)
+        let companions: Vec<String> = crate::flux::companions(&mc)
             .into_iter()
             .filter_map(|s| {
                 let c = s.spec(&mc)?;
-                Some(crate::flux::scripts::files::sidecar(
+                Some(crate::flux::scripts::files::companion(
                     s.file_prefix(),
                     &c.name,
                 ))
@@ -40,9 +40,9 @@ fn generated_scripts_pass_shellcheck() {
         let mut files = Vec::new();
         for (name, text) in &data {
             let generated = name == "lead.sh"
-                || name == "worker.sh"
+                || name == "follower.sh"
                 || name == "view-init.sh"
-                || sidecars.contains(name)
+                || companions.contains(name)
                 || (name == "batch.sh" && mode(&mc).unwrap() == Mode::Batch);
             if generated {
                 let path = sub.join(name);

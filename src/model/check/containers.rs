@@ -8,9 +8,9 @@ use super::err;
 use super::texts::check_texts;
 use crate::api::validation::{FieldError, key_field};
 use crate::api::{MiniCluster, MiniClusterContainer, NAME_LABEL, ROLE_LABEL, is_dns_label};
-use crate::model::containers::{ARCHIVE_INIT, Sidecar, default_container_name, runs_flux};
+use crate::model::containers::{ARCHIVE_INIT, Companion, default_container_name, runs_flux};
 use crate::model::mounts::{
-    RESERVED_VOLUMES, check_mount_paths, flux_container_mounts, sidecar_mounts,
+    RESERVED_VOLUMES, check_mount_paths, companion_mounts, flux_container_mounts,
 };
 
 /// Every check of `spec.containers`, `spec.services` and the names they share.
@@ -99,7 +99,7 @@ fn check_broker_pod_container(
     let operator = if is_runner {
         flux_container_mounts(mc)
     } else {
-        sidecar_mounts(mc, Sidecar::Container(i))
+        companion_mounts(mc, Companion::Container(i))
     };
     check_mount_paths(&field, c, &operator, errors);
     if c.launcher && c.batch {
@@ -158,7 +158,7 @@ fn check_service(
     }
     check_container(&field, s, names, reserved, errors);
     check_texts(&field, s, false, errors);
-    let operator = sidecar_mounts(mc, Sidecar::Service(i));
+    let operator = companion_mounts(mc, Companion::Service(i));
     check_mount_paths(&field, s, &operator, errors);
 }
 

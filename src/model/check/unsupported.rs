@@ -3,7 +3,7 @@
 use super::err;
 use crate::api::MiniCluster;
 use crate::api::validation::FieldError;
-use crate::model::containers::{Sidecar, sidecars};
+use crate::model::containers::{Companion, companions};
 
 /// Fields accepted for compatibility with the Go operator but not acted on here, with why.
 pub fn unsupported(mc: &MiniCluster) -> Vec<FieldError> {
@@ -24,8 +24,8 @@ pub fn unsupported(mc: &MiniCluster) -> Vec<FieldError> {
             "munge keys are only used for bursting, which is not supported",
         ));
     }
-    for sidecar in sidecars(mc) {
-        let (Sidecar::Container(_), Some(c)) = (sidecar, sidecar.spec(mc)) else {
+    for companion in companions(mc) {
+        let (Companion::Container(_), Some(c)) = (companion, companion.spec(mc)) else {
             continue;
         };
         for (name, text) in [
@@ -37,7 +37,7 @@ pub fn unsupported(mc: &MiniCluster) -> Vec<FieldError> {
         ] {
             if !text.trim().is_empty() {
                 out.push(err(
-                    format!("{}.commands.{name}", sidecar.field()),
+                    format!("{}.commands.{name}", companion.field()),
                     "ignored: only the Flux container runs it; a container that does not run Flux runs commands.init, servicePre, its command and post (as in the Go operator)",
                 ));
             }

@@ -506,7 +506,7 @@ fn every_spec_validation_accepts_renders_and_every_refusal_names_api_fields() {
             let objects = serde_json::to_value((
                 &desired.config_map,
                 &desired.jobset,
-                &desired.services,
+                &desired.network_services,
                 &desired.services_job,
             ))
             .map_err(|e| TestCaseError::fail(format!("rendered objects serialize: {e}")))?;

@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::MiniClusterContainer;
 use crate::fixtures::with_command;
-use crate::flux::{self, CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, Role, Sidecar};
+use crate::flux::{self, CONFIG_MOUNT, CURVE_MOUNT, Companion, KEY_MOUNT, RUN_MOUNT, Role};
 use crate::render::flux_pod::{
     self, CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RUN_VOLUME, VIEW_VOLUME,
 };
@@ -86,7 +86,7 @@ fn volumes_and_mounts_with_the_view() {
         ..Default::default()
     });
     assert_eq!(
-        mounts_of(&flux_pod::sidecar_mounts(&mc, Sidecar::Container(1))),
+        mounts_of(&flux_pod::companion_mounts(&mc, Companion::Container(1))),
         [
             t(CONFIG_VOLUME, CONFIG_MOUNT, true, None),
             t(RUN_VOLUME, RUN_MOUNT, true, None),
@@ -95,10 +95,10 @@ fn volumes_and_mounts_with_the_view() {
         ]
     );
     assert_eq!(
-        mounts_of(&flux_pod::sidecar_mounts(&mc, Sidecar::Service(0))),
+        mounts_of(&flux_pod::companion_mounts(&mc, Companion::Service(0))),
         [t(CONFIG_VOLUME, CONFIG_MOUNT, true, None)]
     );
-    assert!(flux_pod::sidecar_mounts(&mc, Sidecar::Service(1)).is_empty());
+    assert!(flux_pod::companion_mounts(&mc, Companion::Service(1)).is_empty());
 }
 
 #[test]
@@ -217,10 +217,10 @@ fn commands_and_env() {
         ["/bin/bash", "/etc/flux-operator/config/lead.sh"]
     );
     assert_eq!(
-        flux::flux_container_command(Role::Worker),
-        ["/bin/bash", "/etc/flux-operator/config/worker.sh"]
+        flux::flux_container_command(Role::Follower),
+        ["/bin/bash", "/etc/flux-operator/config/follower.sh"]
     );
-    let env = flux_pod::flux_container_env(&crate::fixtures::cluster(&mc), Role::Worker);
+    let env = flux_pod::flux_container_env(&crate::fixtures::cluster(&mc), Role::Follower);
     let get = |n: &str| env.iter().find(|e| e.name == n).unwrap().clone();
     assert_eq!(
         get("FLUX_OPERATOR_CONFIG_DIR").value.as_deref(),
@@ -251,7 +251,7 @@ fn commands_and_env() {
 #[test]
 // Long: one case per kind of container (wrapped or not, in the services pod or beside the
 // broker), each building on the one before.
-fn sidecar_commands() {
+fn companion_commands() {
     let mut mc = with_command("mc", 2, "hostname");
     mc.spec.services.push(MiniClusterContainer {
         name: "web".into(),
@@ -268,33 +268,23 @@ fn sidecar_commands() {
         name: "bare".into(),
         ..Default::default()
     });
-    let service = Sidecar::Service;
+    let service = Companion::Service;
+    let cluster = crate::fixtures::cluster(&mc);
+    let companion = |which| cluster.companion(which).unwrap();
     assert_eq!(
-        flux::sidecar_command(crate::fixtures::cluster(&mc).sidecar(service(0)).unwrap()).unwrap(),
+        flux::companion_command(companion(service(0))).unwrap(),
         ["/bin/sh", "/etc/flux-operator/config/service.web.sh"]
     );
+    assert_eq!(flux::companion_args(companion(service(0))), None);
+    assert_eq!(flux::companion_command(companion(service(1))), None);
     assert_eq!(
-        flux::sidecar_args(crate::fixtures::cluster(&mc).sidecar(service(0)).unwrap()),
-        None
-    );
-    assert_eq!(
-        flux::sidecar_command(crate::fixtures::cluster(&mc).sidecar(service(1)).unwrap()),
-        None
-    );
-    assert_eq!(
-        flux::sidecar_args(crate::fixtures::cluster(&mc).sidecar(service(1)).unwrap()).unwrap(),
+        flux::companion_args(companion(service(1))).unwrap(),
         ["--port", "80", "--name", "a b"]
     );
-    assert_eq!(
-        flux::sidecar_command(crate::fixtures::cluster(&mc).sidecar(service(2)).unwrap()),
-        None
-    );
-    assert_eq!(
-        flux::sidecar_args(crate::fixtures::cluster(&mc).sidecar(service(2)).unwrap()),
-        None
-    );
+    assert_eq!(flux::companion_command(companion(service(2))), None);
+    assert_eq!(flux::companion_args(companion(service(2))), None);
     // Out of range: no such container.
-    assert!(crate::fixtures::cluster(&mc).sidecar(service(3)).is_none());
+    assert!(cluster.companion(service(3)).is_none());
     let data = flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
     assert!(data.contains_key("service.web.sh"));
     assert!(!data.contains_key("service.own.sh"));
@@ -318,35 +308,22 @@ fn sidecar_commands() {
         no_wrap_entrypoint: true,
         ..Default::default()
     });
-    let container = Sidecar::Container;
+    let container = Companion::Container;
+    let cluster = crate::fixtures::cluster(&mc);
+    let companion = |which| cluster.companion(which).unwrap();
     assert_eq!(
-        flux::sidecar_command(crate::fixtures::cluster(&mc).sidecar(container(1)).unwrap())
-            .unwrap(),
+        flux::companion_command(companion(container(1))).unwrap(),
         ["/bin/sh", "/etc/flux-operator/config/container.api.sh"]
     );
+    assert_eq!(flux::companion_command(companion(container(2))), None);
+    assert_eq!(flux::companion_args(companion(container(2))), None);
+    assert_eq!(flux::companion_command(companion(container(3))), None);
     assert_eq!(
-        flux::sidecar_command(crate::fixtures::cluster(&mc).sidecar(container(2)).unwrap()),
-        None
-    );
-    assert_eq!(
-        flux::sidecar_args(crate::fixtures::cluster(&mc).sidecar(container(2)).unwrap()),
-        None
-    );
-    assert_eq!(
-        flux::sidecar_command(crate::fixtures::cluster(&mc).sidecar(container(3)).unwrap()),
-        None
-    );
-    assert_eq!(
-        flux::sidecar_args(crate::fixtures::cluster(&mc).sidecar(container(3)).unwrap()).unwrap(),
+        flux::companion_args(companion(container(3))).unwrap(),
         ["-g", "daemon off;"]
     );
-    // The Flux container is no sidecar.
-    // The Flux container is no sidecar.
-    assert!(
-        crate::fixtures::cluster(&mc)
-            .sidecar(container(0))
-            .is_none()
-    );
+    // The Flux container is no companion.
+    assert!(cluster.companion(container(0)).is_none());
     let data = flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
     assert!(data["container.api.post.sh"].contains("start-the-api"));
     assert!(data["container.api.sh"].contains("container.api.post.sh"));
@@ -355,10 +332,12 @@ fn sidecar_commands() {
     mc.spec.containers[1]
         .environment
         .insert("MINE".into(), "1".into());
-    let env: Vec<(String, Option<String>)> = flux_pod::sidecar_env(
+    let env: Vec<(String, Option<String>)> = flux_pod::companion_env(
         &crate::fixtures::cluster(&mc),
-        crate::fixtures::cluster(&mc).sidecar(container(1)).unwrap(),
-        Role::Worker,
+        crate::fixtures::cluster(&mc)
+            .companion(container(1))
+            .unwrap(),
+        Role::Follower,
     )
     .into_iter()
     .map(|e| (e.name, e.value))
@@ -374,9 +353,9 @@ fn sidecar_commands() {
         ]
     );
     assert!(
-        flux_pod::sidecar_env(
+        flux_pod::companion_env(
             &crate::fixtures::cluster(&mc),
-            crate::fixtures::cluster(&mc).sidecar(service(0)).unwrap(),
+            crate::fixtures::cluster(&mc).companion(service(0)).unwrap(),
             Role::Lead
         )
         .is_empty()
@@ -475,7 +454,7 @@ fn follower_readiness_probe() {
         flux_pod::follower_readiness_probe(&crate::fixtures::cluster(&mc)),
         None
     );
-    // noWaitSocket only concerns sidecars: the socket is still there.
+    // noWaitSocket only concerns companions: the socket is still there.
     let mut mc = with_command("mc", 3, "hostname");
     mc.spec.flux.no_wait_socket = true;
     assert!(flux_pod::follower_readiness_probe(&crate::fixtures::cluster(&mc)).is_some());
@@ -495,7 +474,7 @@ fn paths_agree() {
 }
 
 #[test]
-fn sidecar_and_minimal_services() {
+fn port_and_lead_services() {
     let mut mc = with_command("mc", 2, "hostname");
     mc.spec.services.push(MiniClusterContainer {
         name: "api".into(),
@@ -506,14 +485,11 @@ fn sidecar_and_minimal_services() {
         name: "noports".into(),
         ..Default::default()
     });
-    let services = render::sidecar_services(&crate::fixtures::cluster(&mc));
-    assert_eq!(services.len(), 1);
-    assert_eq!(services[0].name, "mc-api");
-    assert_eq!(services[0].target, render::PortTarget::ServicesPod);
-    assert_eq!(
-        services[0].ports.iter().map(|p| p.port).collect::<Vec<_>>(),
-        [5000, 8080]
-    );
+    let ports = crate::fixtures::cluster(&mc).port_services;
+    assert_eq!(ports.len(), 1);
+    assert_eq!(ports[0].name, "mc-api");
+    assert_eq!(ports[0].target, render::PortTarget::ServicesPod);
+    assert_eq!(ports[0].ports, [5000, 8080]);
     // A container beside the Flux container: a Service named after it, as the Go operator
     // names it, for every broker pod.
     mc.spec.containers[0].run_flux = true;
@@ -522,10 +498,10 @@ fn sidecar_and_minimal_services() {
         ports: vec![80],
         ..Default::default()
     });
-    let services = render::sidecar_services(&crate::fixtures::cluster(&mc));
-    assert_eq!(services[0].name, "nginx");
-    assert_eq!(services[0].target, render::PortTarget::BrokerPods);
-    assert_eq!(services[0].ports[0].port, 80);
+    let ports = crate::fixtures::cluster(&mc).port_services;
+    assert_eq!(ports[0].name, "nginx");
+    assert_eq!(ports[0].target, render::PortTarget::BrokerPods);
+    assert_eq!(ports[0].ports, [80]);
     // Names that would clash: with the subdomain's headless Service, with another Service.
     mc.spec.containers[1].name = "mc".into();
     assert_eq!(
@@ -545,13 +521,10 @@ fn sidecar_and_minimal_services() {
     );
     mc.spec.services[0].name = "api".into();
 
-    assert_eq!(
-        render::minimal_service(&crate::fixtures::cluster(&mc)),
-        None
-    );
+    assert_eq!(render::lead_service(&crate::fixtures::cluster(&mc)), None);
     mc.spec.flux.minimal_service = true;
     mc.spec.network.headless_name = "net".into();
-    let lead = render::minimal_service(&crate::fixtures::cluster(&mc)).unwrap();
+    let lead = render::lead_service(&crate::fixtures::cluster(&mc)).unwrap();
     assert_eq!(lead.name, "net");
     assert_eq!(lead.port.port, 8050);
     mc.spec.flux.topology = "kary:2".into();
@@ -601,7 +574,7 @@ fn errors_name_the_field() {
 }
 
 /// The private copy of the CURVE secret key lives in a volume that only the Flux container
-/// mounts: sidecars share the run directory (the broker socket) but never see the key.
+/// mounts: companions share the run directory (the broker socket) but never see the key.
 #[test]
 fn only_the_flux_container_mounts_the_private_key() {
     let mut no_view = with_command("mc", 2, "hostname");
@@ -642,17 +615,17 @@ fn only_the_flux_container_mounts_the_private_key() {
             "the entrypoint writes the copy"
         );
 
-        let mut with_sidecar = mc.clone();
-        with_sidecar.spec.containers[0].run_flux = true;
-        with_sidecar.spec.containers.push(MiniClusterContainer {
+        let mut with_companion = mc.clone();
+        with_companion.spec.containers[0].run_flux = true;
+        with_companion.spec.containers.push(MiniClusterContainer {
             name: "side".into(),
             command: "true".into(),
             ..Default::default()
         });
-        let service_mounts = flux_pod::sidecar_mounts(&with_sidecar, Sidecar::Container(1));
+        let service_mounts = flux_pod::companion_mounts(&with_companion, Companion::Container(1));
         assert!(
             service_mounts.iter().any(|m| m.name == RUN_VOLUME),
-            "sidecars still share the broker socket"
+            "companions still share the broker socket"
         );
         assert!(
             flux::SOCKET_PATH.starts_with(&format!("{RUN_MOUNT}/")),
@@ -689,9 +662,9 @@ fn service_files_never_collide() {
     let mut keys = std::collections::BTreeSet::new();
     for (i, s) in mc.spec.services.iter().enumerate() {
         let name = &s.name;
-        let entry = flux::sidecar_command(
+        let entry = flux::companion_command(
             crate::fixtures::cluster(&mc)
-                .sidecar(Sidecar::Service(i))
+                .companion(Companion::Service(i))
                 .unwrap(),
         )
         .unwrap()[1]
@@ -770,8 +743,8 @@ fn with_an_archive_the_lead_pod_reports_it_from_an_init_container_without_the_ce
     });
     let lead = render::pod_template(&crate::fixtures::cluster(&mc), Role::Lead, "cm");
     assert_eq!(names(&lead), ["flux-view", flux::ARCHIVE_INIT]);
-    let worker = render::pod_template(&crate::fixtures::cluster(&mc), Role::Worker, "cm");
-    assert_eq!(names(&worker), ["flux-view"], "followers restore nothing");
+    let follower = render::pod_template(&crate::fixtures::cluster(&mc), Role::Follower, "cm");
+    assert_eq!(names(&follower), ["flux-view"], "followers restore nothing");
 
     let spec = lead.spec.unwrap();
     let init = &spec.init_containers.as_ref().unwrap()[1];

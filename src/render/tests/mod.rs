@@ -219,8 +219,14 @@ fn pods_carry_role_labels_view_and_user_settings() {
         spec.containers[0].command.is_some(),
         "the flux container runs the entrypoint"
     );
-    let workers = pod_template(&crate::fixtures::cluster(&mc), Role::Worker, "m-flux-0");
-    let labels = workers.metadata.as_ref().unwrap().labels.as_ref().unwrap();
+    let followers = pod_template(&crate::fixtures::cluster(&mc), Role::Follower, "m-flux-0");
+    let labels = followers
+        .metadata
+        .as_ref()
+        .unwrap()
+        .labels
+        .as_ref()
+        .unwrap();
     assert_eq!(labels.get(ROLE_LABEL).map(String::as_str), Some("workers"));
 
     mc.spec.flux.container.disable = true;
@@ -246,7 +252,7 @@ fn ports_of_a_container_beside_the_broker_get_a_service_named_after_it() {
         ports: vec![80],
         ..Default::default()
     });
-    let svcs = services(&crate::fixtures::cluster(&mc));
+    let svcs = network_services(&crate::fixtures::cluster(&mc));
     assert_eq!(svcs.len(), 1);
     assert_eq!(svcs[0].metadata.name.as_deref(), Some("nginx"));
     let spec = svcs[0].spec.as_ref().unwrap();
@@ -257,7 +263,7 @@ fn ports_of_a_container_beside_the_broker_get_a_service_named_after_it() {
     assert_eq!(spec.ports.as_ref().unwrap()[0].port, 80);
     assert_eq!(spec.cluster_ip, None, "a ClusterIP Service, not headless");
     // In every broker pod, with Flux within reach: the socket and the view are mounted.
-    for role in [Role::Lead, Role::Worker] {
+    for role in [Role::Lead, Role::Follower] {
         let pod = pod_template(&crate::fixtures::cluster(&mc), role, "m-flux-0")
             .spec
             .unwrap();
@@ -306,7 +312,7 @@ fn services_run_once_in_their_own_pod_in_the_subdomain() {
     );
     mc.spec.services.push(api);
     // Not in the broker pods.
-    for role in [Role::Lead, Role::Worker] {
+    for role in [Role::Lead, Role::Follower] {
         let pod = pod_template(&crate::fixtures::cluster(&mc), role, "m-flux-0")
             .spec
             .unwrap();
@@ -353,7 +359,7 @@ fn services_run_once_in_their_own_pod_in_the_subdomain() {
         .collect();
     assert_eq!(volumes, [crate::render::flux_pod::CONFIG_VOLUME, "data"]);
     // Its ports' Service selects the services pod.
-    let svcs = services(&crate::fixtures::cluster(&mc));
+    let svcs = network_services(&crate::fixtures::cluster(&mc));
     assert_eq!(svcs[0].metadata.name.as_deref(), Some("hello-web"));
     assert_eq!(
         svcs[0].spec.as_ref().unwrap().selector.as_ref().unwrap(),
@@ -422,7 +428,7 @@ fn config_map_carries_the_broker_config_and_is_owned_data() {
 fn minimal_service_names_only_the_lead() {
     let mut mc = hello(3);
     mc.spec.flux.minimal_service = true;
-    let svcs = services(&crate::fixtures::cluster(&mc));
+    let svcs = network_services(&crate::fixtures::cluster(&mc));
     assert_eq!(svcs.len(), 1);
     let spec = svcs[0].spec.as_ref().unwrap();
     assert_eq!(
