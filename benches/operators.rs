@@ -2,7 +2,7 @@
 //! Flux Operator, on the offline test control plane (KWOK: pods run nothing, so this measures
 //! the control-plane path only). Printed figures, not a timed test; run with `make bench`,
 //! which builds what it needs and runs this against a fresh cluster of its own through
-//! `e2e/run-tests.sh` (see e2e/README.md, "Benchmarks").
+//! `e2e/run-tests.sh` (see docs/benchmarks.md).
 //!
 //! Arms (`BENCH_ARMS`, default `operator,jobset,go`), one at a time, interleaved per round
 //! (the order rotates from one scenario and round to the next):
