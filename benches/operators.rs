@@ -249,6 +249,8 @@ struct Idle {
 struct Run {
     scenario: Scenario,
     arm: Arm,
+    /// The round (from 1): the runs of one round are paired in the ratios.
+    round: usize,
     /// Apply -> all pods Ready.
     secs: f64,
     /// Apply -> first pod seen.
@@ -1065,7 +1067,7 @@ impl Bench {
         self.pending.push(ns);
         let run = result?;
         deleted?;
-        Ok(run)
+        Ok(Run { round, ..run })
     }
 
     async fn measure(
@@ -1123,6 +1125,7 @@ impl Bench {
         Ok(Run {
             scenario,
             arm,
+            round: 0, // set by the caller
             secs: secs(timeline.all_ready),
             first_pod: secs(timeline.first_pod),
             all_created: secs(timeline.all_created),
@@ -1363,6 +1366,9 @@ fn ratio(a: f64, b: f64) -> String {
     }
 }
 
+/// A figure of a run, when it has it.
+type Figure<'a> = &'a dyn Fn(&Run) -> Option<f64>;
+
 /// A row of a table: title, the figure of a run, decimals.
 type Row = (&'static str, Box<dyn Fn(&Run) -> Option<f64>>, usize);
 
@@ -1408,7 +1414,7 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
 
 impl Report<'_> {
     /// The figure `f` of every run of `arm` in `sc` that has it.
-    fn vals(&self, sc: Scenario, arm: Arm, f: &dyn Fn(&Run) -> Option<f64>) -> Vec<f64> {
+    fn vals(&self, sc: Scenario, arm: Arm, f: Figure<'_>) -> Vec<f64> {
         self.runs
             .iter()
             .filter(|r| r.scenario == sc && r.arm == arm)
@@ -1431,47 +1437,93 @@ impl Report<'_> {
         (head, rule)
     }
 
-    /// One MiniCluster of size N: min / median / max seconds to Ready, and ratios.
-    fn seconds_to_ready(&self, o: &mut String, singles: &[usize]) {
-        let (has, arms) = (|a| self.has(a), self.arms);
-        let _ = writeln!(
-            o,
-            "\n### One MiniCluster of size N: seconds from apply to N pods Ready\n\n\
-             min / median / max of {} rounds; ratios of the medians.\n",
-            self.rounds
-        );
-        let (mut head, mut rule) = self.head("| N |", "|--:|");
-        if has(Arm::Operator) && has(Arm::JobSet) {
-            head.push_str(" operator / bare JobSet |");
-            rule.push_str("--:|");
+    /// The pairs of arms whose ratio the tables show (numerator, denominator, title): those
+    /// that both ran.
+    fn pairs(&self) -> Vec<(Arm, Arm, &'static str)> {
+        [
+            (Arm::Operator, Arm::JobSet, "operator / bare JobSet"),
+            (Arm::Operator, Arm::Go, "operator / Go"),
+            (Arm::JobSet, Arm::Job, "bare JobSet / one Job"),
+        ]
+        .into_iter()
+        .filter(|&(a, b, _)| self.has(a) && self.has(b))
+        .collect()
+    }
+
+    /// `a / b` of the figure `f` in `sc`, the runs of one round paired, in round order
+    /// ("1.04, 0.98, 1.10"; a round that lacks either is left out).
+    fn per_round(&self, sc: Scenario, a: Arm, b: Arm, f: Figure<'_>) -> String {
+        let of = |arm: Arm, round: usize| {
+            self.runs
+                .iter()
+                .find(|r| r.scenario == sc && r.arm == arm && r.round == round)
+                .and_then(f)
+        };
+        let rounds: BTreeSet<usize> = self
+            .runs
+            .iter()
+            .filter(|r| r.scenario == sc)
+            .map(|r| r.round)
+            .collect();
+        let ratios: Vec<String> = rounds
+            .into_iter()
+            .filter_map(|k| Some(ratio(of(a, k)?, of(b, k)?)))
+            .collect();
+        if ratios.is_empty() {
+            "–".into()
+        } else {
+            ratios.join(", ")
         }
-        if has(Arm::Operator) && has(Arm::Go) {
-            head.push_str(" operator / Go |");
-            rule.push_str("--:|");
-        }
-        if has(Arm::JobSet) && has(Arm::Job) {
-            head.push_str(" bare JobSet / one Job |");
-            rule.push_str("--:|");
+    }
+
+    /// A table of one figure in seconds, a row per scenario (`rows`: its first cell and the
+    /// scenario): min / median / max for each arm, then for each pair of arms the ratio in
+    /// each round and the ratio of the medians.
+    fn timing_table(
+        &self,
+        o: &mut String,
+        first: &str,
+        rows: &[(String, Scenario)],
+        f: Figure<'_>,
+    ) {
+        let (mut head, mut rule) = self.head(&format!("| {first} |"), "|--:|");
+        for (_, _, title) in self.pairs() {
+            let _ = write!(head, " {title}, per round | {title}, medians |");
+            rule.push_str("--:|--:|");
         }
         let _ = writeln!(o, "{head}\n{rule}");
-        for &n in singles {
-            let sc = Scenario::Single(n);
-            let med = |a: Arm| median(&self.vals(sc, a, &|r| Some(r.secs)));
-            let mut line = format!("| {n} |");
-            for &a in arms {
-                let _ = write!(line, " {} |", mmm(&self.vals(sc, a, &|r| Some(r.secs)), 2));
+        for (label, sc) in rows {
+            let mut line = format!("| {label} |");
+            for &a in self.arms {
+                let _ = write!(line, " {} |", mmm(&self.vals(*sc, a, f), 2));
             }
-            if has(Arm::Operator) && has(Arm::JobSet) {
-                let _ = write!(line, " {} |", ratio(med(Arm::Operator), med(Arm::JobSet)));
-            }
-            if has(Arm::Operator) && has(Arm::Go) {
-                let _ = write!(line, " {} |", ratio(med(Arm::Operator), med(Arm::Go)));
-            }
-            if has(Arm::JobSet) && has(Arm::Job) {
-                let _ = write!(line, " {} |", ratio(med(Arm::JobSet), med(Arm::Job)));
+            for (a, b, _) in self.pairs() {
+                let med = |arm: Arm| median(&self.vals(*sc, arm, f));
+                let _ = write!(
+                    line,
+                    " {} | {} |",
+                    self.per_round(*sc, a, b, f),
+                    ratio(med(a), med(b))
+                );
             }
             let _ = writeln!(o, "{line}");
         }
+    }
+
+    /// One MiniCluster of size N: min / median / max seconds to Ready, and the ratios.
+    fn seconds_to_ready(&self, o: &mut String, singles: &[usize]) {
+        let _ = writeln!(
+            o,
+            "\n### One MiniCluster of size N: seconds from apply to N pods Ready\n\n\
+             min / median / max of {} rounds; the ratios in each round (the runs of one round \
+             paired, in round order) and of the medians.\n",
+            self.rounds
+        );
+        let rows: Vec<(String, Scenario)> = singles
+            .iter()
+            .map(|&n| (n.to_string(), Scenario::Single(n)))
+            .collect();
+        self.timing_table(o, "N", &rows, &|r| Some(r.secs));
     }
 
     /// One MiniCluster: medians of each step's seconds, each process's CPU, the pod
@@ -1592,7 +1644,8 @@ impl Report<'_> {
     }
 
     /// `m` MiniClusters of size 2: every figure of the runs and of the idle window after them,
-    /// min / median / max over the rounds; then the ratios of the medians.
+    /// min / median / max over the rounds; then the ratios of seconds to Ready, per round
+    /// and of the medians.
     fn many(&self, o: &mut String, m: usize) {
         let how = if self.many_rounds == 1 {
             "One run per arm".to_string()
@@ -1617,19 +1670,15 @@ impl Report<'_> {
             }
             let _ = writeln!(o, "{line}");
         }
-        let med = |a: Arm| median(&self.vals(sc, a, &|r| Some(r.secs)));
-        if self.has(Arm::Operator) && self.has(Arm::JobSet) {
+        let secs: Figure<'_> = &|r| Some(r.secs);
+        let med = |a: Arm| median(&self.vals(sc, a, secs));
+        let _ = writeln!(o);
+        for (a, b, title) in self.pairs() {
             let _ = writeln!(
                 o,
-                "\noperator / bare JobSet (medians of seconds to Ready): {}",
-                ratio(med(Arm::Operator), med(Arm::JobSet))
-            );
-        }
-        if self.has(Arm::Operator) && self.has(Arm::Go) {
-            let _ = writeln!(
-                o,
-                "operator / Go (medians of seconds to Ready): {}",
-                ratio(med(Arm::Operator), med(Arm::Go))
+                "- {title}, seconds to all pods Ready: {} per round; {} of the medians",
+                self.per_round(sc, a, b, secs),
+                ratio(med(a), med(b))
             );
         }
     }
