@@ -29,7 +29,11 @@
 //!
 //! - one MiniCluster of size N for each N in `BENCH_SIZES` (default `8,64,256`): seconds
 //!   from the first apply request until a pod watch (opened before it) has seen N pods Ready;
-//!   also when the first pod appeared and when all N existed;
+//!   also when the first pod appeared and when all N existed; then its teardown: the
+//!   operators' MiniCluster deleted, or the bare arm's JobSet and then its Secret, ConfigMap
+//!   and Services (background propagation, as kubectl deletes), seconds from the first
+//!   delete request until a pod watch has seen the last pod deleted from the API (a KWOK pod
+//!   being deleted is stopped first by `e2e/stages/pod-stop-on-delete.yaml`);
 //! - many clusters (`BENCH_MANY`, default 50; 0 skips it): that many MiniClusters of size 2
 //!   in one namespace, until all their pods are Ready; then `BENCH_IDLE` seconds (default
 //!   30) of nothing, in which the operator's reconciles are counted from its /metrics.
@@ -271,6 +275,8 @@ struct Run {
     idle: Option<Idle>,
     /// Apply -> every MiniCluster's status.phase Running (this operator only).
     running: Option<f64>,
+    /// One MiniCluster, after the figures above: its delete request -> no pod of it left.
+    teardown: Option<f64>,
     load: f64,
 }
 
@@ -451,6 +457,17 @@ struct Apply {
     obj: DynamicObject,
 }
 
+impl Apply {
+    fn kind(&self) -> &str {
+        self.obj.types.as_ref().map_or("?", |t| t.kind.as_str())
+    }
+
+    /// What holds the pods: deleted first in a teardown.
+    fn is_workload(&self) -> bool {
+        matches!(self.kind(), "MiniCluster" | "JobSet" | "Job")
+    }
+}
+
 fn to_apply(client: &Client, v: Value) -> Result<Apply> {
     let api_version = v["apiVersion"].as_str().context("no apiVersion")?;
     let kind = v["kind"].as_str().context("no kind")?;
@@ -476,14 +493,17 @@ async fn apply(a: &Apply) -> Result<()> {
             &Patch::Apply(&a.obj),
         )
         .await
-        .with_context(|| {
-            format!(
-                "applying {} {}",
-                a.obj.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("?"),
-                a.name
-            )
-        })?;
+        .with_context(|| format!("applying {} {}", a.kind(), a.name))?;
     Ok(())
+}
+
+/// Delete with background propagation, as kubectl does (gone already is fine).
+async fn delete(a: &Apply) -> Result<()> {
+    match a.api.delete(&a.name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("deleting {} {}", a.kind(), a.name)),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1050,9 +1070,8 @@ impl Bench {
             );
         }
         let result = self
-            .measure(scenario, arm, &ns, &objects, pods, operator.as_mut())
-            .await
-            .and_then(|run| self.check_control_plane().map(|()| run));
+            .measure_all(scenario, arm, &ns, &objects, pods, operator.as_mut())
+            .await;
         if arm == Arm::JobSetNoPodWebhooks {
             self.jobset_pod_webhooks(true).await?;
         }
@@ -1068,6 +1087,59 @@ impl Bench {
         let run = result?;
         deleted?;
         Ok(Run { round, ..run })
+    }
+
+    /// [`Self::measure`], then (one MiniCluster) [`Self::teardown`].
+    async fn measure_all(
+        &self,
+        scenario: Scenario,
+        arm: Arm,
+        ns: &str,
+        objects: &[Apply],
+        pods: usize,
+        operator: Option<&mut OperatorProc>,
+    ) -> Result<Run> {
+        let run = self
+            .measure(scenario, arm, ns, objects, pods, operator)
+            .await?;
+        self.check_control_plane()?;
+        let teardown = match scenario {
+            Scenario::Single(_) => Some(self.teardown(ns, objects, pods).await?),
+            Scenario::Many(_) => None,
+        };
+        self.check_control_plane()?;
+        Ok(Run { teardown, ..run })
+    }
+
+    /// Delete what the arm applied, its workload first (the MiniCluster; or the JobSet, or
+    /// the Job, then the rest), with background propagation as kubectl deletes: seconds from
+    /// the first delete request until the pod watch has seen no pod left in `ns` (each one
+    /// deleted from the API, not only terminating).
+    async fn teardown(&self, ns: &str, objects: &[Apply], pods: usize) -> Result<f64> {
+        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+        let watch = tokio::spawn(watch_no_pods(
+            Api::namespaced(self.client.clone(), ns),
+            synced_tx,
+        ));
+        synced_rx
+            .await
+            .context("the pod watch ended before it synced")?;
+        let (workload, rest): (Vec<&Apply>, Vec<&Apply>) =
+            objects.iter().partition(|a| a.is_workload());
+        let t0 = Instant::now();
+        for a in workload.into_iter().chain(rest) {
+            delete(a).await?;
+        }
+        let limit = Duration::from_secs(120) + Duration::from_millis(500) * pods as u32;
+        let gone = tokio::time::timeout(limit, watch)
+            .await
+            .with_context(|| {
+                format!(
+                    "pods of {ns} still there {} s after the delete",
+                    limit.as_secs()
+                )
+            })???;
+        Ok(gone.saturating_duration_since(t0).as_secs_f64())
     }
 
     async fn measure(
@@ -1137,6 +1209,7 @@ impl Bench {
             controllers: ctl0.zip(ctl1).map(|(a, b)| b.minus(&a)),
             idle,
             running,
+            teardown: None, // measured after
             load: load_average(),
         })
     }
@@ -1325,6 +1398,44 @@ async fn watch_pods(
     bail!("the pod watch ended")
 }
 
+/// Watch the namespace's pods until none is left, each deleted from the API (a watch
+/// `Delete`; a terminating pod is still there); tell `synced` once the watch has listed.
+/// When it is that none is left.
+async fn watch_no_pods(api: Api<Pod>, synced: tokio::sync::oneshot::Sender<()>) -> Result<Instant> {
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut synced = Some(synced);
+    let mut present = HashSet::new();
+    // The pods of a list under way (the first one, or again after the watch broke off).
+    let mut listing: Option<HashSet<String>> = None;
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Init) => listing = Some(HashSet::new()),
+            Ok(watcher::Event::InitApply(pod)) => {
+                listing.get_or_insert_default().insert(pod.name_any());
+            }
+            Ok(watcher::Event::InitDone) => {
+                present = listing.take().unwrap_or_default();
+                if let Some(tx) = synced.take() {
+                    let _ = tx.send(());
+                }
+            }
+            Ok(watcher::Event::Apply(pod)) => {
+                present.insert(pod.name_any());
+            }
+            Ok(watcher::Event::Delete(pod)) => {
+                present.remove(&pod.name_any());
+            }
+            Err(e) => eprintln!("  pod watch: {e} (retrying)"),
+        }
+        if synced.is_none() && listing.is_none() && present.is_empty() {
+            return Ok(Instant::now());
+        }
+    }
+    bail!("the pod watch ended")
+}
+
 // ---------------------------------------------------------------------------------------
 // Report
 
@@ -1400,6 +1511,7 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
         .collect();
     if !singles.is_empty() {
         r.seconds_to_ready(&mut o, &singles);
+        r.teardown(&mut o, &singles);
         r.where_the_time_goes(&mut o, &singles);
         r.webhooks(&mut o, *singles.last().unwrap_or(&0));
     }
@@ -1524,6 +1636,26 @@ impl Report<'_> {
             .map(|&n| (n.to_string(), Scenario::Single(n)))
             .collect();
         self.timing_table(o, "N", &rows, &|r| Some(r.secs));
+    }
+
+    /// One MiniCluster of size N: min / median / max seconds of its teardown, and the ratios.
+    fn teardown(&self, o: &mut String, singles: &[usize]) {
+        let _ = writeln!(
+            o,
+            "\n### Teardown of one MiniCluster of size N: seconds from the delete request to no \
+             pod left\n\n\
+             After the figures above, in the same runs: the operators' MiniCluster deleted, or \
+             the bare arm's JobSet (then its Secret, ConfigMap and Services), with background \
+             propagation as kubectl deletes; the clock stops when the pod watch has seen the \
+             last pod deleted from the API. min / median / max of {} rounds; the ratios in each \
+             round and of the medians.\n",
+            self.rounds
+        );
+        let rows: Vec<(String, Scenario)> = singles
+            .iter()
+            .map(|&n| (n.to_string(), Scenario::Single(n)))
+            .collect();
+        self.timing_table(o, "N", &rows, &|r| r.teardown);
     }
 
     /// One MiniCluster: medians of each step's seconds, each process's CPU, the pod
@@ -2018,12 +2150,15 @@ async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result
 fn log_run(run: &Run, round: usize, rounds: usize, started: Instant) {
     eprintln!(
         "[round {round}/{rounds}] {:>5} {:<24} {:7.2} s to Ready (first pod {:.2} s, all \
-         created {:.2} s){}; load {:.2}; {:.0} s elapsed",
+         created {:.2} s){}{}; load {:.2}; {:.0} s elapsed",
         run.scenario.tag(),
         run.arm.title(),
         run.secs,
         run.first_pod,
         run.all_created,
+        run.teardown
+            .map(|t| format!("; teardown {t:.2} s"))
+            .unwrap_or_default(),
         run.idle
             .as_ref()
             .and_then(|i| i.operator_reconciles)
