@@ -34,6 +34,15 @@
 //!   and Services (background propagation, as kubectl deletes), seconds from the first
 //!   delete request until a pod watch has seen the last pod deleted from the API (a KWOK pod
 //!   being deleted is stopped first by `e2e/stages/pod-stop-on-delete.yaml`);
+//! - resize (`BENCH_RESIZE`, `A:B`, default `8:64`; empty or 0 skips it): one MiniCluster
+//!   of size A and `maxSize: B` (the same file for every arm), its A pods Ready (and this
+//!   operator's status Running), then grown to B: seconds from the change request until a
+//!   pod watch has seen B pods Ready. The operators get the MiniCluster applied at size B;
+//!   the bare JobSet gets the change this operator would make, from the crate's own code
+//!   (`render::jobset::update` of the MiniCluster at size B, applied with field manager
+//!   `controller::UPDATE_MANAGER`, forced, as `controller::apply` does; JobSet's
+//!   `ElasticJobSet` gate is on in the harness); the `job` arm, its Job's parallelism and
+//!   completions;
 //! - many clusters (`BENCH_MANY`, default 50; 0 skips it): that many MiniClusters of size 2
 //!   in one namespace, until all their pods are Ready; then `BENCH_IDLE` seconds (default
 //!   30) of nothing, in which the operator's reconciles are counted from its /metrics.
@@ -45,9 +54,12 @@
 //! client, so these are every client's requests, the driver's and the controllers'
 //! included), the admission webhooks' time and the pod creations' latency.
 //!
-//! `BENCH_ROUNDS` (default 3) rounds; the first `BENCH_MANY_ROUNDS` (default 1, to stay
-//! near 15 minutes in all) of them include the many-clusters scenario. Needs `KUBECONFIG`, `E2E_STATE` and `E2E_CLUSTER` as
-//! `e2e/run-tests.sh` exports them.
+//! `BENCH_ROUNDS` (default 3) rounds, each with every size and the resize; the first
+//! `BENCH_MANY_ROUNDS` (default 1, to stay near 15 minutes in all) of them include the
+//! many-clusters scenario. Every table gives min / median / max over the rounds and, for
+//! each pair of arms (operator / bare JobSet, operator / Go), the ratio in each round (the
+//! runs of one round paired) beside the ratio of the medians. Needs `KUBECONFIG`,
+//! `E2E_STATE` and `E2E_CLUSTER` as `e2e/run-tests.sh` exports them.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
@@ -72,6 +84,10 @@ use serde_json::{Value, json};
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use flux_operator::cli::parse_minicluster;
+use flux_operator::controller::UPDATE_MANAGER;
+use flux_operator::render;
+
 use common::{
     GO_CRD, api_resource, built_go_operator, crd_from_file, create_namespace, dynamic_object,
     free_port, histogram_p50_p99_ms, http_get, label, minicluster_resource, parse_sample,
@@ -79,6 +95,8 @@ use common::{
 };
 
 const FIELD_MANAGER: &str = "flux-operator-bench";
+/// The field manager of the one-Job arm's resize (only the Job's size, not the whole Job).
+const RESIZE_MANAGER: &str = "flux-operator-bench-resize";
 /// After an operator reports ready, before the clock starts: its start-up lists are done.
 const SETTLE: Duration = Duration::from_secs(2);
 /// How often the bench's waits look again (the status-Running figure is one of them).
@@ -154,6 +172,8 @@ enum Crd {
 enum Scenario {
     /// One MiniCluster of this size.
     Single(usize),
+    /// One MiniCluster of size A and maxSize B, its A pods Ready, grown to size B.
+    Resize(usize, usize),
     /// This many MiniClusters of size 2, then the idle window.
     Many(usize),
 }
@@ -163,6 +183,7 @@ impl Scenario {
         match self {
             Scenario::Single(n) => format!("n{n}"),
             Scenario::Many(m) => format!("m{m}"),
+            Scenario::Resize(a, b) => format!("resize{a}-{b}"),
         }
     }
 }
@@ -439,10 +460,11 @@ fn api_stats_from(text: &str) -> ApiStats {
 }
 
 /// The MiniCluster every arm runs: the same file for both operators and for `render`.
-fn minicluster_yaml(name: &str, namespace: &str, size: usize) -> String {
+fn minicluster_yaml(name: &str, namespace: &str, size: usize, max_size: Option<usize>) -> String {
+    let max_size = max_size.map_or(String::new(), |m| format!("  maxSize: {m}\n"));
     format!(
         "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: {name}\n  \
-         namespace: {namespace}\nspec:\n  size: {size}\n  containers:\n    - image: rockylinux:9\n      \
+         namespace: {namespace}\nspec:\n  size: {size}\n{max_size}  containers:\n    - image: rockylinux:9\n      \
          command: sleep infinity\n"
     )
 }
@@ -455,6 +477,8 @@ struct Apply {
     api: Api<DynamicObject>,
     name: String,
     obj: DynamicObject,
+    /// Its field manager ([`FIELD_MANAGER`] unless it is a resize's).
+    manager: &'static str,
 }
 
 impl Apply {
@@ -482,6 +506,7 @@ fn to_apply(client: &Client, v: Value) -> Result<Apply> {
         api,
         name: obj.name_any(),
         obj,
+        manager: FIELD_MANAGER,
     })
 }
 
@@ -489,7 +514,7 @@ async fn apply(a: &Apply) -> Result<()> {
     a.api
         .patch(
             &a.name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
+            &PatchParams::apply(a.manager).force(),
             &Patch::Apply(&a.obj),
         )
         .await
@@ -885,10 +910,17 @@ impl Bench {
     }
 
     /// What the arm applies for these MiniClusters, as ready-to-send requests.
-    fn objects(&self, arm: Arm, names: &[String], ns: &str, size: usize) -> Result<Vec<Apply>> {
+    fn objects(
+        &self,
+        arm: Arm,
+        names: &[String],
+        ns: &str,
+        size: usize,
+        max_size: Option<usize>,
+    ) -> Result<Vec<Apply>> {
         let mut out = Vec::new();
         for name in names {
-            let yaml = minicluster_yaml(name, ns, size);
+            let yaml = minicluster_yaml(name, ns, size, max_size);
             let docs = match arm {
                 Arm::Operator | Arm::Go => yaml_documents(&yaml)?,
                 Arm::JobSet | Arm::JobSetNoPodWebhooks | Arm::Job => {
@@ -1035,18 +1067,81 @@ impl Bench {
         Ok(())
     }
 
+    /// What a run of `scenario` under `arm` applies in `ns`, ready to send.
+    fn steps(&self, scenario: Scenario, arm: Arm, ns: &str) -> Result<Steps> {
+        let one = ["bench".to_string()];
+        Ok(match scenario {
+            Scenario::Single(n) => Steps {
+                timed: self.objects(arm, &one, ns, n, None)?,
+                pods: n,
+                before: Vec::new(),
+                before_pods: 0,
+            },
+            Scenario::Many(m) => {
+                let names: Vec<String> = (0..m).map(|i| format!("bench-{i}")).collect();
+                Steps {
+                    timed: self.objects(arm, &names, ns, 2, None)?,
+                    pods: 2 * m,
+                    before: Vec::new(),
+                    before_pods: 0,
+                }
+            }
+            Scenario::Resize(a, b) => Steps {
+                before: self.objects(arm, &one, ns, a, Some(b))?,
+                before_pods: a,
+                timed: vec![self.resize_request(arm, ns, &one[0], b)?],
+                pods: b,
+            },
+        })
+    }
+
+    /// The request that grows the MiniCluster `name` (of maxSize `b`) to size `b`: for the
+    /// operators, the same MiniCluster applied at size `b`; for the bare JobSet, the apply
+    /// the operator makes for that change (`render::jobset::update` of the MiniCluster at
+    /// size `b`, as `controller::apply` sends it: field manager `UPDATE_MANAGER`, forced);
+    /// for the one Job, its parallelism and completions.
+    fn resize_request(&self, arm: Arm, ns: &str, name: &str, b: usize) -> Result<Apply> {
+        let yaml = minicluster_yaml(name, ns, b, Some(b));
+        match arm {
+            Arm::Operator | Arm::Go => {
+                let mc = yaml_documents(&yaml)?
+                    .into_iter()
+                    .next()
+                    .context("no MiniCluster")?;
+                to_apply(&self.client, mc)
+            }
+            Arm::JobSet | Arm::JobSetNoPodWebhooks => {
+                let mc = parse_minicluster(&yaml)?;
+                // In no Kueue queue: the operator sends `suspend` as the spec has it.
+                let update = render::jobset::update(&mc, Some(mc.spec.suspend))
+                    .context("the operator makes no JobSet update for an elastic MiniCluster")?;
+                Ok(Apply {
+                    manager: UPDATE_MANAGER,
+                    ..to_apply(&self.client, update)?
+                })
+            }
+            Arm::Job => {
+                let job = json!({
+                    "apiVersion": "batch/v1", "kind": "Job",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {"parallelism": b, "completions": b},
+                });
+                Ok(Apply {
+                    manager: RESIZE_MANAGER,
+                    ..to_apply(&self.client, job)?
+                })
+            }
+        }
+    }
+
     async fn run(&mut self, scenario: Scenario, arm: Arm, round: usize) -> Result<Run> {
         let ns = format!("bench-{}-{}-r{round}", arm.key(), scenario.tag());
-        let (names, size, pods): (Vec<String>, usize, usize) = match scenario {
-            Scenario::Single(n) => (vec!["bench".into()], n, n),
-            Scenario::Many(m) => ((0..m).map(|i| format!("bench-{i}")).collect(), 2, 2 * m),
-        };
         if let Some(crd) = arm.crd() {
             self.ensure_crd(crd).await?;
         }
         let labels = json!({"bench.flux-framework.org/run": "true"});
         create_namespace(&self.client, &ns, labels).await?;
-        let objects = self.objects(arm, &names, &ns, size)?;
+        let steps = self.steps(scenario, arm, &ns)?;
 
         let mut operator = match arm {
             Arm::Operator | Arm::Go => {
@@ -1070,7 +1165,7 @@ impl Bench {
             );
         }
         let result = self
-            .measure_all(scenario, arm, &ns, &objects, pods, operator.as_mut())
+            .measure_all(scenario, arm, &ns, &steps, operator.as_mut())
             .await;
         if arm == Arm::JobSetNoPodWebhooks {
             self.jobset_pod_webhooks(true).await?;
@@ -1089,26 +1184,57 @@ impl Bench {
         Ok(Run { round, ..run })
     }
 
-    /// [`Self::measure`], then (one MiniCluster) [`Self::teardown`].
+    /// The steps before the clock ([`Self::start_from`]), [`Self::measure`], then (one
+    /// MiniCluster) [`Self::teardown`].
     async fn measure_all(
         &self,
         scenario: Scenario,
         arm: Arm,
         ns: &str,
-        objects: &[Apply],
-        pods: usize,
+        steps: &Steps,
         operator: Option<&mut OperatorProc>,
     ) -> Result<Run> {
+        if !steps.before.is_empty() {
+            self.start_from(arm, ns, &steps.before, steps.before_pods)
+                .await?;
+        }
         let run = self
-            .measure(scenario, arm, ns, objects, pods, operator)
+            .measure(scenario, arm, ns, &steps.timed, steps.pods, operator)
             .await?;
         self.check_control_plane()?;
         let teardown = match scenario {
-            Scenario::Single(_) => Some(self.teardown(ns, objects, pods).await?),
-            Scenario::Many(_) => None,
+            Scenario::Single(_) => Some(self.teardown(ns, &steps.timed, steps.pods).await?),
+            Scenario::Many(_) | Scenario::Resize(..) => None,
         };
         self.check_control_plane()?;
         Ok(Run { teardown, ..run })
+    }
+
+    /// Before the clock (a resize's starting size): apply `objects`, wait until `pods` pods
+    /// are Ready and (this operator) its status says Running, then [`SETTLE`], so that the
+    /// clock times the change alone.
+    async fn start_from(&self, arm: Arm, ns: &str, objects: &[Apply], pods: usize) -> Result<()> {
+        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+        let watch = tokio::spawn(watch_pods(
+            Api::namespaced(self.client.clone(), ns),
+            pods,
+            synced_tx,
+        ));
+        synced_rx
+            .await
+            .context("the pod watch ended before it synced")?;
+        for a in objects {
+            apply(a).await?;
+        }
+        let limit = pods_limit(pods);
+        tokio::time::timeout(limit, watch)
+            .await
+            .with_context(|| format!("{pods} pods not Ready after {} s", limit.as_secs()))???;
+        if arm == Arm::Operator {
+            self.wait_running(ns, Instant::now()).await?;
+        }
+        tokio::time::sleep(SETTLE).await;
+        Ok(())
     }
 
     /// Delete what the arm applied, its workload first (the MiniCluster; or the JobSet, or
@@ -1130,7 +1256,7 @@ impl Bench {
         for a in workload.into_iter().chain(rest) {
             delete(a).await?;
         }
-        let limit = Duration::from_secs(120) + Duration::from_millis(500) * pods as u32;
+        let limit = pods_limit(pods);
         let gone = tokio::time::timeout(limit, watch)
             .await
             .with_context(|| {
@@ -1169,7 +1295,7 @@ impl Bench {
         for a in objects {
             apply(a).await?;
         }
-        let limit = Duration::from_secs(120) + Duration::from_millis(500) * pods as u32;
+        let limit = pods_limit(pods);
         let timeline = tokio::time::timeout(limit, watch)
             .await
             .with_context(|| format!("{pods} pods not Ready after {} s", limit.as_secs()))???;
@@ -1180,14 +1306,17 @@ impl Bench {
             self.check_status_writers(ns, p.arm).await?;
         }
         // This operator's status: until every MiniCluster says Running (after the window
-        // above, so its polling is not counted). The idle window starts after it.
-        let running = match arm {
-            Arm::Operator => Some(self.wait_running(ns, t0).await?),
+        // above, so its polling is not counted). The idle window starts after it. (A resized
+        // MiniCluster said Running before the clock.)
+        let running = match (arm, scenario) {
+            (Arm::Operator, Scenario::Single(_) | Scenario::Many(_)) => {
+                Some(self.wait_running(ns, t0).await?)
+            }
             _ => None,
         };
         let idle = match scenario {
             Scenario::Many(_) => Some(self.idle_window(operator.as_deref(), ctl1.as_ref()).await?),
-            Scenario::Single(_) => None,
+            Scenario::Single(_) | Scenario::Resize(..) => None,
         };
         let (reconcile_ms, decide_ms) = match &operator {
             Some(p) => p.reconcile_quantiles().await,
@@ -1339,6 +1468,20 @@ fn one_indexed_job(jobset: &Value, size: usize) -> Result<Vec<Value>> {
     Ok(vec![service, job])
 }
 
+/// How long to wait for `pods` pods to be Ready, or gone.
+fn pods_limit(pods: usize) -> Duration {
+    Duration::from_secs(120) + Duration::from_millis(500) * pods as u32
+}
+
+/// What a run applies: before the clock (a resize's MiniCluster at its starting size, until
+/// `before_pods` pods are Ready), then once it starts; `pods` pods Ready stop it.
+struct Steps {
+    before: Vec<Apply>,
+    before_pods: usize,
+    timed: Vec<Apply>,
+    pods: usize,
+}
+
 struct Timeline {
     first_pod: Instant,
     all_created: Instant,
@@ -1369,8 +1512,12 @@ async fn watch_pods(
             }
             Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
                 let name = pod.name_any();
+                // (The first pod is the first one new since the list: a resize starts with
+                // pods.)
                 if seen.insert(name.clone()) {
-                    first_pod.get_or_insert(now);
+                    if synced.is_none() {
+                        first_pod.get_or_insert(now);
+                    }
                     if seen.len() == target {
                         all_created = Some(now);
                     }
@@ -1515,11 +1662,16 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
         r.where_the_time_goes(&mut o, &singles);
         r.webhooks(&mut o, *singles.last().unwrap_or(&0));
     }
-    for sc in scenarios.iter().filter(|s| matches!(s, Scenario::Many(_))) {
-        let Scenario::Many(m) = *sc else { continue };
-        r.many(&mut o, m);
-        r.idle_requests(&mut o, m);
-        r.requests_per_minicluster(&mut o, m);
+    for &sc in &scenarios {
+        match sc {
+            Scenario::Single(_) => {}
+            Scenario::Resize(a, b) => r.resize(&mut o, a, b),
+            Scenario::Many(m) => {
+                r.many(&mut o, m);
+                r.idle_requests(&mut o, m);
+                r.requests_per_minicluster(&mut o, m);
+            }
+        }
     }
     o
 }
@@ -1656,6 +1808,24 @@ impl Report<'_> {
             .map(|&n| (n.to_string(), Scenario::Single(n)))
             .collect();
         self.timing_table(o, "N", &rows, &|r| r.teardown);
+    }
+
+    /// Resize from A to B: min / median / max seconds from the change request to B pods
+    /// Ready, and the ratios.
+    fn resize(&self, o: &mut String, a: usize, b: usize) {
+        let _ = writeln!(
+            o,
+            "\n### Resize of one MiniCluster from size A to B: seconds from the change request \
+             to B pods Ready\n\n\
+             A MiniCluster of size A and maxSize B, its A pods Ready (and this operator's status \
+             Running), then grown to B: the operators through the MiniCluster at size B \
+             (applied), the bare JobSet through the apply this operator sends for that change \
+             (`render::jobset::update`, field manager `{UPDATE_MANAGER}`, forced). min / median \
+             / max of {} rounds; the ratios in each round and of the medians.\n",
+            self.rounds
+        );
+        let rows = [(format!("{a} → {b}"), Scenario::Resize(a, b))];
+        self.timing_table(o, "A → B", &rows, &|r| Some(r.secs));
     }
 
     /// One MiniCluster: medians of each step's seconds, each process's CPU, the pod
@@ -2029,6 +2199,31 @@ struct Config {
     many_rounds: usize,
     idle: Duration,
     arms: Vec<Arm>,
+    /// `BENCH_RESIZE`: from size A to B (None: no resize scenario).
+    resize: Option<(usize, usize)>,
+}
+
+/// `BENCH_RESIZE`, "A:B" (default 8:64; empty or 0: none).
+fn resize_from_env() -> Result<Option<(usize, usize)>> {
+    let v = std::env::var("BENCH_RESIZE").unwrap_or_else(|_| "8:64".into());
+    let v = v.trim();
+    if v.is_empty() || v == "0" {
+        return Ok(None);
+    }
+    let parse = |s: &str| -> Result<usize> {
+        s.trim()
+            .parse()
+            .with_context(|| format!("BENCH_RESIZE={v}: A:B, e.g. 8:64"))
+    };
+    let (a, b) = v
+        .split_once(':')
+        .with_context(|| format!("BENCH_RESIZE={v}: A:B, e.g. 8:64"))?;
+    let (a, b) = (parse(a)?, parse(b)?);
+    ensure!(
+        2 <= a && a < b,
+        "BENCH_RESIZE={v}: needs 2 <= A < B (an elastic MiniCluster has size 2 or more)"
+    );
+    Ok(Some((a, b)))
 }
 
 impl Config {
@@ -2041,6 +2236,7 @@ impl Config {
             many_rounds: env_or("BENCH_MANY_ROUNDS", 1)?.min(rounds),
             idle: Duration::from_secs(env_or("BENCH_IDLE", 30)?),
             arms: env_list("BENCH_ARMS", "operator,jobset,go")?,
+            resize: resize_from_env()?,
         };
         ensure!(!config.arms.is_empty(), "BENCH_ARMS is empty");
         ensure!(rounds > 0, "BENCH_ROUNDS must be at least 1");
@@ -2068,11 +2264,13 @@ async fn bench() -> Result<()> {
         many_rounds,
         idle,
         arms,
+        resize,
     } = &config;
     eprintln!(
         "bench: sizes {sizes:?}, {rounds} rounds, {many} MiniClusters of size 2 in {many_rounds} \
-         of them, idle {} s, arms {:?}; load average {}",
+         of them, idle {} s, resize {}, arms {:?}; load average {}",
         idle.as_secs(),
+        resize.map_or("none".into(), |(a, b)| format!("{a} -> {b}")),
         arms.iter().map(|a| a.key()).collect::<Vec<_>>(),
         load_start.trim()
     );
@@ -2108,9 +2306,9 @@ async fn bench() -> Result<()> {
     Ok(())
 }
 
-/// Every round: each scenario (the sizes, then the many clusters in the first `many_rounds`)
-/// under each arm, the arms' order rotating from one scenario to the next. On a failure the
-/// runs before it are printed, then the error returned.
+/// Every round: each scenario (the sizes, the resize, then the many clusters in the first
+/// `many_rounds`) under each arm, the arms' order rotating from one scenario to the next. On
+/// a failure the runs before it are printed, then the error returned.
 async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result<Vec<Run>> {
     let arms = &config.arms;
     let mut runs = Vec::new();
@@ -2118,6 +2316,9 @@ async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result
     for round in 1..=config.rounds {
         let mut scenarios: Vec<Scenario> =
             config.sizes.iter().map(|&n| Scenario::Single(n)).collect();
+        if let Some((a, b)) = config.resize {
+            scenarios.push(Scenario::Resize(a, b));
+        }
         if config.many > 0 && round <= config.many_rounds {
             scenarios.push(Scenario::Many(config.many));
         }
