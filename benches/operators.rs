@@ -29,7 +29,20 @@
 //!
 //! - one MiniCluster of size N for each N in `BENCH_SIZES` (default `8,64,256`): seconds
 //!   from the first apply request until a pod watch (opened before it) has seen N pods Ready;
-//!   also when the first pod appeared and when all N existed;
+//!   also when the first pod appeared and when all N existed; then its teardown: the
+//!   operators' MiniCluster deleted, or the bare arm's JobSet and then its Secret, ConfigMap
+//!   and Services (background propagation, as kubectl deletes), seconds from the first
+//!   delete request until a pod watch has seen the last pod deleted from the API (a KWOK pod
+//!   being deleted is stopped first by `e2e/stages/pod-stop-on-delete.yaml`);
+//! - resize (`BENCH_RESIZE`, `A:B`, default `8:64`; empty or 0 skips it): one MiniCluster
+//!   of size A and `maxSize: B` (the same file for every arm), its A pods Ready (and this
+//!   operator's status Running), then grown to B: seconds from the change request until a
+//!   pod watch has seen B pods Ready. The operators get the MiniCluster applied at size B;
+//!   the bare JobSet gets the change this operator would make, from the crate's own code
+//!   (`render::jobset::update` of the MiniCluster at size B, applied with field manager
+//!   `controller::UPDATE_MANAGER`, forced, as `controller::apply` does; JobSet's
+//!   `ElasticJobSet` gate is on in the harness); the `job` arm, its Job's parallelism and
+//!   completions;
 //! - many clusters (`BENCH_MANY`, default 50; 0 skips it): that many MiniClusters of size 2
 //!   in one namespace, until all their pods are Ready; then `BENCH_IDLE` seconds (default
 //!   30) of nothing, in which the operator's reconciles are counted from its /metrics.
@@ -41,9 +54,12 @@
 //! client, so these are every client's requests, the driver's and the controllers'
 //! included), the admission webhooks' time and the pod creations' latency.
 //!
-//! `BENCH_ROUNDS` (default 3) rounds; the first `BENCH_MANY_ROUNDS` (default 1, to stay
-//! near 15 minutes in all) of them include the many-clusters scenario. Needs `KUBECONFIG`, `E2E_STATE` and `E2E_CLUSTER` as
-//! `e2e/run-tests.sh` exports them.
+//! `BENCH_ROUNDS` (default 3) rounds, each with every size and the resize; the first
+//! `BENCH_MANY_ROUNDS` (default 1, to stay near 15 minutes in all) of them include the
+//! many-clusters scenario. Every table gives min / median / max over the rounds and, for
+//! each pair of arms (operator / bare JobSet, operator / Go), the ratio in each round (the
+//! runs of one round paired) beside the ratio of the medians. Needs `KUBECONFIG`,
+//! `E2E_STATE` and `E2E_CLUSTER` as `e2e/run-tests.sh` exports them.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
@@ -68,6 +84,10 @@ use serde_json::{Value, json};
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use flux_operator::cli::parse_minicluster;
+use flux_operator::controller::UPDATE_MANAGER;
+use flux_operator::render;
+
 use common::{
     GO_CRD, api_resource, built_go_operator, crd_from_file, create_namespace, dynamic_object,
     free_port, histogram_p50_p99_ms, http_get, label, minicluster_resource, parse_sample,
@@ -75,6 +95,8 @@ use common::{
 };
 
 const FIELD_MANAGER: &str = "flux-operator-bench";
+/// The field manager of the one-Job arm's resize (only the Job's size, not the whole Job).
+const RESIZE_MANAGER: &str = "flux-operator-bench-resize";
 /// After an operator reports ready, before the clock starts: its start-up lists are done.
 const SETTLE: Duration = Duration::from_secs(2);
 /// How often the bench's waits look again (the status-Running figure is one of them).
@@ -150,6 +172,8 @@ enum Crd {
 enum Scenario {
     /// One MiniCluster of this size.
     Single(usize),
+    /// One MiniCluster of size A and maxSize B, its A pods Ready, grown to size B.
+    Resize(usize, usize),
     /// This many MiniClusters of size 2, then the idle window.
     Many(usize),
 }
@@ -159,6 +183,7 @@ impl Scenario {
         match self {
             Scenario::Single(n) => format!("n{n}"),
             Scenario::Many(m) => format!("m{m}"),
+            Scenario::Resize(a, b) => format!("resize{a}-{b}"),
         }
     }
 }
@@ -249,6 +274,8 @@ struct Idle {
 struct Run {
     scenario: Scenario,
     arm: Arm,
+    /// The round (from 1): the runs of one round are paired in the ratios.
+    round: usize,
     /// Apply -> all pods Ready.
     secs: f64,
     /// Apply -> first pod seen.
@@ -269,6 +296,8 @@ struct Run {
     idle: Option<Idle>,
     /// Apply -> every MiniCluster's status.phase Running (this operator only).
     running: Option<f64>,
+    /// One MiniCluster, after the figures above: its delete request -> no pod of it left.
+    teardown: Option<f64>,
     load: f64,
 }
 
@@ -431,10 +460,11 @@ fn api_stats_from(text: &str) -> ApiStats {
 }
 
 /// The MiniCluster every arm runs: the same file for both operators and for `render`.
-fn minicluster_yaml(name: &str, namespace: &str, size: usize) -> String {
+fn minicluster_yaml(name: &str, namespace: &str, size: usize, max_size: Option<usize>) -> String {
+    let max_size = max_size.map_or(String::new(), |m| format!("  maxSize: {m}\n"));
     format!(
         "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: {name}\n  \
-         namespace: {namespace}\nspec:\n  size: {size}\n  containers:\n    - image: rockylinux:9\n      \
+         namespace: {namespace}\nspec:\n  size: {size}\n{max_size}  containers:\n    - image: rockylinux:9\n      \
          command: sleep infinity\n"
     )
 }
@@ -447,6 +477,19 @@ struct Apply {
     api: Api<DynamicObject>,
     name: String,
     obj: DynamicObject,
+    /// Its field manager ([`FIELD_MANAGER`] unless it is a resize's).
+    manager: &'static str,
+}
+
+impl Apply {
+    fn kind(&self) -> &str {
+        self.obj.types.as_ref().map_or("?", |t| t.kind.as_str())
+    }
+
+    /// What holds the pods: deleted first in a teardown.
+    fn is_workload(&self) -> bool {
+        matches!(self.kind(), "MiniCluster" | "JobSet" | "Job")
+    }
 }
 
 fn to_apply(client: &Client, v: Value) -> Result<Apply> {
@@ -463,6 +506,7 @@ fn to_apply(client: &Client, v: Value) -> Result<Apply> {
         api,
         name: obj.name_any(),
         obj,
+        manager: FIELD_MANAGER,
     })
 }
 
@@ -470,18 +514,21 @@ async fn apply(a: &Apply) -> Result<()> {
     a.api
         .patch(
             &a.name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
+            &PatchParams::apply(a.manager).force(),
             &Patch::Apply(&a.obj),
         )
         .await
-        .with_context(|| {
-            format!(
-                "applying {} {}",
-                a.obj.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("?"),
-                a.name
-            )
-        })?;
+        .with_context(|| format!("applying {} {}", a.kind(), a.name))?;
     Ok(())
+}
+
+/// Delete with background propagation, as kubectl does (gone already is fine).
+async fn delete(a: &Apply) -> Result<()> {
+    match a.api.delete(&a.name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("deleting {} {}", a.kind(), a.name)),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -863,10 +910,17 @@ impl Bench {
     }
 
     /// What the arm applies for these MiniClusters, as ready-to-send requests.
-    fn objects(&self, arm: Arm, names: &[String], ns: &str, size: usize) -> Result<Vec<Apply>> {
+    fn objects(
+        &self,
+        arm: Arm,
+        names: &[String],
+        ns: &str,
+        size: usize,
+        max_size: Option<usize>,
+    ) -> Result<Vec<Apply>> {
         let mut out = Vec::new();
         for name in names {
-            let yaml = minicluster_yaml(name, ns, size);
+            let yaml = minicluster_yaml(name, ns, size, max_size);
             let docs = match arm {
                 Arm::Operator | Arm::Go => yaml_documents(&yaml)?,
                 Arm::JobSet | Arm::JobSetNoPodWebhooks | Arm::Job => {
@@ -1013,18 +1067,81 @@ impl Bench {
         Ok(())
     }
 
+    /// What a run of `scenario` under `arm` applies in `ns`, ready to send.
+    fn steps(&self, scenario: Scenario, arm: Arm, ns: &str) -> Result<Steps> {
+        let one = ["bench".to_string()];
+        Ok(match scenario {
+            Scenario::Single(n) => Steps {
+                timed: self.objects(arm, &one, ns, n, None)?,
+                pods: n,
+                before: Vec::new(),
+                before_pods: 0,
+            },
+            Scenario::Many(m) => {
+                let names: Vec<String> = (0..m).map(|i| format!("bench-{i}")).collect();
+                Steps {
+                    timed: self.objects(arm, &names, ns, 2, None)?,
+                    pods: 2 * m,
+                    before: Vec::new(),
+                    before_pods: 0,
+                }
+            }
+            Scenario::Resize(a, b) => Steps {
+                before: self.objects(arm, &one, ns, a, Some(b))?,
+                before_pods: a,
+                timed: vec![self.resize_request(arm, ns, &one[0], b)?],
+                pods: b,
+            },
+        })
+    }
+
+    /// The request that grows the MiniCluster `name` (of maxSize `b`) to size `b`: for the
+    /// operators, the same MiniCluster applied at size `b`; for the bare JobSet, the apply
+    /// the operator makes for that change (`render::jobset::update` of the MiniCluster at
+    /// size `b`, as `controller::apply` sends it: field manager `UPDATE_MANAGER`, forced);
+    /// for the one Job, its parallelism and completions.
+    fn resize_request(&self, arm: Arm, ns: &str, name: &str, b: usize) -> Result<Apply> {
+        let yaml = minicluster_yaml(name, ns, b, Some(b));
+        match arm {
+            Arm::Operator | Arm::Go => {
+                let mc = yaml_documents(&yaml)?
+                    .into_iter()
+                    .next()
+                    .context("no MiniCluster")?;
+                to_apply(&self.client, mc)
+            }
+            Arm::JobSet | Arm::JobSetNoPodWebhooks => {
+                let mc = parse_minicluster(&yaml)?;
+                // In no Kueue queue: the operator sends `suspend` as the spec has it.
+                let update = render::jobset::update(&mc, Some(mc.spec.suspend))
+                    .context("the operator makes no JobSet update for an elastic MiniCluster")?;
+                Ok(Apply {
+                    manager: UPDATE_MANAGER,
+                    ..to_apply(&self.client, update)?
+                })
+            }
+            Arm::Job => {
+                let job = json!({
+                    "apiVersion": "batch/v1", "kind": "Job",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {"parallelism": b, "completions": b},
+                });
+                Ok(Apply {
+                    manager: RESIZE_MANAGER,
+                    ..to_apply(&self.client, job)?
+                })
+            }
+        }
+    }
+
     async fn run(&mut self, scenario: Scenario, arm: Arm, round: usize) -> Result<Run> {
         let ns = format!("bench-{}-{}-r{round}", arm.key(), scenario.tag());
-        let (names, size, pods): (Vec<String>, usize, usize) = match scenario {
-            Scenario::Single(n) => (vec!["bench".into()], n, n),
-            Scenario::Many(m) => ((0..m).map(|i| format!("bench-{i}")).collect(), 2, 2 * m),
-        };
         if let Some(crd) = arm.crd() {
             self.ensure_crd(crd).await?;
         }
         let labels = json!({"bench.flux-framework.org/run": "true"});
         create_namespace(&self.client, &ns, labels).await?;
-        let objects = self.objects(arm, &names, &ns, size)?;
+        let steps = self.steps(scenario, arm, &ns)?;
 
         let mut operator = match arm {
             Arm::Operator | Arm::Go => {
@@ -1048,9 +1165,8 @@ impl Bench {
             );
         }
         let result = self
-            .measure(scenario, arm, &ns, &objects, pods, operator.as_mut())
-            .await
-            .and_then(|run| self.check_control_plane().map(|()| run));
+            .measure_all(scenario, arm, &ns, &steps, operator.as_mut())
+            .await;
         if arm == Arm::JobSetNoPodWebhooks {
             self.jobset_pod_webhooks(true).await?;
         }
@@ -1065,7 +1181,91 @@ impl Bench {
         self.pending.push(ns);
         let run = result?;
         deleted?;
-        Ok(run)
+        Ok(Run { round, ..run })
+    }
+
+    /// The steps before the clock ([`Self::start_from`]), [`Self::measure`], then (one
+    /// MiniCluster) [`Self::teardown`].
+    async fn measure_all(
+        &self,
+        scenario: Scenario,
+        arm: Arm,
+        ns: &str,
+        steps: &Steps,
+        operator: Option<&mut OperatorProc>,
+    ) -> Result<Run> {
+        if !steps.before.is_empty() {
+            self.start_from(arm, ns, &steps.before, steps.before_pods)
+                .await?;
+        }
+        let run = self
+            .measure(scenario, arm, ns, &steps.timed, steps.pods, operator)
+            .await?;
+        self.check_control_plane()?;
+        let teardown = match scenario {
+            Scenario::Single(_) => Some(self.teardown(ns, &steps.timed, steps.pods).await?),
+            Scenario::Many(_) | Scenario::Resize(..) => None,
+        };
+        self.check_control_plane()?;
+        Ok(Run { teardown, ..run })
+    }
+
+    /// Before the clock (a resize's starting size): apply `objects`, wait until `pods` pods
+    /// are Ready and (this operator) its status says Running, then [`SETTLE`], so that the
+    /// clock times the change alone.
+    async fn start_from(&self, arm: Arm, ns: &str, objects: &[Apply], pods: usize) -> Result<()> {
+        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+        let watch = tokio::spawn(watch_pods(
+            Api::namespaced(self.client.clone(), ns),
+            pods,
+            synced_tx,
+        ));
+        synced_rx
+            .await
+            .context("the pod watch ended before it synced")?;
+        for a in objects {
+            apply(a).await?;
+        }
+        let limit = pods_limit(pods);
+        tokio::time::timeout(limit, watch)
+            .await
+            .with_context(|| format!("{pods} pods not Ready after {} s", limit.as_secs()))???;
+        if arm == Arm::Operator {
+            self.wait_running(ns, Instant::now()).await?;
+        }
+        tokio::time::sleep(SETTLE).await;
+        Ok(())
+    }
+
+    /// Delete what the arm applied, its workload first (the MiniCluster; or the JobSet, or
+    /// the Job, then the rest), with background propagation as kubectl deletes: seconds from
+    /// the first delete request until the pod watch has seen no pod left in `ns` (each one
+    /// deleted from the API, not only terminating).
+    async fn teardown(&self, ns: &str, objects: &[Apply], pods: usize) -> Result<f64> {
+        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+        let watch = tokio::spawn(watch_no_pods(
+            Api::namespaced(self.client.clone(), ns),
+            synced_tx,
+        ));
+        synced_rx
+            .await
+            .context("the pod watch ended before it synced")?;
+        let (workload, rest): (Vec<&Apply>, Vec<&Apply>) =
+            objects.iter().partition(|a| a.is_workload());
+        let t0 = Instant::now();
+        for a in workload.into_iter().chain(rest) {
+            delete(a).await?;
+        }
+        let limit = pods_limit(pods);
+        let gone = tokio::time::timeout(limit, watch)
+            .await
+            .with_context(|| {
+                format!(
+                    "pods of {ns} still there {} s after the delete",
+                    limit.as_secs()
+                )
+            })???;
+        Ok(gone.saturating_duration_since(t0).as_secs_f64())
     }
 
     async fn measure(
@@ -1095,7 +1295,7 @@ impl Bench {
         for a in objects {
             apply(a).await?;
         }
-        let limit = Duration::from_secs(120) + Duration::from_millis(500) * pods as u32;
+        let limit = pods_limit(pods);
         let timeline = tokio::time::timeout(limit, watch)
             .await
             .with_context(|| format!("{pods} pods not Ready after {} s", limit.as_secs()))???;
@@ -1106,14 +1306,17 @@ impl Bench {
             self.check_status_writers(ns, p.arm).await?;
         }
         // This operator's status: until every MiniCluster says Running (after the window
-        // above, so its polling is not counted). The idle window starts after it.
-        let running = match arm {
-            Arm::Operator => Some(self.wait_running(ns, t0).await?),
+        // above, so its polling is not counted). The idle window starts after it. (A resized
+        // MiniCluster said Running before the clock.)
+        let running = match (arm, scenario) {
+            (Arm::Operator, Scenario::Single(_) | Scenario::Many(_)) => {
+                Some(self.wait_running(ns, t0).await?)
+            }
             _ => None,
         };
         let idle = match scenario {
             Scenario::Many(_) => Some(self.idle_window(operator.as_deref(), ctl1.as_ref()).await?),
-            Scenario::Single(_) => None,
+            Scenario::Single(_) | Scenario::Resize(..) => None,
         };
         let (reconcile_ms, decide_ms) = match &operator {
             Some(p) => p.reconcile_quantiles().await,
@@ -1123,6 +1326,7 @@ impl Bench {
         Ok(Run {
             scenario,
             arm,
+            round: 0, // set by the caller
             secs: secs(timeline.all_ready),
             first_pod: secs(timeline.first_pod),
             all_created: secs(timeline.all_created),
@@ -1134,6 +1338,7 @@ impl Bench {
             controllers: ctl0.zip(ctl1).map(|(a, b)| b.minus(&a)),
             idle,
             running,
+            teardown: None, // measured after
             load: load_average(),
         })
     }
@@ -1263,6 +1468,20 @@ fn one_indexed_job(jobset: &Value, size: usize) -> Result<Vec<Value>> {
     Ok(vec![service, job])
 }
 
+/// How long to wait for `pods` pods to be Ready, or gone.
+fn pods_limit(pods: usize) -> Duration {
+    Duration::from_secs(120) + Duration::from_millis(500) * pods as u32
+}
+
+/// What a run applies: before the clock (a resize's MiniCluster at its starting size, until
+/// `before_pods` pods are Ready), then once it starts; `pods` pods Ready stop it.
+struct Steps {
+    before: Vec<Apply>,
+    before_pods: usize,
+    timed: Vec<Apply>,
+    pods: usize,
+}
+
 struct Timeline {
     first_pod: Instant,
     all_created: Instant,
@@ -1293,8 +1512,12 @@ async fn watch_pods(
             }
             Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
                 let name = pod.name_any();
+                // (The first pod is the first one new since the list: a resize starts with
+                // pods.)
                 if seen.insert(name.clone()) {
-                    first_pod.get_or_insert(now);
+                    if synced.is_none() {
+                        first_pod.get_or_insert(now);
+                    }
                     if seen.len() == target {
                         all_created = Some(now);
                     }
@@ -1317,6 +1540,44 @@ async fn watch_pods(
             }
             Ok(watcher::Event::Init) => {}
             Err(e) => eprintln!("  pod watch: {e} (retrying)"),
+        }
+    }
+    bail!("the pod watch ended")
+}
+
+/// Watch the namespace's pods until none is left, each deleted from the API (a watch
+/// `Delete`; a terminating pod is still there); tell `synced` once the watch has listed.
+/// When it is that none is left.
+async fn watch_no_pods(api: Api<Pod>, synced: tokio::sync::oneshot::Sender<()>) -> Result<Instant> {
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut synced = Some(synced);
+    let mut present = HashSet::new();
+    // The pods of a list under way (the first one, or again after the watch broke off).
+    let mut listing: Option<HashSet<String>> = None;
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Init) => listing = Some(HashSet::new()),
+            Ok(watcher::Event::InitApply(pod)) => {
+                listing.get_or_insert_default().insert(pod.name_any());
+            }
+            Ok(watcher::Event::InitDone) => {
+                present = listing.take().unwrap_or_default();
+                if let Some(tx) = synced.take() {
+                    let _ = tx.send(());
+                }
+            }
+            Ok(watcher::Event::Apply(pod)) => {
+                present.insert(pod.name_any());
+            }
+            Ok(watcher::Event::Delete(pod)) => {
+                present.remove(&pod.name_any());
+            }
+            Err(e) => eprintln!("  pod watch: {e} (retrying)"),
+        }
+        if synced.is_none() && listing.is_none() && present.is_empty() {
+            return Ok(Instant::now());
         }
     }
     bail!("the pod watch ended")
@@ -1363,6 +1624,9 @@ fn ratio(a: f64, b: f64) -> String {
     }
 }
 
+/// A figure of a run, when it has it.
+type Figure<'a> = &'a dyn Fn(&Run) -> Option<f64>;
+
 /// A row of a table: title, the figure of a run, decimals.
 type Row = (&'static str, Box<dyn Fn(&Run) -> Option<f64>>, usize);
 
@@ -1394,21 +1658,27 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
         .collect();
     if !singles.is_empty() {
         r.seconds_to_ready(&mut o, &singles);
+        r.teardown(&mut o, &singles);
         r.where_the_time_goes(&mut o, &singles);
         r.webhooks(&mut o, *singles.last().unwrap_or(&0));
     }
-    for sc in scenarios.iter().filter(|s| matches!(s, Scenario::Many(_))) {
-        let Scenario::Many(m) = *sc else { continue };
-        r.many(&mut o, m);
-        r.idle_requests(&mut o, m);
-        r.requests_per_minicluster(&mut o, m);
+    for &sc in &scenarios {
+        match sc {
+            Scenario::Single(_) => {}
+            Scenario::Resize(a, b) => r.resize(&mut o, a, b),
+            Scenario::Many(m) => {
+                r.many(&mut o, m);
+                r.idle_requests(&mut o, m);
+                r.requests_per_minicluster(&mut o, m);
+            }
+        }
     }
     o
 }
 
 impl Report<'_> {
     /// The figure `f` of every run of `arm` in `sc` that has it.
-    fn vals(&self, sc: Scenario, arm: Arm, f: &dyn Fn(&Run) -> Option<f64>) -> Vec<f64> {
+    fn vals(&self, sc: Scenario, arm: Arm, f: Figure<'_>) -> Vec<f64> {
         self.runs
             .iter()
             .filter(|r| r.scenario == sc && r.arm == arm)
@@ -1431,47 +1701,131 @@ impl Report<'_> {
         (head, rule)
     }
 
-    /// One MiniCluster of size N: min / median / max seconds to Ready, and ratios.
-    fn seconds_to_ready(&self, o: &mut String, singles: &[usize]) {
-        let (has, arms) = (|a| self.has(a), self.arms);
-        let _ = writeln!(
-            o,
-            "\n### One MiniCluster of size N: seconds from apply to N pods Ready\n\n\
-             min / median / max of {} rounds; ratios of the medians.\n",
-            self.rounds
-        );
-        let (mut head, mut rule) = self.head("| N |", "|--:|");
-        if has(Arm::Operator) && has(Arm::JobSet) {
-            head.push_str(" operator / bare JobSet |");
-            rule.push_str("--:|");
+    /// The pairs of arms whose ratio the tables show (numerator, denominator, title): those
+    /// that both ran.
+    fn pairs(&self) -> Vec<(Arm, Arm, &'static str)> {
+        [
+            (Arm::Operator, Arm::JobSet, "operator / bare JobSet"),
+            (Arm::Operator, Arm::Go, "operator / Go"),
+            (Arm::JobSet, Arm::Job, "bare JobSet / one Job"),
+        ]
+        .into_iter()
+        .filter(|&(a, b, _)| self.has(a) && self.has(b))
+        .collect()
+    }
+
+    /// `a / b` of the figure `f` in `sc`, the runs of one round paired, in round order
+    /// ("1.04, 0.98, 1.10"; a round that lacks either is left out).
+    fn per_round(&self, sc: Scenario, a: Arm, b: Arm, f: Figure<'_>) -> String {
+        let of = |arm: Arm, round: usize| {
+            self.runs
+                .iter()
+                .find(|r| r.scenario == sc && r.arm == arm && r.round == round)
+                .and_then(f)
+        };
+        let rounds: BTreeSet<usize> = self
+            .runs
+            .iter()
+            .filter(|r| r.scenario == sc)
+            .map(|r| r.round)
+            .collect();
+        let ratios: Vec<String> = rounds
+            .into_iter()
+            .filter_map(|k| Some(ratio(of(a, k)?, of(b, k)?)))
+            .collect();
+        if ratios.is_empty() {
+            "–".into()
+        } else {
+            ratios.join(", ")
         }
-        if has(Arm::Operator) && has(Arm::Go) {
-            head.push_str(" operator / Go |");
-            rule.push_str("--:|");
-        }
-        if has(Arm::JobSet) && has(Arm::Job) {
-            head.push_str(" bare JobSet / one Job |");
-            rule.push_str("--:|");
+    }
+
+    /// A table of one figure in seconds, a row per scenario (`rows`: its first cell and the
+    /// scenario): min / median / max for each arm, then for each pair of arms the ratio in
+    /// each round and the ratio of the medians.
+    fn timing_table(
+        &self,
+        o: &mut String,
+        first: &str,
+        rows: &[(String, Scenario)],
+        f: Figure<'_>,
+    ) {
+        let (mut head, mut rule) = self.head(&format!("| {first} |"), "|--:|");
+        for (_, _, title) in self.pairs() {
+            let _ = write!(head, " {title}, per round | {title}, medians |");
+            rule.push_str("--:|--:|");
         }
         let _ = writeln!(o, "{head}\n{rule}");
-        for &n in singles {
-            let sc = Scenario::Single(n);
-            let med = |a: Arm| median(&self.vals(sc, a, &|r| Some(r.secs)));
-            let mut line = format!("| {n} |");
-            for &a in arms {
-                let _ = write!(line, " {} |", mmm(&self.vals(sc, a, &|r| Some(r.secs)), 2));
+        for (label, sc) in rows {
+            let mut line = format!("| {label} |");
+            for &a in self.arms {
+                let _ = write!(line, " {} |", mmm(&self.vals(*sc, a, f), 2));
             }
-            if has(Arm::Operator) && has(Arm::JobSet) {
-                let _ = write!(line, " {} |", ratio(med(Arm::Operator), med(Arm::JobSet)));
-            }
-            if has(Arm::Operator) && has(Arm::Go) {
-                let _ = write!(line, " {} |", ratio(med(Arm::Operator), med(Arm::Go)));
-            }
-            if has(Arm::JobSet) && has(Arm::Job) {
-                let _ = write!(line, " {} |", ratio(med(Arm::JobSet), med(Arm::Job)));
+            for (a, b, _) in self.pairs() {
+                let med = |arm: Arm| median(&self.vals(*sc, arm, f));
+                let _ = write!(
+                    line,
+                    " {} | {} |",
+                    self.per_round(*sc, a, b, f),
+                    ratio(med(a), med(b))
+                );
             }
             let _ = writeln!(o, "{line}");
         }
+    }
+
+    /// One MiniCluster of size N: min / median / max seconds to Ready, and the ratios.
+    fn seconds_to_ready(&self, o: &mut String, singles: &[usize]) {
+        let _ = writeln!(
+            o,
+            "\n### One MiniCluster of size N: seconds from apply to N pods Ready\n\n\
+             min / median / max of {} rounds; the ratios in each round (the runs of one round \
+             paired, in round order) and of the medians.\n",
+            self.rounds
+        );
+        let rows: Vec<(String, Scenario)> = singles
+            .iter()
+            .map(|&n| (n.to_string(), Scenario::Single(n)))
+            .collect();
+        self.timing_table(o, "N", &rows, &|r| Some(r.secs));
+    }
+
+    /// One MiniCluster of size N: min / median / max seconds of its teardown, and the ratios.
+    fn teardown(&self, o: &mut String, singles: &[usize]) {
+        let _ = writeln!(
+            o,
+            "\n### Teardown of one MiniCluster of size N: seconds from the delete request to no \
+             pod left\n\n\
+             After the figures above, in the same runs: the operators' MiniCluster deleted, or \
+             the bare arm's JobSet (then its Secret, ConfigMap and Services), with background \
+             propagation as kubectl deletes; the clock stops when the pod watch has seen the \
+             last pod deleted from the API. min / median / max of {} rounds; the ratios in each \
+             round and of the medians.\n",
+            self.rounds
+        );
+        let rows: Vec<(String, Scenario)> = singles
+            .iter()
+            .map(|&n| (n.to_string(), Scenario::Single(n)))
+            .collect();
+        self.timing_table(o, "N", &rows, &|r| r.teardown);
+    }
+
+    /// Resize from A to B: min / median / max seconds from the change request to B pods
+    /// Ready, and the ratios.
+    fn resize(&self, o: &mut String, a: usize, b: usize) {
+        let _ = writeln!(
+            o,
+            "\n### Resize of one MiniCluster from size A to B: seconds from the change request \
+             to B pods Ready\n\n\
+             A MiniCluster of size A and maxSize B, its A pods Ready (and this operator's status \
+             Running), then grown to B: the operators through the MiniCluster at size B \
+             (applied), the bare JobSet through the apply this operator sends for that change \
+             (`render::jobset::update`, field manager `{UPDATE_MANAGER}`, forced). min / median \
+             / max of {} rounds; the ratios in each round and of the medians.\n",
+            self.rounds
+        );
+        let rows = [(format!("{a} → {b}"), Scenario::Resize(a, b))];
+        self.timing_table(o, "A → B", &rows, &|r| Some(r.secs));
     }
 
     /// One MiniCluster: medians of each step's seconds, each process's CPU, the pod
@@ -1592,7 +1946,8 @@ impl Report<'_> {
     }
 
     /// `m` MiniClusters of size 2: every figure of the runs and of the idle window after them,
-    /// min / median / max over the rounds; then the ratios of the medians.
+    /// min / median / max over the rounds; then the ratios of seconds to Ready, per round
+    /// and of the medians.
     fn many(&self, o: &mut String, m: usize) {
         let how = if self.many_rounds == 1 {
             "One run per arm".to_string()
@@ -1617,19 +1972,15 @@ impl Report<'_> {
             }
             let _ = writeln!(o, "{line}");
         }
-        let med = |a: Arm| median(&self.vals(sc, a, &|r| Some(r.secs)));
-        if self.has(Arm::Operator) && self.has(Arm::JobSet) {
+        let secs: Figure<'_> = &|r| Some(r.secs);
+        let med = |a: Arm| median(&self.vals(sc, a, secs));
+        let _ = writeln!(o);
+        for (a, b, title) in self.pairs() {
             let _ = writeln!(
                 o,
-                "\noperator / bare JobSet (medians of seconds to Ready): {}",
-                ratio(med(Arm::Operator), med(Arm::JobSet))
-            );
-        }
-        if self.has(Arm::Operator) && self.has(Arm::Go) {
-            let _ = writeln!(
-                o,
-                "operator / Go (medians of seconds to Ready): {}",
-                ratio(med(Arm::Operator), med(Arm::Go))
+                "- {title}, seconds to all pods Ready: {} per round; {} of the medians",
+                self.per_round(sc, a, b, secs),
+                ratio(med(a), med(b))
             );
         }
     }
@@ -1848,6 +2199,31 @@ struct Config {
     many_rounds: usize,
     idle: Duration,
     arms: Vec<Arm>,
+    /// `BENCH_RESIZE`: from size A to B (None: no resize scenario).
+    resize: Option<(usize, usize)>,
+}
+
+/// `BENCH_RESIZE`, "A:B" (default 8:64; empty or 0: none).
+fn resize_from_env() -> Result<Option<(usize, usize)>> {
+    let v = std::env::var("BENCH_RESIZE").unwrap_or_else(|_| "8:64".into());
+    let v = v.trim();
+    if v.is_empty() || v == "0" {
+        return Ok(None);
+    }
+    let parse = |s: &str| -> Result<usize> {
+        s.trim()
+            .parse()
+            .with_context(|| format!("BENCH_RESIZE={v}: A:B, e.g. 8:64"))
+    };
+    let (a, b) = v
+        .split_once(':')
+        .with_context(|| format!("BENCH_RESIZE={v}: A:B, e.g. 8:64"))?;
+    let (a, b) = (parse(a)?, parse(b)?);
+    ensure!(
+        2 <= a && a < b,
+        "BENCH_RESIZE={v}: needs 2 <= A < B (an elastic MiniCluster has size 2 or more)"
+    );
+    Ok(Some((a, b)))
 }
 
 impl Config {
@@ -1860,6 +2236,7 @@ impl Config {
             many_rounds: env_or("BENCH_MANY_ROUNDS", 1)?.min(rounds),
             idle: Duration::from_secs(env_or("BENCH_IDLE", 30)?),
             arms: env_list("BENCH_ARMS", "operator,jobset,go")?,
+            resize: resize_from_env()?,
         };
         ensure!(!config.arms.is_empty(), "BENCH_ARMS is empty");
         ensure!(rounds > 0, "BENCH_ROUNDS must be at least 1");
@@ -1887,11 +2264,13 @@ async fn bench() -> Result<()> {
         many_rounds,
         idle,
         arms,
+        resize,
     } = &config;
     eprintln!(
         "bench: sizes {sizes:?}, {rounds} rounds, {many} MiniClusters of size 2 in {many_rounds} \
-         of them, idle {} s, arms {:?}; load average {}",
+         of them, idle {} s, resize {}, arms {:?}; load average {}",
         idle.as_secs(),
+        resize.map_or("none".into(), |(a, b)| format!("{a} -> {b}")),
         arms.iter().map(|a| a.key()).collect::<Vec<_>>(),
         load_start.trim()
     );
@@ -1927,9 +2306,9 @@ async fn bench() -> Result<()> {
     Ok(())
 }
 
-/// Every round: each scenario (the sizes, then the many clusters in the first `many_rounds`)
-/// under each arm, the arms' order rotating from one scenario to the next. On a failure the
-/// runs before it are printed, then the error returned.
+/// Every round: each scenario (the sizes, the resize, then the many clusters in the first
+/// `many_rounds`) under each arm, the arms' order rotating from one scenario to the next. On
+/// a failure the runs before it are printed, then the error returned.
 async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result<Vec<Run>> {
     let arms = &config.arms;
     let mut runs = Vec::new();
@@ -1937,6 +2316,9 @@ async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result
     for round in 1..=config.rounds {
         let mut scenarios: Vec<Scenario> =
             config.sizes.iter().map(|&n| Scenario::Single(n)).collect();
+        if let Some((a, b)) = config.resize {
+            scenarios.push(Scenario::Resize(a, b));
+        }
         if config.many > 0 && round <= config.many_rounds {
             scenarios.push(Scenario::Many(config.many));
         }
@@ -1969,12 +2351,15 @@ async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result
 fn log_run(run: &Run, round: usize, rounds: usize, started: Instant) {
     eprintln!(
         "[round {round}/{rounds}] {:>5} {:<24} {:7.2} s to Ready (first pod {:.2} s, all \
-         created {:.2} s){}; load {:.2}; {:.0} s elapsed",
+         created {:.2} s){}{}; load {:.2}; {:.0} s elapsed",
         run.scenario.tag(),
         run.arm.title(),
         run.secs,
         run.first_pod,
         run.all_created,
+        run.teardown
+            .map(|t| format!("; teardown {t:.2} s"))
+            .unwrap_or_default(),
         run.idle
             .as_ref()
             .and_then(|i| i.operator_reconciles)

@@ -43,7 +43,7 @@ use crate::api::MiniCluster;
 use crate::metrics::{self, Health, Metrics};
 
 pub use cluster_domain::discover_cluster_domain;
-pub use context::{Context, FIELD_MANAGER};
+pub use context::{Context, FIELD_MANAGER, UPDATE_MANAGER};
 
 /// An existing MiniCluster's reconcile waits until this long passed without another change
 /// for it, so a burst of changes (pods of a cluster coming up) makes one reconcile; a new
