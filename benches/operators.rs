@@ -688,8 +688,12 @@ impl Bench {
             (port("JOBSET_METRICS_PORT"), port("KUEUE_METRICS_PORT"));
         let logs = state.join("logs/bench");
         std::fs::create_dir_all(&logs)?;
+        let client = common::client().await?;
+        // Teardown needs the collector to know JobSets (their Jobs and pods go through it);
+        // the MiniCluster kind is checked each time its CRD is installed (`replace_crd`).
+        common::collector_knows(&client, "jobset.x-k8s.io/v1alpha2", "JobSet").await?;
         Ok(Self {
-            client: common::client().await?,
+            client,
             root: PathBuf::from(env!("CARGO_MANIFEST_DIR")),
             kubeconfig,
             operator_bin: PathBuf::from(env!("CARGO_BIN_EXE_flux-operator")),

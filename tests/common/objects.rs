@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{
@@ -144,6 +144,10 @@ pub async fn replace_crd(client: &Client, crd: &CustomResourceDefinition) -> Res
     crds.create(&PostParams::default(), crd).await?;
     crd_established(client, name, Duration::from_secs(60)).await?;
     let spec = &crd.spec;
+    if let Some(version) = spec.versions.iter().find(|v| v.storage) {
+        let api_version = format!("{}/{}", spec.group, version.name);
+        collector_knows(client, &api_version, &spec.names.kind).await?;
+    }
     for version in spec.versions.iter().filter(|v| v.served) {
         let resource = api_resource(
             &spec.group,
@@ -163,4 +167,30 @@ pub async fn replace_crd(client: &Client, crd: &CustomResourceDefinition) -> Res
         .await?;
     }
     Ok(())
+}
+
+/// Wait until the garbage collector resolves owners of `kind`: it learns new resource types
+/// by a discovery every 30 s, and until then an object owned by one is not collected (an
+/// owner deleted just after its CRD was installed leaves its dependents for up to 30 s
+/// more). Proven by a ConfigMap in `default` whose owner of that kind does not exist: it is
+/// collected once the collector knows the kind.
+pub async fn collector_knows(client: &Client, api_version: &str, kind: &str) -> Result<()> {
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let name = format!(
+        "gc-probe-{}-{}",
+        kind.to_lowercase(),
+        super::random_suffix()
+    );
+    let probe: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "ownerReferences": [{
+            "apiVersion": api_version, "kind": kind, "name": "absent",
+            "uid": format!("00000000-0000-0000-0000-{:012}", std::process::id()),
+        }]},
+    }))?;
+    config_maps.create(&PostParams::default(), &probe).await?;
+    let what = format!("the garbage collector resolving owners of kind {kind}");
+    wait_for(&what, Duration::from_secs(120), || async {
+        Ok(config_maps.get_opt(&name).await?.is_none().then_some(()))
+    })
+    .await
 }
