@@ -361,8 +361,19 @@ async fn operator_runs_as_installed_with_only_the_manifests_rbac() -> Result<()>
     cleaned.metadata.name = Some("cleaned".into());
     cleaned.spec.cleanup = true;
     let cleaned = mcs.create(&pp, &cleaned).await?.name_any();
+    let mut expiring = hello(&ns.name, 2)?;
+    expiring.metadata.name = Some("expiring".into());
+    expiring.spec.ttl_seconds_after_finished = Some(1);
+    let expiring = mcs.create(&pp, &expiring).await?.name_any();
 
-    for name in [&hello_world, &elastic, &queued, &with_service, &cleaned] {
+    for name in [
+        &hello_world,
+        &elastic,
+        &queued,
+        &with_service,
+        &cleaned,
+        &expiring,
+    ] {
         wait_phase(&mcs, name, Phase::Running).await?;
     }
     let admitted = mcs.get(&queued).await?;
@@ -435,7 +446,20 @@ async fn operator_runs_as_installed_with_only_the_manifests_rbac() -> Result<()>
     // Finish: hello-world succeeds; the cleanup cluster deletes itself.
     finish_lead(&ns, &hello_world).await?;
     finish_lead(&ns, &cleaned).await?;
+    finish_lead(&ns, &expiring).await?;
     wait_phase(&mcs, &hello_world, Phase::Succeeded).await?;
+    // ttlSecondsAfterFinished: the operator deletes the finished cluster's JobSet (delete on
+    // jobsets); the MiniCluster stays, Succeeded.
+    wait_for("the expired cluster's JobSet deleted", TIMEOUT, || async {
+        Ok(ns
+            .api::<JobSet>()
+            .get_opt(&expiring)
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
+    wait_phase(&mcs, &expiring, Phase::Succeeded).await?;
     wait_for("the cleanup MiniCluster deleted", TIMEOUT, || async {
         Ok(mcs.get_opt(&cleaned).await?.is_none().then_some(()))
     })

@@ -430,14 +430,23 @@ async fn objects_it_does_not_own_are_never_taken_over() -> Result<()> {
         ns.api::<JobSet>().get_opt("mine").await?.is_none(),
         "no JobSet was created"
     );
-    assert!(
-        ns.api::<ConfigMap>()
-            .list(&ListParams::default().labels(&format!("{NAME_LABEL}=mine")))
-            .await?
-            .items
-            .is_empty(),
-        "nor anything else"
-    );
+    // The ConfigMap (content-addressed, its own) may have gone out together with the refused
+    // Secret's create; nothing of the cluster's is anyone else's.
+    let uid = mc.metadata.uid.clone();
+    for cm in ns
+        .api::<ConfigMap>()
+        .list(&ListParams::default().labels(&format!("{NAME_LABEL}=mine")))
+        .await?
+        .items
+    {
+        assert!(
+            cm.owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref()),
+            "only its own: {:?}",
+            cm.metadata
+        );
+    }
     ns.cleanup().await;
     Ok(())
 }
