@@ -59,6 +59,21 @@ pub struct Teardown {
 }
 
 impl Teardown {
+    /// Teardown through `client`, reading the watches' stores.
+    pub fn new(
+        client: &Client,
+        miniclusters: &Store<MiniCluster>,
+        jobsets: &Store<JobSet>,
+        jobs: &Store<Job>,
+    ) -> Self {
+        Self {
+            client: client.clone(),
+            miniclusters: miniclusters.clone(),
+            jobsets: jobsets.clone(),
+            jobs: jobs.clone(),
+        }
+    }
+
     /// Pass the MiniClusters' watch through; for each one it reports gone, delete what its
     /// pods belong to (in the background: the stream never waits for the API server).
     pub fn watch<S>(self, stream: S) -> impl Stream<Item = S::Item> + Send + 'static

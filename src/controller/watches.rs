@@ -74,12 +74,7 @@ pub async fn start(client: &Client, ns: Option<&str>) -> Watches {
     // spec at once; the watches of its objects and pods, and its own status coming back,
     // debounced together per MiniCluster.
     // A MiniCluster reported gone takes its JobSet with it at once (see `teardown`).
-    let teardown = Teardown {
-        client: client.clone(),
-        miniclusters: mc_store.clone(),
-        jobsets: jobsets.clone(),
-        jobs: jobs.clone(),
-    };
+    let teardown = Teardown::new(client, &mc_store, &jobsets, &jobs);
     let (mc_now, mc_later) = trigger::split(teardown.watch(mc_stream));
     let mut later: Vec<BoxStream<'static, ObjectRef<MiniCluster>>> = vec![
         mc_later.boxed(),
