@@ -1214,10 +1214,13 @@ impl Bench {
         Ok(Run { teardown, ..run })
     }
 
-    /// Before the clock (a resize's starting size): apply `objects`, wait until `pods` pods
-    /// are Ready and (this operator) its status says Running, then [`SETTLE`], so that the
-    /// clock times the change alone.
-    async fn start_from(&self, arm: Arm, ns: &str, objects: &[Apply], pods: usize) -> Result<()> {
+    /// A pod watch of `ns` until `pods` pods are Ready, returned once it has listed and
+    /// watches (so it sees every pod made after this returns).
+    async fn pod_watch(
+        &self,
+        ns: &str,
+        pods: usize,
+    ) -> Result<tokio::task::JoinHandle<Result<Timeline>>> {
         let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
         let watch = tokio::spawn(watch_pods(
             Api::namespaced(self.client.clone(), ns),
@@ -1227,6 +1230,14 @@ impl Bench {
         synced_rx
             .await
             .context("the pod watch ended before it synced")?;
+        Ok(watch)
+    }
+
+    /// Before the clock (a resize's starting size): apply `objects`, wait until `pods` pods
+    /// are Ready and (this operator) its status says Running, then [`SETTLE`], so that the
+    /// clock times the change alone.
+    async fn start_from(&self, arm: Arm, ns: &str, objects: &[Apply], pods: usize) -> Result<()> {
+        let watch = self.pod_watch(ns, pods).await?;
         for a in objects {
             apply(a).await?;
         }
@@ -1283,15 +1294,7 @@ impl Bench {
     ) -> Result<Run> {
         let op_pid = operator.as_ref().map(|p| p.pid());
         // The pod watch is open (listed, watching) before the first request.
-        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
-        let watch = tokio::spawn(watch_pods(
-            Api::namespaced(self.client.clone(), ns),
-            pods,
-            synced_tx,
-        ));
-        synced_rx
-            .await
-            .context("the pod watch ended before it synced")?;
+        let watch = self.pod_watch(ns, pods).await?;
         let ctl0 = self.controllers();
         let api0 = self.api_stats().await?;
         let cpu0 = self.cpu(op_pid)?;
