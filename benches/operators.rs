@@ -534,6 +534,21 @@ async fn delete(a: &Apply) -> Result<()> {
 // ---------------------------------------------------------------------------------------
 // An operator process
 
+/// A command running `bin`, under `BENCH_WRAP` when it is set: a diagnostic prefix, a
+/// program given the operator's command line (a heap profiler's launcher). It should `exec`
+/// the operator, so that the signals and the figures from /proc reach the operator and not
+/// the wrapper.
+fn wrapped(bin: &Path) -> Command {
+    let wrap = std::env::var("BENCH_WRAP").unwrap_or_default();
+    let mut words = wrap.split_whitespace();
+    let Some(first) = words.next() else {
+        return Command::new(bin);
+    };
+    let mut c = Command::new(first);
+    c.args(words).arg(bin);
+    c
+}
+
 struct OperatorProc {
     arm: Arm,
     child: Child,
@@ -867,7 +882,7 @@ impl Bench {
         let out = std::fs::File::create(&log)?;
         let mut cmd = match arm {
             Arm::Operator => {
-                let mut c = Command::new(&self.operator_bin);
+                let mut c = wrapped(&self.operator_bin);
                 c.args([
                     "run",
                     "--cluster-domain",
@@ -1667,7 +1682,8 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
         r.seconds_to_ready(&mut o, &singles);
         r.teardown(&mut o, &singles);
         r.where_the_time_goes(&mut o, &singles);
-        r.webhooks(&mut o, *singles.last().unwrap_or(&0));
+        let n = *singles.last().unwrap_or(&0);
+        r.webhooks(&mut o, Scenario::Single(n), &format!("N = {n}"));
     }
     for &sc in &scenarios {
         match sc {
@@ -1677,6 +1693,7 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
                 r.many(&mut o, m);
                 r.idle_requests(&mut o, m);
                 r.requests_per_minicluster(&mut o, m);
+                r.webhooks(&mut o, sc, &format!("{m} MiniClusters"));
             }
         }
     }
@@ -1893,10 +1910,9 @@ impl Report<'_> {
         }
     }
 
-    /// Per webhook, at the largest size `n`: as the apiserver saw each call (the round trip,
-    /// by webhook name) and as each webhook server saw it (by server and path).
-    fn webhooks(&self, o: &mut String, n: usize) {
-        let sc = Scenario::Single(n);
+    /// Per webhook, in scenario `sc` (`what`): as the apiserver saw each call (the round
+    /// trip, by webhook name) and as each webhook server saw it (by server and path).
+    fn webhooks(&self, o: &mut String, sc: Scenario, what: &str) {
         type Pick = fn(&Run, &str) -> Option<(f64, f64)>;
         let apiserver: Pick = |r, k| {
             Some((
@@ -1931,7 +1947,7 @@ impl Report<'_> {
         }
         let _ = writeln!(
             o,
-            "\nAdmission webhooks at N = {n} (medians): calls × mean ms per call, as the \
+            "\nAdmission webhooks, {what} (medians): calls × mean ms per call, as the \
              apiserver timed each call (by webhook name; Kueue's and JobSet's pod webhooks \
              are both `mpod.kb.io`/`vpod.kb.io`) and as each webhook server timed it\n"
         );
