@@ -14,7 +14,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::Event;
+use kube::runtime::events::{Event, Recorder};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
@@ -379,7 +379,11 @@ async fn publish(ctx: &Context, mc: &MiniCluster, note: &super::events::Note) ->
         action: note.action.into(),
         secondary: None,
     };
-    match ctx.recorder.publish(&event, &mc.object_ref(&())).await {
+    // A recorder of its own for each Event: kube's keeps every Event it published for six
+    // minutes to count repeats into a series, 3 KiB each (6 MB at 1000 new MiniClusters);
+    // these Events come from status transitions and seldom repeat.
+    let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
+    match recorder.publish(&event, &mc.object_ref(&())).await {
         Err(error) if namespace_terminating(&error) => return false,
         Err(error) => tracing::warn!(%error, "could not publish event"),
         Ok(()) => {}

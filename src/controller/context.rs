@@ -1,11 +1,11 @@
-//! What every reconcile shares: the client, the index, the recorder, the metrics, and what
+//! What every reconcile shares: the client, the index, the Events' reporter, the metrics, and what
 //! this process keeps per MiniCluster; and the reconcile's errors.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kube::runtime::events::Recorder;
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
@@ -30,7 +30,8 @@ pub const RESYNC: Duration = Duration::from_secs(600);
 /// Shared state of the reconciler.
 pub struct Context {
     pub(super) client: Client,
-    pub(super) recorder: Recorder,
+    /// Who publishes the Events (see [`super::apply`]'s `publish`: a recorder per Event).
+    pub(super) reporter: Reporter,
     pub(super) metrics: SharedMetrics,
     pub(super) index: Index,
     pub(super) env: Environment,
@@ -58,14 +59,14 @@ impl Context {
     /// Build the context.
     pub fn new(
         client: Client,
-        recorder: Recorder,
+        reporter: Reporter,
         metrics: SharedMetrics,
         index: Index,
         cluster_domain: String,
     ) -> Self {
         Self {
             client,
-            recorder,
+            reporter,
             metrics,
             index,
             env: Environment { cluster_domain },

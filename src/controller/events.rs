@@ -51,8 +51,7 @@ impl Note {
 /// A Warning that an owned object someone deleted was made again, published by the executor
 /// when its create succeeds. Unlike the others it comes from an action, not a status
 /// transition: a crash between the create and the Event loses it (the object is back).
-/// `action` names the kind (`RecreateService`): the recorder folds Events of the same reason
-/// and action into one series that keeps the first message, so each kind needs its own.
+/// `action` names the kind (`RecreateService`).
 pub fn recreated(action: &'static str, message: &str) -> Note {
     Note::warning("Recreated", action, message.to_string())
 }

@@ -27,8 +27,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, PodTemplateSpec, Secret, Service};
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodCondition, PodStatus, Secret, Service};
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::{Backoff, ResetTimerBackoff};
@@ -40,10 +40,9 @@ use serde::de::DeserializeOwned;
 use super::kueue;
 use super::owned::controlled_by;
 use super::plan::{Observed, OwnedObject, Presence};
-use crate::api::{MiniCluster, NAME_LABEL};
+use crate::api::{MiniCluster, NAME_LABEL, ROLE_LABEL};
 use crate::jobset::JobSet;
 use crate::render::JOBSET_NAME_LABEL;
-use crate::render::flux_pod::CONFIG_VOLUME;
 
 /// The watches' stores.
 #[derive(Clone)]
@@ -165,10 +164,49 @@ where
     (reader, reflect_trimmed(stream, writer, what, trim))
 }
 
-/// A broker pod as the reconciler reads it: metadata and status (the spec, the bulk of a
-/// pod, is never read).
+/// A broker pod as the reconciler reads it ([`super::status::pod_facts`],
+/// [`super::status::lead_restore`], [`super::trigger::by_label`]): its name, namespace,
+/// UID, the name and role labels, its creation and deletion times; of its status the phase,
+/// the Ready condition and the archive init container's state. The rest (the spec, JobSet's
+/// and the Job controller's labels and annotations, every other condition and container
+/// status) is most of a pod's memory and is never read.
 pub fn trim_pod(pod: &mut Pod) {
     pod.spec = None;
+    let meta = &mut pod.metadata;
+    if let Some(labels) = meta.labels.as_mut() {
+        labels.retain(|k, _| k == NAME_LABEL || k == ROLE_LABEL);
+    }
+    meta.annotations = None;
+    meta.owner_references = None;
+    meta.finalizers = None;
+    meta.generate_name = None;
+    let Some(status) = pod.status.take() else {
+        return;
+    };
+    let ready: Vec<_> = status
+        .conditions
+        .into_iter()
+        .flatten()
+        .filter(|c| c.type_ == "Ready")
+        .map(|c| PodCondition {
+            type_: c.type_,
+            status: c.status,
+            last_transition_time: c.last_transition_time,
+            ..PodCondition::default()
+        })
+        .collect();
+    let archive: Vec<_> = status
+        .init_container_statuses
+        .into_iter()
+        .flatten()
+        .filter(|c| c.name == crate::flux::ARCHIVE_INIT)
+        .collect();
+    pod.status = Some(PodStatus {
+        phase: status.phase,
+        conditions: Some(ready),
+        init_container_statuses: (!archive.is_empty()).then_some(archive),
+        ..PodStatus::default()
+    });
 }
 
 /// Jobs the operator makes itself (the services pod's): labelled with its name label and
@@ -187,31 +225,33 @@ pub fn trim_job(job: &mut Job) {
 }
 
 /// A JobSet as the reconciler reads it: metadata, status, `spec.suspend`, and of each
-/// replicated Job its name, parallelism, completions and the ConfigMap its pods mount
-/// ([`super::plan::config_map_of`]); the pod templates, the bulk of a JobSet, are dropped.
+/// replicated Job its name, parallelism and completions. The pod templates, the bulk of a
+/// JobSet (a `Volume` alone is 3 KiB in memory, however little it says), are dropped; the
+/// one thing read from them, the ConfigMap the pods mount ([`super::plan::config_map_of`]),
+/// is kept as the annotation [`CONFIG_MAP_ANNOTATION`] of the stored copy (never written to
+/// the API server).
 pub fn trim_jobset(js: &mut JobSet) {
+    if let Some(config) = super::plan::config_map_of(js) {
+        js.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(CONFIG_MAP_ANNOTATION.to_string(), config);
+    }
     for rj in &mut js.spec.replicated_jobs {
-        let Some(job) = rj.template.spec.as_mut() else {
-            continue;
-        };
-        let config = job
-            .template
-            .spec
-            .take()
-            .and_then(|p| p.volumes)
-            .into_iter()
-            .flatten()
-            .filter(|v| v.name == CONFIG_VOLUME)
-            .collect::<Vec<_>>();
-        job.template = PodTemplateSpec {
-            metadata: None,
-            spec: Some(PodSpec {
-                volumes: Some(config),
-                ..PodSpec::default()
-            }),
-        };
+        if let Some(job) = rj.template.spec.as_mut() {
+            *job = JobSpec {
+                parallelism: job.parallelism,
+                completions: job.completions,
+                ..JobSpec::default()
+            };
+        }
+        rj.template.metadata = None;
     }
 }
+
+/// The annotation a stored JobSet's ConfigMap is kept in ([`trim_jobset`]): only in this
+/// process's watch cache.
+pub const CONFIG_MAP_ANNOTATION: &str = "flux-framework.org/trimmed-config-map";
 
 /// A Kueue Workload as the reconciler reads it ([`kueue::admission_from`]): metadata (its
 /// owner, the JobSet) and the conditions; its pod sets, a copy of every pod template, dropped.
@@ -401,6 +441,53 @@ mod tests {
         let before = serde_json::to_vec(&full).expect("serializes").len();
         let after = serde_json::to_vec(&trimmed).expect("serializes").len();
         assert!(after * 3 < before, "trimmed {after} bytes of {before}");
+    }
+
+    #[test]
+    fn a_trimmed_pod_still_answers_what_the_reconciler_reads() {
+        let t = |s: &str| format!("2026-01-01T00:00:0{s}Z");
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "m-lead-0-0-x", "namespace": "ns", "uid": "u",
+                "creationTimestamp": t("1"),
+                "labels": {NAME_LABEL: "m", ROLE_LABEL: "lead", "jobset.sigs.k8s.io/jobset-name": "m",
+                    "batch.kubernetes.io/job-completion-index": "0"},
+                "annotations": {"jobset.sigs.k8s.io/jobset-name": "m"},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "m-lead-0",
+                    "uid": "j", "controller": true}],
+                "finalizers": ["batch.kubernetes.io/job-tracking"]},
+            "spec": {"containers": [{"name": "app", "image": "x"}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.1", "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": t("2")},
+                {"type": "Ready", "status": "True", "lastTransitionTime": t("5"),
+                    "message": "all containers ready"}],
+                "initContainerStatuses": [
+                    {"name": "flux-view", "image": "v", "imageID": "", "ready": true,
+                        "restartCount": 0},
+                    {"name": crate::flux::ARCHIVE_INIT, "image": "v", "imageID": "", "ready": true,
+                        "restartCount": 0, "state": {"terminated": {"exitCode": 0,
+                        "message": "{\"found\": true, \"archive\": \"/a\", \"pending\": 2}"}}}],
+                "containerStatuses": [{"name": "app", "image": "x", "imageID": "", "ready": true,
+                    "restartCount": 0}]},
+        }))
+        .expect("a pod");
+        let mut trimmed = pod.clone();
+        trim_pod(&mut trimmed);
+        let facts = |p: &Pod| super::super::status::pod_facts(&[Arc::new(p.clone())]);
+        assert_eq!(facts(&trimmed), facts(&pod));
+        assert_eq!((facts(&pod).ready, facts(&pod).live), (1, 1));
+        let restore = |p: &Pod| super::super::status::lead_restore(&[Arc::new(p.clone())]);
+        assert!(restore(&pod).is_some());
+        assert_eq!(restore(&trimmed), restore(&pod));
+        assert_eq!(
+            super::super::trigger::by_label(&trimmed.metadata),
+            super::super::trigger::by_label(&pod.metadata)
+        );
+        let labels = trimmed.metadata.labels.as_ref().expect("labels");
+        assert_eq!(labels.len(), 2, "{labels:?}");
+        let status = trimmed.status.as_ref().expect("a status");
+        assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
+        assert!(status.container_statuses.is_none() && status.pod_ip.is_none());
+        assert!(trimmed.metadata.annotations.is_none() && trimmed.spec.is_none());
     }
 
     #[test]

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::Store;
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
 use kube::{Api, Client};
@@ -139,16 +139,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         ));
     let controller = controller.graceful_shutdown_on(stop_controller);
     metrics.count_phases_from(mc_store.clone());
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: FIELD_MANAGER.into(),
-            instance: config.identity.clone(),
-        },
-    );
+    let reporter = Reporter {
+        controller: FIELD_MANAGER.into(),
+        instance: config.identity.clone(),
+    };
     let (sync, synced_rx) = spawn_sync(index.clone());
     let ctx = Arc::new(
-        Context::new(client, recorder, metrics, index, cluster_domain).with_sync(synced_rx),
+        Context::new(client, reporter, metrics, index, cluster_domain).with_sync(synced_rx),
     );
     let pruner = spawn_pruner(ctx.clone(), mc_store.clone());
 

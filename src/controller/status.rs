@@ -1,5 +1,7 @@
 //! Status from observation: a pure function of the MiniCluster, its JobSet and its pods.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -16,7 +18,7 @@ pub struct Evidence<'a> {
     /// The MiniCluster's JobSet, if it exists.
     pub jobset: Option<&'a JobSet>,
     /// The MiniCluster's pods.
-    pub pods: &'a [Pod],
+    pub pods: &'a [Arc<Pod>],
     /// Kueue's Workload admission, if the JobSet is queued.
     pub admission: Option<Admission>,
 }
@@ -52,7 +54,7 @@ pub struct PodFacts {
 }
 
 /// Count ready and live pods and find the readiness timestamps.
-pub fn pod_facts(pods: &[Pod]) -> PodFacts {
+pub fn pod_facts(pods: &[Arc<Pod>]) -> PodFacts {
     let mut facts = PodFacts::default();
     for pod in pods {
         let terminating = pod.metadata.deletion_timestamp.is_some();
@@ -101,7 +103,7 @@ fn is_lead(pod: &Pod) -> bool {
 /// ([`flux::ARCHIVE_INIT`](crate::flux::ARCHIVE_INIT)) left as its termination message (the
 /// current run's, or the last failed one's while the kubelet retries it). `None` when no lead
 /// pod has reported yet, or it found no archive.
-pub fn lead_restore(pods: &[Pod]) -> Option<RestoreStatus> {
+pub fn lead_restore(pods: &[Arc<Pod>]) -> Option<RestoreStatus> {
     let lead = pods
         .iter()
         .filter(|p| is_lead(p))
@@ -431,7 +433,7 @@ mod tests {
             &mc.status.clone().unwrap_or_default(),
             &Evidence {
                 jobset: Some(js),
-                pods,
+                pods: &pods.iter().cloned().map(Arc::new).collect::<Vec<_>>(),
                 admission: None,
             },
             now,

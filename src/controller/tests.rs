@@ -8,7 +8,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::api::PartialObjectMeta;
 use kube::client::Body;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -158,16 +158,13 @@ fn index() -> (Index, Stores) {
 }
 
 fn context(client: Client, index: Index) -> Arc<Context> {
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "flux-operator".into(),
-            instance: None,
-        },
-    );
+    let reporter = Reporter {
+        controller: "flux-operator".into(),
+        instance: None,
+    };
     Arc::new(Context::new(
         client,
-        recorder,
+        reporter,
         Arc::new(Metrics::new()),
         index,
         "cluster.local".into(),
@@ -792,7 +789,7 @@ async fn objects_deleted_by_hand_are_made_again_with_a_warning_only_when_the_cre
         .filter(|(reason, _)| reason == "Recreated")
         .map(|(_, note)| note)
         .collect();
-    // Each kind its own Event (the recorder folds same reason and action into one series).
+    // Each kind its own Event.
     assert_eq!(recreated.len(), 2, "{recreated:?}");
     assert!(recreated[0].starts_with("Service m-web"), "{recreated:?}");
     assert!(recreated[1].starts_with("Job m-services"), "{recreated:?}");

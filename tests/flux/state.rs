@@ -47,7 +47,7 @@ spec:
 /// What the operator reports in `status.restore` from the lead pod's status: the report the
 /// lead's archive init container wrote, as the kubelet passes it on.
 fn restore_status(run: &MiniClusterRun) -> Option<RestoreStatus> {
-    lead_restore(&[run.lead_pod_status()])
+    lead_restore(&[run.lead_pod_status().into()])
 }
 
 /// `id -> result` of every job the instance knows (`flux jobs -a`).

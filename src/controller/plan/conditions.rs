@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 
 use super::super::events;
 use super::super::status::{self, set_condition};
@@ -42,18 +41,12 @@ pub(super) fn status(input: &Inputs<'_>, findings: Findings<'_>) -> MiniClusterS
         old.lead_ready_time = None;
         old.ready_time = None;
     }
-    let pods: Vec<Pod> = input
-        .observed
-        .pods
-        .iter()
-        .map(|p| p.as_ref().clone())
-        .collect();
     let mut new = status::compute(
         mc,
         &old,
         &status::Evidence {
             jobset: findings.jobset,
-            pods: &pods,
+            pods: &input.observed.pods,
             admission: input.observed.admission.clone(),
         },
         now,

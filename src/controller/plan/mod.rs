@@ -249,8 +249,18 @@ pub fn is_finished(js: &JobSet) -> bool {
     js.condition_true("Completed") || js.condition_true("Failed")
 }
 
-/// The ConfigMap a JobSet's pods mount their broker config and scripts from.
+/// The ConfigMap a JobSet's pods mount their broker config and scripts from: from its pod
+/// templates, or, for the watch cache's trimmed copy, the annotation they were kept in
+/// ([`super::index::trim_jobset`]).
 pub fn config_map_of(js: &JobSet) -> Option<String> {
+    if let Some(name) = js
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(super::index::CONFIG_MAP_ANNOTATION))
+    {
+        return Some(name.clone());
+    }
     js.spec
         .replicated_jobs
         .iter()
