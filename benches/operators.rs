@@ -1850,6 +1850,16 @@ impl Report<'_> {
         );
         let rows = [(format!("{a} → {b}"), Scenario::Resize(a, b))];
         self.timing_table(o, "A → B", &rows, &|r| Some(r.secs));
+        let _ = writeln!(
+            o,
+            "\nOf that, seconds from the change request to the first new pod (the operators' \
+             own hop is in it: the MiniCluster's watch event, a reconcile and its JobSet \
+             change) and to all B pods created:\n"
+        );
+        let rows = [(format!("{a} → {b}, first new pod"), Scenario::Resize(a, b))];
+        self.timing_table(o, "A → B", &rows, &|r| Some(r.first_pod));
+        let rows = [(format!("{a} → {b}, all created"), Scenario::Resize(a, b))];
+        self.timing_table(o, "A → B", &rows, &|r| Some(r.all_created));
     }
 
     /// One MiniCluster: medians of each step's seconds, each process's CPU, the pod

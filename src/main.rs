@@ -7,6 +7,12 @@ use clap::{Parser, Subcommand};
 
 use flux_operator::{api, cli};
 
+/// jemalloc, not glibc's malloc: the operator's heap is many small objects (the watch
+/// caches') made and freed on several threads, and glibc keeps an arena per thread with
+/// what was freed in it (docs/benchmarks.md: peak RSS at 1000 MiniClusters).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// The Flux Operator: Flux Framework MiniClusters on Kubernetes, run as JobSets.
 #[derive(Parser)]
 #[command(version, about)]
