@@ -102,7 +102,7 @@ bench-flux: flux-build
 # The side-by-side benchmark (benches/operators.rs; not part of `make test`): its own fresh
 # cluster (BENCH_STATE, BENCH_CLUSTER; 12 nodes, room for 1024 pods), always torn down by
 # run-tests.sh. BENCH_SIZES, BENCH_ROUNDS, BENCH_RESIZE, BENCH_MANY, BENCH_MANY_ROUNDS,
-# BENCH_IDLE and BENCH_ARMS pass through the environment (see benches/operators.rs).
+# BENCH_IDLE, BENCH_ARMS and BENCH_WRAP pass through the environment (see benches/operators.rs).
 BENCH_STATE ?= $(cache)/cluster-bench
 BENCH_CLUSTER ?= flux-operator-bench
 BENCH_NODES ?= 12

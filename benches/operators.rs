@@ -60,6 +60,9 @@
 //! each pair of arms (operator / bare JobSet, operator / Go), the ratio in each round (the
 //! runs of one round paired) beside the ratio of the medians. Needs `KUBECONFIG`,
 //! `E2E_STATE` and `E2E_CLUSTER` as `e2e/run-tests.sh` exports them.
+//!
+//! `BENCH_WRAP`, a diagnostic: a program to start this operator through, given its command
+//! line (a heap profiler's launcher; see docs/benchmarks.md).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt::Write as _;
@@ -1858,6 +1861,7 @@ impl Report<'_> {
         );
         let rows = [(format!("{a} → {b}, first new pod"), Scenario::Resize(a, b))];
         self.timing_table(o, "A → B", &rows, &|r| Some(r.first_pod));
+        o.push('\n');
         let rows = [(format!("{a} → {b}, all created"), Scenario::Resize(a, b))];
         self.timing_table(o, "A → B", &rows, &|r| Some(r.all_created));
     }
