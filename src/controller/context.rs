@@ -1,5 +1,5 @@
-//! What every reconcile shares: the client, the index, the Events' reporter, the metrics, and what
-//! this process keeps per MiniCluster; and the reconcile's errors.
+//! What every reconcile shares: the client, the index, the Events' reporter, the metrics,
+//! and what this process keeps per MiniCluster; and the reconcile's errors.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
