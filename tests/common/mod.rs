@@ -56,7 +56,7 @@ pub use self::{
         pod_phase, pod_ready, replace_crd, yaml_documents,
     },
     process::{Operator, print_log_tail, spawn_logged},
-    wait::{POLL_INTERVAL, wait_for, wait_for_every, wait_for_list, wait_for_object},
+    wait::{POLL_INTERVAL, wait_for, wait_for_every, wait_for_list, wait_for_object, wait_gone},
 };
 
 /// Label put on every namespace a test creates (value: the test's name).

@@ -15,7 +15,7 @@ use kube::api::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::wait::wait_for;
+use super::wait::{wait_for, wait_gone};
 
 /// The MiniCluster CRD's name: this operator's and the Go operator's alike.
 pub const MINICLUSTER_CRD: &str = "miniclusters.flux-framework.org";
@@ -134,12 +134,8 @@ pub async fn replace_crd(client: &Client, crd: &CustomResourceDefinition) -> Res
         .context("the CRD has no name")?;
     if crds.get_opt(name).await?.is_some() {
         crds.delete(name, &DeleteParams::default()).await?;
-        wait_for(
-            &format!("the old CRD {name} gone"),
-            Duration::from_secs(120),
-            || async { Ok(crds.get_opt(name).await?.is_none().then_some(())) },
-        )
-        .await?;
+        let what = format!("the old CRD {name} gone");
+        wait_gone(&what, Duration::from_secs(120), &crds, name).await?;
     }
     crds.create(&PostParams::default(), crd).await?;
     crd_established(client, name, Duration::from_secs(60)).await?;
@@ -189,8 +185,5 @@ pub async fn collector_knows(client: &Client, api_version: &str, kind: &str) -> 
     }))?;
     config_maps.create(&PostParams::default(), &probe).await?;
     let what = format!("the garbage collector resolving owners of kind {kind}");
-    wait_for(&what, Duration::from_secs(120), || async {
-        Ok(config_maps.get_opt(&name).await?.is_none().then_some(()))
-    })
-    .await
+    wait_gone(&what, Duration::from_secs(120), &config_maps, &name).await
 }

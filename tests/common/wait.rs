@@ -54,6 +54,17 @@ where
     }
 }
 
+/// Wait until `api` has no object `name` (deleted from the API, not only terminating).
+pub async fn wait_gone<K>(what: &str, timeout: Duration, api: &Api<K>, name: &str) -> Result<()>
+where
+    K: Clone + serde::de::DeserializeOwned + Debug,
+{
+    wait_for(what, timeout, || async {
+        Ok(api.get_opt(name).await?.is_none().then_some(()))
+    })
+    .await
+}
+
 /// Wait until the object `name` exists and satisfies `pred`; return it. On
 /// timeout the error shows the object's last observed `status`.
 pub async fn wait_for_object<K, P>(

@@ -26,7 +26,8 @@ use flux_operator::api::{KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, Phase};
 use flux_operator::jobset::JobSet;
 
 use crate::common::{
-    TestNamespace, free_port, http_status, print_log_tail, spawn_logged, wait_for, yaml_documents,
+    TestNamespace, free_port, http_status, print_log_tail, spawn_logged, wait_for, wait_gone,
+    yaml_documents,
 };
 use crate::operator::{
     example, finish_lead, hello, install_crd, kubectl, mc_condition, wait_phase,
@@ -450,29 +451,17 @@ async fn operator_runs_as_installed_with_only_the_manifests_rbac() -> Result<()>
     wait_phase(&mcs, &hello_world, Phase::Succeeded).await?;
     // ttlSecondsAfterFinished: the operator deletes the finished cluster's JobSet (delete on
     // jobsets); the MiniCluster stays, Succeeded.
-    wait_for("the expired cluster's JobSet deleted", TIMEOUT, || async {
-        Ok(ns
-            .api::<JobSet>()
-            .get_opt(&expiring)
-            .await?
-            .is_none()
-            .then_some(()))
-    })
+    let jobsets = ns.api::<JobSet>();
+    wait_gone(
+        "the expired cluster's JobSet deleted",
+        TIMEOUT,
+        &jobsets,
+        &expiring,
+    )
     .await?;
     wait_phase(&mcs, &expiring, Phase::Succeeded).await?;
-    wait_for("the cleanup MiniCluster deleted", TIMEOUT, || async {
-        Ok(mcs.get_opt(&cleaned).await?.is_none().then_some(()))
-    })
-    .await?;
-    wait_for("its JobSet gone with it", TIMEOUT, || async {
-        Ok(ns
-            .api::<JobSet>()
-            .get_opt(&cleaned)
-            .await?
-            .is_none()
-            .then_some(()))
-    })
-    .await?;
+    wait_gone("the cleanup MiniCluster deleted", TIMEOUT, &mcs, &cleaned).await?;
+    wait_gone("its JobSet gone with it", TIMEOUT, &jobsets, &cleaned).await?;
 
     // Events were published (events.k8s.io, created by the operator's reporter).
     let events = ns.api::<Event>().list(&ListParams::default()).await?.items;

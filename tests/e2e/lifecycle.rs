@@ -18,7 +18,7 @@ use flux_operator::api::{
 };
 use flux_operator::jobset::JobSet;
 
-use crate::common::{Operator, TestNamespace, kueue_resource, pod_phase, wait_for};
+use crate::common::{Operator, TestNamespace, kueue_resource, pod_phase, wait_for, wait_gone};
 use crate::kueue::queues;
 use crate::operator::{Setup, example, hello, install_crd, mc_condition, setup, wait_phase};
 
@@ -463,20 +463,19 @@ async fn cleanup_deletes_the_finished_minicluster() -> Result<()> {
     let name = mcs.create(&PostParams::default(), &mc).await?.name_any();
     wait_phase(&mcs, &name, Phase::Running).await?;
     crate::operator::finish_lead(&ns, &name).await?;
-    wait_for(
+    wait_gone(
         "the MiniCluster deleted after it finished",
         TIMEOUT,
-        || async { Ok(mcs.get_opt(&name).await?.is_none().then_some(())) },
+        &mcs,
+        &name,
     )
     .await?;
-    wait_for("its JobSet gone with it", TIMEOUT, || async {
-        Ok(ns
-            .api::<JobSet>()
-            .get_opt(&name)
-            .await?
-            .is_none()
-            .then_some(()))
-    })
+    wait_gone(
+        "its JobSet gone with it",
+        TIMEOUT,
+        &ns.api::<JobSet>(),
+        &name,
+    )
     .await?;
     ns.cleanup().await;
     Ok(())

@@ -20,7 +20,7 @@ use flux_operator::api::{MiniCluster, NAME_LABEL, Phase, ROLE_LABEL};
 use flux_operator::jobset::JobSet;
 
 use crate::common::{
-    COMPLETE_AFTER, MINICLUSTER_CRD, Operator, TestNamespace, crd_established, wait_for,
+    COMPLETE_AFTER, MINICLUSTER_CRD, Operator, TestNamespace, crd_established, wait_for, wait_gone,
 };
 
 pub const TIMEOUT: Duration = Duration::from_secs(90);
@@ -521,10 +521,7 @@ async fn an_orphaning_delete_of_a_minicluster_leaves_its_jobset_and_pods() -> Re
         ..DeleteParams::default()
     };
     mcs.delete(&name, &orphan).await?;
-    wait_for("the MiniCluster gone", TIMEOUT, || async {
-        Ok(mcs.get_opt(&name).await?.is_none().then_some(()))
-    })
-    .await?;
+    wait_gone("the MiniCluster gone", TIMEOUT, &mcs, &name).await?;
     // Long enough for the operator's delete (it follows the watch event within
     // milliseconds) and the collector's.
     tokio::time::sleep(Duration::from_secs(5)).await;
