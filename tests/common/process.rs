@@ -63,9 +63,22 @@ impl Operator {
         })
     }
 
+    /// SIGKILL: a crash, an OOM kill (no shutdown of any kind).
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// SIGTERM, as the kubelet stops a pod (a rollout, an upgrade), and wait until it exits.
+    pub fn stop(&mut self) -> Result<()> {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .context("kill -TERM")?;
+        anyhow::ensure!(status.success(), "kill -TERM: {status}");
+        let exit = self.child.wait()?;
+        anyhow::ensure!(exit.success(), "the operator exited with {exit} on SIGTERM");
+        Ok(())
     }
 
     pub async fn metrics(&self) -> Result<String> {

@@ -22,3 +22,4 @@ mod placement;
 mod prometheus;
 mod queued;
 mod reliability;
+mod restart;
