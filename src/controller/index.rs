@@ -94,22 +94,68 @@ where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
+    reflect_events(stream, writer, what, trim)
+        .filter_map(|event| futures::future::ready(touched(event).map(Ok)))
+}
+
+/// [`reflect_trimmed`], yielding the watch's events themselves (each after the store took
+/// it): for what must tell a deletion the API server reported ([`watcher::Event::Delete`])
+/// from an object listed while the store is still being filled ([`watcher::Event::InitApply`]:
+/// kube-runtime's store swaps a list in only at [`watcher::Event::InitDone`], so until then
+/// a listed object is not in the store yet).
+pub fn reflect_events<K>(
+    stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+    writer: reflector::store::Writer<K>,
+    what: &'static str,
+    trim: fn(&mut K),
+) -> impl Stream<Item = watcher::Event<K>> + Send + 'static
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    let mut listed = 0usize;
     StreamBackoff::new(stream, watch_backoff())
         .modify(move |obj: &mut K| {
             obj.meta_mut().managed_fields = None;
             trim(obj);
         })
         .reflect(writer)
-        .touched_objects()
-        .filter_map(move |item| async move {
-            match item {
-                Ok(obj) => Some(Ok(obj)),
+        .filter_map(move |item| {
+            let item = match item {
+                Ok(event) => {
+                    log_listing(what, &event, &mut listed);
+                    Some(event)
+                }
                 Err(error) => {
                     tracing::warn!(watch = what, %error, "watch failed; retrying");
                     None
                 }
-            }
+            };
+            futures::future::ready(item)
         })
+}
+
+/// Say when a watch lists what it watches (at the start, and again whenever it has to:
+/// a watch that expired or failed with "410 Gone"), and how much it listed.
+fn log_listing<K>(what: &'static str, event: &watcher::Event<K>, listed: &mut usize) {
+    match event {
+        watcher::Event::Init => {
+            *listed = 0;
+            tracing::debug!(watch = what, "listing");
+        }
+        watcher::Event::InitApply(_) => *listed += 1,
+        watcher::Event::InitDone => tracing::info!(watch = what, objects = *listed, "listed"),
+        watcher::Event::Apply(_) | watcher::Event::Delete(_) => {}
+    }
+}
+
+/// The object an event carries: changed, deleted, or listed.
+pub fn touched<K>(event: watcher::Event<K>) -> Option<K> {
+    match event {
+        watcher::Event::Apply(obj) | watcher::Event::Delete(obj) => Some(obj),
+        watcher::Event::InitApply(obj) => Some(obj),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
 }
 
 /// A full-object watch of `api` (labelled objects only when `labelled`).
@@ -126,6 +172,22 @@ where
     K::DynamicType: Eq + std::hash::Hash + Clone + Default + Send + Sync,
 {
     watch_trimmed(api, labelled, what, |_| {})
+}
+
+/// The MiniClusters' watch: its store, and its events as the store took them (see
+/// [`reflect_events`]; teardown acts on deletions only).
+pub fn watch_events(
+    api: Api<MiniCluster>,
+) -> (
+    Store<MiniCluster>,
+    impl Stream<Item = watcher::Event<MiniCluster>> + Send + 'static,
+) {
+    let (reader, writer) = reflector::store();
+    let stream = watcher(api, config(false));
+    (
+        reader,
+        reflect_events(stream, writer, "miniclusters", |_| {}),
+    )
 }
 
 /// [`watch_objects`], storing each object as `trim` leaves it.

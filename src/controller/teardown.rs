@@ -7,8 +7,14 @@
 //! them here, in parallel with the collector, removes that hop.
 //!
 //! Never more than the collector would delete:
+//! - only for a MiniCluster the API server reported deleted (a watch's `Delete` event), never
+//!   for one merely missing from the store: while a watch lists (at every start of the
+//!   operator, and whenever a watch must list again), kube-runtime fills the store only at the
+//!   end of the list, so every listed MiniCluster is missing from it until then (issue 37: each
+//!   restart deleted every running cluster's JobSet). A deletion missed while the operator
+//!   was down or its watch was listing is left to the collector;
 //! - only an object controlled by the deleted MiniCluster's UID (not a new MiniCluster's of
-//!   the same name), and only once the MiniCluster's store no longer holds that UID;
+//!   the same name), and only while the MiniCluster's store holds no MiniCluster of that UID;
 //! - with preconditions on the object's UID and resourceVersion as the watch last saw it: an
 //!   orphaning delete (`kubectl delete --cascade=orphan`) takes the owner references off
 //!   first, which changes the resourceVersion, so such a delete fails its precondition and
@@ -26,10 +32,17 @@ use super::owned::controlled_by;
 use crate::api::MiniCluster;
 use crate::jobset::JobSet;
 
-/// Whether `mc`, as the watch last reported it, is gone: the store holds no MiniCluster of
-/// its name with its UID (the store is written before the event passes on).
-pub fn is_gone(mc: &MiniCluster, now_held: Option<&MiniCluster>) -> bool {
-    now_held.is_none_or(|held| held.uid() != mc.uid())
+/// The MiniCluster a watch event says is gone: a deletion the API server reported, of a UID
+/// the store (`held`: what it holds under the name now, the event already applied) does not
+/// hold. Nothing for an object listed, added or changed.
+pub fn gone<'e>(
+    event: &'e watcher::Event<MiniCluster>,
+    held: Option<&MiniCluster>,
+) -> Option<&'e MiniCluster> {
+    match event {
+        watcher::Event::Delete(mc) if held.is_none_or(|held| held.uid() != mc.uid()) => Some(mc),
+        _ => None,
+    }
 }
 
 /// The delete that takes `obj` with the gone `mc`, if the collector would: `obj` is
@@ -74,21 +87,25 @@ impl Teardown {
         }
     }
 
-    /// Pass the MiniClusters' watch through; for each one it reports gone, delete what its
-    /// pods belong to (in the background: the stream never waits for the API server).
-    pub fn watch<S>(self, stream: S) -> impl Stream<Item = S::Item> + Send + 'static
+    /// Pass the MiniClusters' watch through as the objects it touched; for each deletion it
+    /// reports, delete what the MiniCluster's pods belong to (in the background: the stream
+    /// never waits for the API server).
+    pub fn watch<S>(
+        self,
+        events: S,
+    ) -> impl Stream<Item = Result<MiniCluster, watcher::Error>> + Send + 'static
     where
-        S: Stream<Item = Result<MiniCluster, watcher::Error>> + Send + 'static,
+        S: Stream<Item = watcher::Event<MiniCluster>> + Send + 'static,
     {
-        stream.inspect(move |item| {
-            if let Ok(mc) = item
-                && is_gone(
-                    mc,
-                    self.miniclusters.get(&ObjectRef::from_obj(mc)).as_deref(),
-                )
-            {
+        events.filter_map(move |event| {
+            let held = match &event {
+                watcher::Event::Delete(mc) => self.miniclusters.get(&ObjectRef::from_obj(mc)),
+                _ => None,
+            };
+            if let Some(mc) = gone(&event, held.as_deref()) {
                 self.take_with(mc);
             }
+            futures::future::ready(super::index::touched(event).map(Ok))
         })
     }
 
@@ -163,16 +180,50 @@ mod tests {
     }
 
     #[test]
-    fn a_minicluster_is_gone_when_the_store_holds_no_minicluster_with_its_uid() {
+    fn a_minicluster_is_gone_only_when_the_api_server_reports_its_deletion() {
+        use watcher::Event;
         let old = mc("uid-1");
-        // (what it proves, what the store holds under its name, gone)
+        // (what it proves, the event, what the store holds under its name then, gone)
         let cases = [
-            ("deleted: nothing of its name", None, true),
-            ("still there: an update", Some(mc("uid-1")), false),
-            ("made anew under its name", Some(mc("uid-2")), true),
+            (
+                "deleted: nothing of its name",
+                Event::Delete(old.clone()),
+                None,
+                true,
+            ),
+            (
+                "deleted and made anew under its name",
+                Event::Delete(old.clone()),
+                Some(mc("uid-2")),
+                true,
+            ),
+            (
+                "a deletion of a UID the store still holds: alive",
+                Event::Delete(old.clone()),
+                Some(mc("uid-1")),
+                false,
+            ),
+            (
+                "listed while the store fills: not in it yet, alive",
+                Event::InitApply(old.clone()),
+                None,
+                false,
+            ),
+            (
+                "changed",
+                Event::Apply(old.clone()),
+                Some(mc("uid-1")),
+                false,
+            ),
+            ("a list begins", Event::Init, None, false),
+            ("a list ends", Event::InitDone, None, false),
         ];
-        for (what, held, gone) in cases {
-            assert_eq!(is_gone(&old, held.as_ref()), gone, "{what}");
+        for (what, event, held, is_gone) in cases {
+            let found = gone(&event, held.as_ref());
+            assert_eq!(found.is_some(), is_gone, "{what}");
+            if let Some(found) = found {
+                assert_eq!(found.uid().as_deref(), Some("uid-1"), "{what}");
+            }
         }
     }
 

@@ -876,3 +876,100 @@ async fn a_certificate_from_the_spec_is_checked_before_anything_is_made_and_then
     let made = Certificate::parse(std::str::from_utf8(text).unwrap()).unwrap();
     assert_eq!(made, good);
 }
+
+/// Issue 37: at every start of the operator (and whenever a watch lists again) the
+/// MiniClusters' watch yields each listed MiniCluster before its store holds it; teardown
+/// took that for a deletion and deleted every running cluster's JobSet. Only a deletion the
+/// API server reports takes the JobSet, pinned to its UID.
+#[tokio::test]
+async fn teardown_deletes_a_jobset_on_a_reported_deletion_never_while_the_watch_lists() {
+    use futures::{SinkExt, StreamExt};
+
+    let (client, calls) = fake_api(vec![route(
+        Method::DELETE,
+        "/jobsets/m",
+        StatusCode::OK,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+    )]);
+    let (index, mut stores) = index();
+    let jobset: JobSet = serde_json::from_value(json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "m", "namespace": "ns", "uid": "uid-js", "resourceVersion": "7",
+            "ownerReferences": [{"apiVersion": "flux-framework.org/v1alpha2", "kind": "MiniCluster",
+                "name": "m", "uid": UID, "controller": true}]},
+        "spec": {"replicatedJobs": []}
+    }))
+    .unwrap();
+    stores
+        .jobsets
+        .apply_watcher_event(&watcher::Event::Apply(jobset));
+    let (mc_writer, mc_store) = {
+        let writer = Writer::<MiniCluster>::default();
+        let reader = writer.as_reader();
+        (writer, reader)
+    };
+    let teardown = super::teardown::Teardown::new(&client, &mc_store, &index.jobsets, &index.jobs);
+    let (mut feed, events) = futures::channel::mpsc::unbounded();
+    let touched = teardown.watch(super::index::reflect_events(
+        events.map(Ok),
+        mc_writer,
+        "miniclusters",
+        |_| {},
+    ));
+    futures::pin_mut!(touched);
+    let mc = minicluster();
+    let list = [
+        watcher::Event::Init,
+        watcher::Event::InitApply(mc.clone()),
+        watcher::Event::InitDone,
+    ];
+    // (what it proves, the events, the objects they pass on)
+    let living = [
+        ("the operator starts: its first list", list.to_vec(), 1),
+        (
+            "a status change",
+            vec![watcher::Event::Apply(mc.clone())],
+            1,
+        ),
+        ("a watch that expired lists again", list.to_vec(), 1),
+    ];
+    for (what, events, passed) in living {
+        for event in events {
+            feed.send(event).await.unwrap();
+        }
+        for _ in 0..passed {
+            let item = touched.next().await.expect("the watch goes on");
+            assert_eq!(item.unwrap().uid(), mc.uid(), "{what}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(
+            calls_of(&calls).is_empty(),
+            "{what}: nothing deleted: {:?}",
+            calls_of(&calls)
+        );
+    }
+    feed.send(watcher::Event::Delete(mc.clone())).await.unwrap();
+    touched
+        .next()
+        .await
+        .expect("the deletion passes on")
+        .unwrap();
+    let deleted = wait_for_calls(&calls, 1).await;
+    assert!(deleted[0].is(&Method::DELETE, "/jobsets/m"), "{deleted:?}");
+    assert_eq!(
+        deleted[0].body["preconditions"]["uid"], "uid-js",
+        "pinned to the JobSet as the watch saw it"
+    );
+}
+
+/// The calls once there are `n` (2 s at most).
+async fn wait_for_calls(calls: &Arc<Mutex<Vec<Call>>>, n: usize) -> Vec<Call> {
+    for _ in 0..200 {
+        let now = calls_of(calls);
+        if now.len() >= n {
+            return now;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    calls_of(calls)
+}

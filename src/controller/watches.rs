@@ -37,8 +37,7 @@ pub async fn start(client: &Client, ns: Option<&str>) -> Watches {
         version = workload_version.unwrap_or("none"),
         "Kueue Workload API served"
     );
-    let (mc_store, mc_stream) =
-        index::watch_objects(scoped::<MiniCluster>(client, ns), false, "miniclusters");
+    let (mc_store, mc_events) = index::watch_events(scoped::<MiniCluster>(client, ns));
     let (jobs, job_stream) = index::watch_with(
         scoped::<Job>(client, ns),
         index::services_jobs(),
@@ -73,9 +72,10 @@ pub async fn start(client: &Client, ns: Option<&str>) -> Watches {
     // What wakes a reconcile, and how soon (see `trigger`): a new MiniCluster or a changed
     // spec at once; the watches of its objects and pods, and its own status coming back,
     // debounced together per MiniCluster.
-    // A MiniCluster reported gone takes its JobSet with it at once (see `teardown`).
+    // A MiniCluster the API server reports deleted takes its JobSet with it at once (see
+    // `teardown`).
     let teardown = Teardown::new(client, &mc_store, &jobsets, &jobs);
-    let (mc_now, mc_later) = trigger::split(teardown.watch(mc_stream));
+    let (mc_now, mc_later) = trigger::split(teardown.watch(mc_events));
     let mut later: Vec<BoxStream<'static, ObjectRef<MiniCluster>>> = vec![
         mc_later.boxed(),
         trigger::of_owned(jobset_stream).boxed(),
