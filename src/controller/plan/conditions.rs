@@ -98,8 +98,36 @@ pub(super) fn status(input: &Inputs<'_>, findings: Findings<'_>) -> MiniClusterS
             "JobSetDeleted",
             message,
         );
+    } else if let Some((reason, message)) = restart_over(&new) {
+        set(&mut new, condition::RESTARTED, false, reason, message);
     }
     new
+}
+
+/// A `Restarted` cluster whose new instance is up (every broker ready) or finished: the
+/// restart is over, and the condition says so (its transition time: when).
+fn restart_over(new: &MiniClusterStatus) -> Option<(&'static str, &'static str)> {
+    let is = |type_: &str| {
+        new.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    };
+    if !is(condition::RESTARTED) {
+        return None;
+    }
+    if is(condition::READY) {
+        Some((
+            "NewInstanceUp",
+            "the Flux instance started when the JobSet was made again is up",
+        ))
+    } else if new.phase.is_some_and(Phase::is_finished) {
+        Some((
+            "NewInstanceFinished",
+            "the Flux instance started when the JobSet was made again has finished",
+        ))
+    } else {
+        None
+    }
 }
 
 /// A condition that may have been set before is now false (not added if it never was).
@@ -338,6 +366,55 @@ mod tests {
                 !restarting,
                 "{what}"
             );
+        }
+    }
+
+    #[test]
+    fn restarted_clears_once_the_new_instance_is_up_or_finished() {
+        let with = |phase: Phase, conditions: &[(&str, bool)]| {
+            let mut s = MiniClusterStatus {
+                phase: Some(phase),
+                ..MiniClusterStatus::default()
+            };
+            for (type_, on) in conditions {
+                set_condition(&mut s.conditions, type_, *on, "X", "x", None, now());
+            }
+            s
+        };
+        let restarted = (condition::RESTARTED, true);
+        // (what it proves, the new status before the check, the reason it clears with)
+        let cases = [
+            (
+                "every broker of the new instance ready",
+                with(Phase::Running, &[restarted, (condition::READY, true)]),
+                Some("NewInstanceUp"),
+            ),
+            (
+                "the new instance still coming up: still Restarted",
+                with(Phase::Starting, &[restarted, (condition::READY, false)]),
+                None,
+            ),
+            (
+                "the new instance finished before all were ready",
+                with(Phase::Succeeded, &[restarted, (condition::READY, false)]),
+                Some("NewInstanceFinished"),
+            ),
+            (
+                "never restarted: nothing to clear",
+                with(Phase::Running, &[(condition::READY, true)]),
+                None,
+            ),
+            (
+                "cleared before: nothing more",
+                with(
+                    Phase::Running,
+                    &[(condition::RESTARTED, false), (condition::READY, true)],
+                ),
+                None,
+            ),
+        ];
+        for (what, new, reason) in cases {
+            assert_eq!(restart_over(&new).map(|r| r.0), reason, "{what}");
         }
     }
 
