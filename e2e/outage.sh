@@ -3,7 +3,8 @@
 # starts again (its watch cache rebuilt, so resumed watches can get "410 too old resource
 # version"). Then a new MiniCluster must get its first reconcile within seconds: before the
 # per-watch bounded backoff (src/controller/index.rs) it waited about 3 minutes behind the
-# controller's shared one. Run through e2e/run-tests.sh (`make test-outage`); it has the
+# controller's shared one. And every watch lists again (a re-list: issue 37), which must
+# leave the running cluster's objects as they were (the same UIDs). Run through e2e/run-tests.sh (`make test-outage`); it has the
 # cluster to itself, so the outage disturbs no other test.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,10 +44,19 @@ minicluster() {
     "spec: {size: 2, containers: [{image: rockylinux:9, command: hostname}]}" | kubectl apply -f - > /dev/null
 }
 has_status() { [ -n "$(kubectl -n "$ns" get minicluster "$1" -o 'jsonpath={.status.phase}')" ]; }
+owned_uids() { # MC: kind/name=uid of what the operator made for MC, one a line
+  kubectl -n "$ns" get jobsets,secrets,configmaps -l "flux-framework.org/minicluster=$1" \
+    -o 'jsonpath={range .items[*]}{.kind}/{.metadata.name}={.metadata.uid}{"\n"}{end}' | sort
+}
+has_jobset() { kubectl -n "$ns" get jobset "$1" > /dev/null; }
+lists() { grep -c 'listed.*watch="miniclusters"' "$E2E_STATE/logs/outage-operator.log" || true; }
 
 until_ok 60 "the operator's /readyz" curl -fsS "http://127.0.0.1:$port/readyz"
 minicluster before
 until_ok 60 "the first MiniCluster's status" has_status before
+until_ok 60 "the first MiniCluster's JobSet" has_jobset before
+owned_before=$(owned_uids before)
+lists_before=$(lists)
 log "outage: operator up, a MiniCluster reconciled; stopping kube-apiserver for ${downtime}s"
 
 pidfile=$KWOK_WORKDIR/clusters/$E2E_CLUSTER/pids/kube-apiserver.pid
@@ -69,3 +79,13 @@ until_ok 300 "the new MiniCluster's first reconcile" has_status after
 took=$(($(ms_now) - t0))
 log "outage: first reconcile of a MiniCluster created after the outage took ${took} ms (limit ${limit_ms} ms)"
 [ "$took" -le "$limit_ms" ] || die "the first reconcile after an API server outage took ${took} ms"
+
+relisted() { [ "$(lists)" -gt "$lists_before" ]; }
+until_ok 60 "the MiniCluster watch to list again" relisted
+owned_after=$(owned_uids before)
+[ "$owned_after" = "$owned_before" ] ||
+  die "the outage and re-list replaced objects of a live MiniCluster: before
+$owned_before
+after
+$owned_after"
+log "outage: the watches listed again; the live MiniCluster's $(wc -l <<< "$owned_before") objects kept their UIDs"

@@ -24,4 +24,5 @@ mod interactive;
 mod kueue;
 mod network;
 mod nonroot;
+mod restart;
 mod services;
