@@ -151,7 +151,14 @@ pub fn view_init_container(cluster: &Cluster<'_>) -> Option<Container> {
     Some(Container {
         name: view.name.clone(),
         image: Some(view.image.clone()),
-        image_pull_policy: view.pull_always.then(|| "Always".to_string()),
+        image_pull_policy: Some(
+            if view.pull_always {
+                "Always"
+            } else {
+                "IfNotPresent"
+            }
+            .into(),
+        ),
         command: Some(flux::view_init_command()),
         working_dir: (!view.working_dir.is_empty()).then(|| view.working_dir.clone()),
         resources: view.resources.clone(),

@@ -152,7 +152,9 @@ pub(super) fn base_container(c: &MiniClusterContainer, default_name: &str) -> Co
         (Some(ImagePullPolicy::Always), _) | (None, true) => Some("Always"),
         (Some(ImagePullPolicy::IfNotPresent), _) => Some("IfNotPresent"),
         (Some(ImagePullPolicy::Never), _) => Some("Never"),
-        (None, false) => None,
+        // As the Go operator renders it: an image already on the node is used (also one
+        // tagged `latest`, which Kubernetes would otherwise pull every time).
+        (None, false) => Some("IfNotPresent"),
     };
     let exec = |cmd: &str| {
         (!cmd.is_empty()).then(|| LifecycleHandler {

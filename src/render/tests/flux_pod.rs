@@ -165,6 +165,12 @@ fn curve_secret_mode_fits_the_user() {
 #[test]
 fn view_init_container_runs_as_non_root() {
     let mut mc = with_command("mc", 2, "hostname");
+    let default = flux_pod::view_init_container(&crate::fixtures::cluster(&mc)).unwrap();
+    assert_eq!(
+        default.image_pull_policy.as_deref(),
+        Some("IfNotPresent"),
+        "as the Go operator: pulled only when missing"
+    );
     mc.spec.flux.container.pull_always = true;
     let c = flux_pod::view_init_container(&crate::fixtures::cluster(&mc)).unwrap();
     assert_eq!(c.name, "flux-view");

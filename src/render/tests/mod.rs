@@ -199,6 +199,14 @@ fn pods_carry_role_labels_view_and_user_settings() {
         .pod
         .node_selector
         .insert("pool".into(), "hpc".into());
+    let default = pod_template(&crate::fixtures::cluster(&mc), Role::Lead, "m-flux-0");
+    assert_eq!(
+        default.spec.as_ref().unwrap().containers[0]
+            .image_pull_policy
+            .as_deref(),
+        Some("IfNotPresent"),
+        "as the Go operator: an image on the node is used, even one tagged latest"
+    );
     mc.spec.containers[0].pull_always = true;
     let lead = pod_template(&crate::fixtures::cluster(&mc), Role::Lead, "m-flux-0");
     let labels = lead.metadata.as_ref().unwrap().labels.as_ref().unwrap();
