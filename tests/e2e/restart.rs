@@ -164,6 +164,10 @@ async fn an_operator_restart_by_kill_or_sigterm_changes_nothing_of_running_minic
         4,
         "{before:#?}"
     );
+    assert!(
+        !before.objects.contains_key("Secret/cert-lost-curve"),
+        "the deleted certificate is not replaced: {before:#?}"
+    );
 
     for how in ["kill -9", "SIGTERM"] {
         match how {
