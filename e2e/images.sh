@@ -12,6 +12,14 @@
 #   flux view images     = base + /opt/software/flux and the view from e2e/build-flux.sh,
 #               laid out as the Go operator's view images are (VIEW_IMAGES), so that both
 #               operators' init containers find it.
+#   MPI images           = base + a layer with MPICH, Open MPI, LAMMPS and two of its examples, hwloc
+#               (MPI_PACKAGES: the difference between the base root filesystem and one made
+#               with these packages too, e2e/layer-diff.py) + a layer with mpi-check
+#               (e2e/mpi/mpi-check.c, built here with each MPI's mpicc:
+#               /usr/local/bin/mpi-check-mpich, /usr/local/bin/mpi-check-openmpi) and
+#               /opt/lammps/examples (LAMMPS' examples where the Go operator's LAMMPS image
+#               keeps them). Tagged MPI_IMAGES: this repository's name and the image the Go
+#               operator's LAMMPS test names.
 #   flux-operator:dev    = base + the operator's release binary (the Helm chart's default
 #               image), user 65532, as the Dockerfile builds it.
 #   the pause image      a static binary that waits for a signal (containerd's sandbox_image).
@@ -79,7 +87,43 @@ if [ "$(cat "$base.stamp" 2> /dev/null)" != "$base_stamp" ]; then
 fi
 # end: rootfs
 
+# The MPI root filesystem: the base's packages and MPI_PACKAGES; only its difference from the
+# base goes into the images.
+# Run-time libraries only (Debian's mpich package would bring MPICH's compilers); of LAMMPS'
+# examples and potentials only those the tests and the Go operator's test run; without GCC's
+# compiler proper, which libkim-api2 (a LAMMPS dependency) pulls in to build KIM models.
+MPI_PACKAGES=(libmpich12 libopenmpi3 openmpi-bin lammps lammps-examples hwloc)
+lammps_share=/usr/share/lammps
+mpi_rootfs=$out/mpi-rootfs.tar
+mpi_layer=$out/mpi-layer.tar
+mpi_stamp=$(printf '%s\n' "$base_stamp" "${MPI_PACKAGES[@]}" "$(sed -n '/^# mpi rootfs:/,/^# end: mpi rootfs/p' "$0")" | sha256sum | cut -c1-16)
+# mpi rootfs:
+if [ "$(cat "$mpi_layer.stamp" 2> /dev/null)" != "$mpi_stamp" ]; then
+  t0=$SECONDS
+  log "images: building the MPI root filesystem (${MPI_PACKAGES[*]})"
+  sources=/etc/apt/sources.list.d/debian.sources
+  [ -f "$sources" ] || sources=/etc/apt/sources.list
+  mpi_include=$(IFS=,; echo "${packages[*]},${MPI_PACKAGES[*]}")
+  mmdebstrap --variant=minbase --format=tar --include="$mpi_include" \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --dpkgopt="path-exclude=$lammps_share/examples/*" --dpkgopt="path-exclude=$lammps_share/potentials/*" \
+    --dpkgopt='path-exclude=/usr/lib/gcc/*' --dpkgopt='path-exclude=/usr/bin/x86_64-linux-gnu-lto-dump-*' \
+    --dpkgopt="path-include=$lammps_share/examples/melt/*" \
+    --dpkgopt="path-include=$lammps_share/examples/reaxff" \
+    --dpkgopt="path-include=$lammps_share/examples/reaxff/HNS/*" \
+    bookworm "$mpi_rootfs.tmp" "$sources" > "$out/mmdebstrap-mpi.log" 2>&1 ||
+    { tail -n 20 "$out/mmdebstrap-mpi.log" >&2; die "mmdebstrap failed (log: $out/mmdebstrap-mpi.log)"; }
+  python3 "$here/layer-diff.py" "$base" "$mpi_rootfs.tmp" "$mpi_layer.tmp"
+  rm -f "$mpi_rootfs.tmp"
+  mv "$mpi_layer.tmp" "$mpi_layer"
+  echo "$mpi_stamp" > "$mpi_layer.stamp"
+  log "images: MPI root filesystem built in $((SECONDS - t0))s ($(du -h "$mpi_layer" | cut -f1) more)"
+fi
+# end: mpi rootfs
+
 APP_IMAGES=(ubuntu:noble ubuntu:jammy ubuntu:focal)
+MPI_IMAGES=(mpi-apps:bookworm ghcr.io/converged-computing/metric-lammps:latest)
 VIEW_IMAGES=(ghcr.io/converged-computing/flux-view-ubuntu:tag-noble
              ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy
              ghcr.io/converged-computing/flux-view-ubuntu:tag-focal)
@@ -89,8 +133,9 @@ PAUSE_IMAGE=registry.k8s.io/pause:3.10
 printf 'PAUSE_IMAGE=%s\nOPERATOR_IMAGE=%s\n' "$PAUSE_IMAGE" "$OPERATOR_IMAGE" > "$out/names.env"
 
 stamp=$( { cat "$0" "$here/oci-archive.py" "$base.stamp" "$flux_root/.stamp"
-           sha256sum "$operator_bin"
-           printf '%s\n' "${APP_IMAGES[@]}" "${VIEW_IMAGES[@]}"; } | sha256sum | cut -c1-16)
+           sha256sum "$operator_bin" "$here/mpi/mpi-check.c" "$here/layer-diff.py"
+           cat "$mpi_layer.stamp"
+           printf '%s\n' "${APP_IMAGES[@]}" "${VIEW_IMAGES[@]}" "${MPI_IMAGES[@]}"; } | sha256sum | cut -c1-16)
 if [ "$(cat "$out/images.tar.stamp" 2> /dev/null)" = "$stamp" ]; then
   log "images: up to date ($out/images.tar)"
   exit 0
@@ -125,14 +170,25 @@ ln -s views/._view/flux "$work/link/opt/view"
 tar_layer "$work/link.tar" "$work/link" opt/view
 install -m 0755 "$operator_bin" "$work/operator/usr/local/bin/flux-operator"
 tar_layer "$work/operator.tar" "$work/operator" usr
+# mpi-check for each MPI (linked here against the same Debian release's libraries), and
+# LAMMPS' examples where the Go operator's LAMMPS image has them.
+mkdir -p "$work/mpi/usr/local/bin" "$work/mpi/opt/lammps"
+for mpi in mpich openmpi; do
+  command -v "mpicc.$mpi" > /dev/null || die "mpicc.$mpi is missing: run e2e/setup-host.sh"
+  "mpicc.$mpi" -O2 -Wall -o "$work/mpi/usr/local/bin/mpi-check-$mpi" "$here/mpi/mpi-check.c"
+done
+ln -s /usr/share/lammps/examples "$work/mpi/opt/lammps/examples"
+tar_layer "$work/mpi-check.tar" "$work/mpi" usr opt
 
 names() { printf '%s\n' "$@" | jq -R . | jq -s .; }
 path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-jq -n --arg base "$base" --arg work "$work" --arg path "PATH=$path" \
+jq -n --arg base "$base" --arg work "$work" --arg path "PATH=$path" --arg mpi "$mpi_layer" \
   --argjson apps "$(names "${APP_IMAGES[@]}")" --argjson views "$(names "${VIEW_IMAGES[@]}")" \
+  --argjson mpis "$(names "${MPI_IMAGES[@]}")" \
   --arg operator "$OPERATOR_IMAGE" --arg pause "$PAUSE_IMAGE" '
   {images: [
     {names: $apps, layers: [$base], config: {Env: [$path], Cmd: ["/bin/bash"]}},
+    {names: $mpis, layers: [$base, $mpi, ($work + "/mpi-check.tar")], config: {Env: [$path], Cmd: ["/bin/bash"]}},
     {names: $views, layers: [$base, ($work + "/flux.tar"), ($work + "/link.tar")], config: {Env: [$path], Cmd: ["/bin/bash"]}},
     {names: [$operator], layers: [$base, ($work + "/operator.tar")],
      config: {Env: [$path], User: "65532:65532", Entrypoint: ["/usr/local/bin/flux-operator"], Cmd: ["run"]}},

@@ -18,6 +18,8 @@ packages=(
   # the real node (e2e/node.sh): container runtime, CNI plugins, kube-proxy's iptables,
   # and the Debian root filesystem the local images are made of (e2e/images.sh)
   containerd runc containernetworking-plugins iptables conntrack mmdebstrap
+  # mpi-check (e2e/mpi), built with each MPI's mpicc for the MPI image (e2e/images.sh)
+  libmpich-dev libopenmpi-dev
 )
 
 missing=()

@@ -22,6 +22,7 @@ mod go_examples;
 mod installed;
 mod interactive;
 mod kueue;
+mod mpi;
 mod network;
 mod nonroot;
 mod restart;
