@@ -126,10 +126,11 @@ spec:
     let lead = Lead::of(&ns.name, mc)?;
     lead.wait("resource list -s up -no {nnodes}", "2", MINUTE)
         .await?;
-    // One task on each broker, each waiting for a key in the instance's KVS: the job runs
-    // until the test says so, across both restarts.
+    // One task on each broker, each waiting for a key in the instance's KVS (not the job's
+    // own namespace, FLUX_KVS_NAMESPACE): the job runs until the test says so, across both
+    // restarts.
     let job = lead.submit(
-        "-N2 -n2 bash -c 'until flux kvs get restart.done >/dev/null 2>&1; do sleep 1; done; echo finished'",
+        "-N2 -n2 bash -c 'until env -u FLUX_KVS_NAMESPACE flux kvs get restart.done >/dev/null 2>&1; do sleep 1; done; echo finished'",
     )?;
     let job = job.trim().to_string();
     wait_for("the job running", MINUTE, || async {
