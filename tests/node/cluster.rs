@@ -259,6 +259,22 @@ impl Lead {
     }
 }
 
+/// The installed operator's pods (`kubectl get pods -l app.kubernetes.io/name=flux-operator`).
+pub fn operator_pods() -> Result<Vec<Value>> {
+    let list: Value = serde_json::from_str(&kubectl_in(
+        OPERATOR_NAMESPACE,
+        &[
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=flux-operator",
+            "-o",
+            "json",
+        ],
+    )?)?;
+    Ok(list["items"].as_array().cloned().unwrap_or_default())
+}
+
 /// The installed operator's `/metrics`, through the API server's proxy to its Service.
 pub fn operator_metrics() -> Result<String> {
     kubectl([

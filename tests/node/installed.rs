@@ -4,12 +4,12 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use anyhow::{Result, ensure};
+use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 
 use crate::cluster::{
     OPERATOR_NAMESPACE, apply, example, get_json, installed_operator, kubectl_in, lead_pod,
-    namespace, observed, operator_metrics, pods, wait_phase,
+    namespace, observed, operator_metrics, operator_pods, pods, wait_phase,
 };
 use crate::common::wait_for;
 
@@ -31,18 +31,8 @@ async fn helm_installed_operator_is_available_on_the_real_node_through_its_readi
     let deployment = get_json(OPERATOR_NAMESPACE, "deployment/flux-operator")?;
     let available = condition(&deployment, "Available").map(|c| c["status"].clone());
     ensure!(available == Some("True".into()), "{}", deployment["status"]);
-    let list: Value = serde_json::from_str(&kubectl_in(
-        OPERATOR_NAMESPACE,
-        &[
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=flux-operator",
-            "-o",
-            "json",
-        ],
-    )?)?;
-    let pod = &list["items"][0];
+    let pods = operator_pods()?;
+    let pod = pods.first().context("no operator pod")?;
     assert_eq!(
         pod["spec"]["nodeName"],
         node_name().as_str(),

@@ -11,7 +11,8 @@ use anyhow::Result;
 use serde_json::Value;
 
 use crate::cluster::{
-    Lead, OPERATOR_NAMESPACE, apply_yaml, get_json, kubectl, kubectl_in, namespace, wait_phase,
+    Lead, OPERATOR_NAMESPACE, apply_yaml, get_json, kubectl, kubectl_in, namespace, operator_pods,
+    wait_phase,
 };
 use crate::common::{sum_samples, wait_for};
 
@@ -54,22 +55,9 @@ fn conditions(ns: &str, mc: &str) -> Result<Value> {
 }
 
 /// The installed operator's pods that are Ready and not being deleted.
-fn operator_pods() -> Result<Vec<String>> {
-    let list: Value = serde_json::from_str(&kubectl_in(
-        OPERATOR_NAMESPACE,
-        &[
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=flux-operator",
-            "-o",
-            "json",
-        ],
-    )?)?;
-    Ok(list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
+fn ready_operator_pods() -> Result<Vec<String>> {
+    Ok(operator_pods()?
+        .iter()
         .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
         .filter(|p| {
             p["status"]["conditions"]
@@ -87,7 +75,7 @@ fn operator_pods() -> Result<Vec<String>> {
 /// to land. The new pod's name.
 async fn reconciling(old: &str) -> Result<String> {
     let pod = wait_for("a new operator pod, Ready", 3 * MINUTE, || async {
-        Ok(operator_pods()?.into_iter().find(|p| p != old))
+        Ok(ready_operator_pods()?.into_iter().find(|p| p != old))
     })
     .await?;
     let path = format!("/api/v1/namespaces/{OPERATOR_NAMESPACE}/pods/{pod}:8080/proxy/metrics");
@@ -146,7 +134,7 @@ spec:
     let objects = live(&ns.name, mc)?;
     let before = conditions(&ns.name, mc)?;
 
-    let mut operator = operator_pods()?.pop().unwrap_or_default();
+    let mut operator = ready_operator_pods()?.pop().unwrap_or_default();
     for how in ["rollout restart", "forced deletion"] {
         match how {
             "rollout restart" => kubectl_in(
