@@ -29,7 +29,8 @@
 //! The Flux container runs `/bin/bash <CONFIG_MOUNT>/lead.sh` (pod `<mc>-lead-0-0`, rank 0) or
 //! `follower.sh` (`<mc>-workers-0-<i>`, rank i+1). Its environment ([`flux_container_variables`]):
 //! `FLUX_OPERATOR_CONFIG_DIR`, `FLUX_OPERATOR_CURVE_DIR`, `FLUX_OPERATOR_KEY_DIR`,
-//! `FLUX_OPERATOR_RUN_DIR`, `FLUX_OPERATOR_VIEW` (empty without a view), `FLUX_OPERATOR_ROLE`, then the container's
+//! `FLUX_OPERATOR_RUN_DIR`, `FLUX_OPERATOR_VIEW` (empty without a view), `FLUX_OPERATOR_ROLE`,
+//! `FLUX_OPERATOR_CPU_LIMIT` ([`CPU_LIMIT_VARIABLE`], from the downward API), then the container's
 //! `environment` and `secrets`. The scripts default to the same paths, and tests point the
 //! variables at a temporary directory.
 //!
@@ -39,9 +40,14 @@
 //! `PYTHONPATH`); `flux.environment` exports; the certificate copied from the Secret to a
 //! private 0400 file in the key directory; the broker directory ([`BROKER_DIR`], created
 //! and checked to be owned by the current user, chmod 0755); when the quorum is below the
-//! host count (`maxSize > size`, `minSize`) or with `archive.path`, R for every host written to [`RESOURCE_PATH`]
-//! with `flux R encode --hosts=<all hosts> --ranks=0-<maxSize-1> --local` (broker.toml's
-//! `[resource] path`, `noverify`; the entrypoint exits 1 if it fails); `commands.pre`; `commands.brokerPre` (lead) or `commands.workerPre`
+//! R for every host written to [`RESOURCE_PATH`] (unless `flux.brokerConfig` replaces the
+//! config) with `flux R encode --hosts=<all hosts> --ranks=0-<maxSize-1> --cores=... --gpus=...`
+//! (broker.toml's `[resource] path`, `noverify`; the entrypoint exits 1 if it fails): each
+//! host has the cores this container may use (its cpuset as hwloc sees it, at most its CPU
+//! limit rounded up) and the GPUs it asks for ([`FluxContainer::gpus`](crate::model::containers::FluxContainer::gpus));
+//! when the CPU limit leaves fewer cores than the cpuset holds, the cores are shared with
+//! other pods, so the job shells bind no task to a core (`cpu-affinity=off` by default, from
+//! an initrc passed as `-Sconf.shell_initrc`); `commands.pre`; `commands.brokerPre` (lead) or `commands.workerPre`
 //! (followers); the broker; `commands.post`. The lead runs
 //! `[commands.prefix] flux start [--wrap=W] -o --config DIR <options> [program]` and exits with
 //! its status. Options: `-Slog-stderr-level=<logLevel>` (0 with `logging.quiet`),
@@ -141,9 +147,9 @@ use crate::model::Cluster;
 pub use crate::model::containers::{ARCHIVE_INIT, Companion, companions, is_wrapped};
 pub use crate::model::mounts::{CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, SOFTWARE_MOUNT};
 pub use pod::{
-    archive_check_command, broker_joined_command, companion_args, companion_command,
-    companion_variables, curve_secret_mode, flux_container_command, flux_container_variables,
-    socket_exists_command, view_init_command,
+    CPU_LIMIT_FIELD, archive_check_command, broker_joined_command, companion_args,
+    companion_command, companion_variables, curve_secret_mode, flux_container_command,
+    flux_container_variables, socket_exists_command, view_init_command,
 };
 
 /// The key of the certificate in the CURVE Secret (and its file name).
@@ -165,6 +171,10 @@ pub const SOCKET_PATH: &str = "/run/flux-operator/broker/local";
 pub const RESOURCE_PATH: &str = "/run/flux-operator/broker/R.json";
 /// The TBON port of every broker.
 pub const BROKER_PORT: i32 = 8050;
+/// The Flux container's variable holding its CPU limit in whole CPUs, rounded up (the
+/// downward API's `limits.cpu` with divisor 1; the node's allocatable CPUs without a limit):
+/// each broker's R lists no more cores than this ([`pod::CPU_LIMIT_FIELD`]).
+pub const CPU_LIMIT_VARIABLE: &str = "FLUX_OPERATOR_CPU_LIMIT";
 
 /// Which broker a pod runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -60,6 +60,11 @@ pub fn flux_container_variables(cluster: &Cluster<'_>, role: Role) -> Vec<(&'sta
     ]
 }
 
+/// The downward API field behind [`CPU_LIMIT_VARIABLE`](super::CPU_LIMIT_VARIABLE): the
+/// Flux container's `limits.cpu` in whole CPUs (divisor 1 rounds up), the node's allocatable
+/// CPUs when it has no limit. The render module puts it after [`flux_container_variables`].
+pub const CPU_LIMIT_FIELD: &str = "limits.cpu";
+
 /// Container command of a container that does not run Flux: its wrapper script, or `None` to
 /// keep the image's entrypoint (`noWrapEntrypoint`, or nothing to wrap: [`CompanionContainer::wrapped`]).
 /// With `None`, use [`companion_args`] as the container's `args`.

@@ -416,6 +416,8 @@ struct ResourceFile {
     rank_set: String,
     quorum: i32,
     ranks: i32,
+    /// The GPUs of each host ([`FluxContainer::gpus`](crate::model::containers::FluxContainer::gpus)).
+    gpus: u32,
 }
 
 #[derive(Serialize, Default)]
@@ -624,7 +626,7 @@ fn broker_context(cluster: &Cluster<'_>, lead: bool) -> Result<BrokerScript, Err
         broker_subdir: broker_subdir(),
         socket_name: socket_name(),
         rejoin_marker: REJOIN_MARKER,
-        resource: resource_file(mc),
+        resource: resource_file(cluster),
         cert_key: CURVE_SECRET_KEY,
         view: view_mount(mc),
         python_path: (!flux.container.python_path.is_empty())
@@ -683,7 +685,8 @@ fn broker_options(cluster: &Cluster<'_>, lead: bool) -> Vec<String> {
 }
 
 /// The R file the entrypoints write (`None` with `spec.flux.brokerConfig`).
-fn resource_file(mc: &MiniCluster) -> Option<ResourceFile> {
+fn resource_file(cluster: &Cluster<'_>) -> Option<ResourceFile> {
+    let mc = cluster.mc;
     resource_hosts(mc).map(|hosts| ResourceFile {
         file: RESOURCE_PATH
             .strip_prefix(BROKER_DIR)
@@ -697,6 +700,7 @@ fn resource_file(mc: &MiniCluster) -> Option<ResourceFile> {
         },
         quorum: quorum(mc).unwrap_or(mc.max_size()),
         ranks: mc.max_size(),
+        gpus: cluster.flux.gpus,
     })
 }
 

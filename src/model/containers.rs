@@ -14,7 +14,7 @@
 //! operator's names stay where its users see them: the `workers` replicated job and its
 //! pods `<mc>-workers-0-<i>`, `commands.workerPre`, `flux.completeWorkers`.
 
-use crate::api::validation::FieldError;
+use crate::api::validation::{FieldError, key_field};
 use crate::api::{MiniCluster, MiniClusterContainer};
 
 /// The init container of the lead pod that reports what the archive holds
@@ -187,19 +187,66 @@ pub struct FluxContainer<'a> {
     pub field: String,
     /// What the lead runs.
     pub mode: Mode,
+    /// The GPUs each of its pods asks for ([`gpus`]): each broker's R lists this many.
+    pub gpus: u32,
 }
 
 impl<'a> FluxContainer<'a> {
     /// The Flux container of `mc`.
     pub fn of(mc: &'a MiniCluster) -> Result<Self, FieldError> {
         let (index, spec) = flux_container(mc)?;
+        let field = format!("spec.containers[{index}]");
         Ok(Self {
             index,
             spec,
-            field: format!("spec.containers[{index}]"),
+            gpus: gpus(spec, &field)?,
+            field,
             mode: mode_of(mc, spec),
         })
     }
+}
+
+/// Whether an extended resource is a GPU that a device plugin hands a container whole: the
+/// names NVIDIA's, AMD's and Intel's device plugins advertise (NVIDIA's MIG slices included:
+/// each is one device to CUDA).
+pub fn is_gpu_resource(name: &str) -> bool {
+    matches!(
+        name,
+        "nvidia.com/gpu" | "amd.com/gpu" | "gpu.intel.com/i915" | "gpu.intel.com/xe"
+    ) || name.starts_with("nvidia.com/mig-")
+}
+
+/// The GPUs container `c` (at `field`) asks for: the sum of its GPU resources
+/// ([`is_gpu_resource`]), each its limit or else its request. Kubernetes allocates extended
+/// resources only in whole units, so anything else is refused here, naming the field, before
+/// a pod that could never be created is rendered.
+pub fn gpus(c: &MiniClusterContainer, field: &str) -> Result<u32, FieldError> {
+    let Some(resources) = &c.resources else {
+        return Ok(0);
+    };
+    let (limits, requests) = (resources.limits.as_ref(), resources.requests.as_ref());
+    let names = limits.into_iter().chain(requests).flat_map(|m| m.keys());
+    let mut names: Vec<&String> = names.filter(|n| is_gpu_resource(n)).collect();
+    names.sort();
+    names.dedup();
+    let mut total = 0u32;
+    for name in names {
+        let (kind, quantity) = match limits.and_then(|m| m.get(name)) {
+            Some(q) => ("limits", q),
+            None => (
+                "requests",
+                &requests.expect("a GPU name not in limits is in requests")[name],
+            ),
+        };
+        let count = quantity.0.trim().parse::<u32>().map_err(|_| {
+            FieldError::new(
+                key_field(&format!("{field}.resources.{kind}"), name),
+                format!("must be a whole number of devices, not {:?}", quantity.0),
+            )
+        })?;
+        total = total.saturating_add(count);
+    }
+    Ok(total)
 }
 
 /// A companion container, resolved.

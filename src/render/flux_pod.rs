@@ -4,8 +4,9 @@
 //! certificate's mode) is the flux module's.
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, ExecAction,
-    KeyToPath, Probe, SeccompProfile, SecretVolumeSource, SecurityContext, TCPSocketAction, Volume,
+    Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    ExecAction, KeyToPath, Probe, ResourceFieldSelector, SeccompProfile, SecretVolumeSource,
+    SecurityContext, TCPSocketAction, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -82,7 +83,8 @@ pub fn pod_volumes(cluster: &Cluster<'_>, config_map: &str, curve_secret: &str) 
 }
 
 /// Environment of the Flux container: where the entrypoint finds things, the role
-/// ([`flux::flux_container_variables`]), then the container's `environment` (values as
+/// ([`flux::flux_container_variables`]), its CPU limit from the downward API
+/// ([`flux::CPU_LIMIT_VARIABLE`]), then the container's `environment` (values as
 /// given; Kubernetes expands `$(VAR)`) and `secrets` (`valueFrom.secretKeyRef`).
 /// `flux.environment` is exported by the entrypoint instead.
 pub fn flux_container_env(cluster: &Cluster<'_>, role: Role) -> Vec<EnvVar> {
@@ -90,8 +92,25 @@ pub fn flux_container_env(cluster: &Cluster<'_>, role: Role) -> Vec<EnvVar> {
         .into_iter()
         .map(|(name, value)| var(name, &value))
         .collect();
+    env.push(cpu_limit_var());
     env.extend(cluster.flux.spec.env_vars());
     env
+}
+
+/// [`flux::CPU_LIMIT_VARIABLE`]: the container's own `limits.cpu` in whole CPUs, rounded up.
+fn cpu_limit_var() -> EnvVar {
+    EnvVar {
+        name: flux::CPU_LIMIT_VARIABLE.into(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            resource_field_ref: Some(ResourceFieldSelector {
+                container_name: None,
+                resource: flux::CPU_LIMIT_FIELD.into(),
+                divisor: Some(Quantity("1".into())),
+            }),
+            ..Default::default()
+        }),
+    }
 }
 
 /// Environment of a container that does not run Flux: in the broker pods, where its wrapper

@@ -238,3 +238,37 @@ fn fluxion_is_the_default_scheduler_and_runs_the_easy_queue_policy_when_asked() 
     run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
+
+#[test]
+fn each_broker_has_the_cores_of_its_cpu_limit_unbound_and_the_gpus_it_asked_for() {
+    // This machine's two CPUs are every pod's cpuset; a limit of one CPU is one core each.
+    let container = "      resources:\n        limits: {cpu: 1, nvidia.com/gpu: 1}\n";
+    let yaml = mc("cores", 2, "  interactive: true\n", container);
+    let run = MiniClusterRun::start(minicluster(&yaml), Start::default());
+    let list = "resource list -s up -no '{nnodes} {ncores} {ngpus}'";
+    run.wait_flux(list, RUN, |o| o.trim() == "2 2 2");
+    assert!(
+        run.lead_log()
+            .contains("cores per broker 1 (cpuset 2, CPU limit 1), GPUs per broker 1"),
+        "{}",
+        run.debug()
+    );
+    // One rank per core: two fit, a third does not.
+    let allowed = "run -N2 -n2 --label-io grep Cpus_allowed_list /proc/self/status";
+    let out = run.flux_ok(allowed);
+    assert_eq!(
+        out.matches("0-1").count(),
+        2,
+        "shared cores: no task bound\n{out}"
+    );
+    let (code, out) = run.flux("run -n3 true");
+    assert_ne!(code, 0, "three ranks on two cores:\n{out}");
+    assert!(out.contains("unsatisfiable"), "{out}");
+    // A job that asks for binding gets its core.
+    let bound =
+        "run -N2 -n2 -o cpu-affinity=on --label-io grep Cpus_allowed_list /proc/self/status";
+    let out = run.flux_ok(bound);
+    assert_eq!(out.matches("0-1").count(), 0, "bound on request\n{out}");
+    run.shutdown();
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}

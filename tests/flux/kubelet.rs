@@ -517,6 +517,8 @@ impl Pod {
                         .and_then(|d| d.get(&sk.key))
                         .map(|b| String::from_utf8_lossy(&b.0).into_owned())
                         .unwrap_or_default()
+                } else if let Some(r) = &from.resource_field_ref {
+                    resource_field(c, &r.resource)
                 } else if let Some(f) = &from.field_ref {
                     match f.field_path.as_str() {
                         "metadata.name" => self.meta.name.clone(),
@@ -1123,4 +1125,31 @@ pub fn expand(s: &str, env: &[(String, String)]) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// A downward API `resourceFieldRef` as the kubelet resolves it with divisor 1: `limits.cpu`
+/// is the container's CPU limit rounded up to whole CPUs, or the node's CPUs (this
+/// machine's, the emulated node's allocatable) without a limit. Other fields are unset here.
+fn resource_field(c: &Container, resource: &str) -> String {
+    if resource != "limits.cpu" {
+        return String::new();
+    }
+    let limit = c
+        .resources
+        .as_ref()
+        .and_then(|r| r.limits.as_ref()?.get("cpu"));
+    match limit {
+        Some(q) => {
+            let q = q.0.trim();
+            let millis = match q.strip_suffix('m') {
+                Some(m) => m.parse::<u64>().expect("a CPU limit in millicores"),
+                None => (q.parse::<f64>().expect("a CPU limit in CPUs") * 1000.0) as u64,
+            };
+            millis.div_ceil(1000).to_string()
+        }
+        None => std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .to_string(),
+    }
 }

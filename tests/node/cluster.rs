@@ -122,6 +122,11 @@ fn install() -> Result<()> {
     Ok(())
 }
 
+/// The real node's name (`E2E_NODE_NAME`, as `e2e/node.sh` names it).
+pub fn node_name() -> String {
+    std::env::var("E2E_NODE_NAME").unwrap_or_else(|_| "e2e-real-node".into())
+}
+
 /// Pods of NS select the real node and tolerate its taint (`e2e/node.sh namespace`).
 pub fn on_real_node(ns: &str) -> Result<()> {
     let mut cmd = Command::new(root().join("e2e/node.sh"));

@@ -9,13 +9,9 @@ use serde_json::Value;
 
 use crate::cluster::{
     OPERATOR_NAMESPACE, apply, example, get_json, installed_operator, kubectl_in, lead_pod,
-    namespace, observed, operator_metrics, operator_pods, pods, wait_phase,
+    namespace, node_name, observed, operator_metrics, operator_pods, pods, wait_phase,
 };
 use crate::common::wait_for;
-
-fn node_name() -> String {
-    std::env::var("E2E_NODE_NAME").unwrap_or_else(|_| "e2e-real-node".into())
-}
 
 fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
     obj["status"]["conditions"]

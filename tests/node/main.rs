@@ -25,5 +25,6 @@ mod kueue;
 mod mpi;
 mod network;
 mod nonroot;
+mod resources;
 mod restart;
 mod services;

@@ -125,13 +125,31 @@ impl Pod {
         self.calls().into_iter().filter(|c| c[0] != "env").collect()
     }
 
-    /// [`Pod::all_flux_calls`] without the `flux R encode` every entrypoint runs before its
-    /// broker (see `brokers_write_r_for_every_host_before_starting`).
+    /// [`Pod::all_flux_calls`] without the `flux R` calls every entrypoint makes before its
+    /// broker, and `flux config builtin` (see `brokers_write_r_for_every_host_before_starting`).
     fn flux_calls(&self) -> Vec<Vec<String>> {
         self.all_flux_calls()
             .into_iter()
-            .filter(|c| c[0] != "R")
+            .filter(|c| c[0] != "R" && c[0] != "config")
             .collect()
+    }
+
+    /// The `flux R encode --hosts=...` call that wrote R, checked to come before any other
+    /// call but the other `flux R` calls (`--local | decode`, whose order is the pipe's).
+    fn r_written(&self) -> Vec<String> {
+        let calls = self.all_flux_calls();
+        let first_other = calls.iter().position(|c| c[0] != "R" && c[0] != "config");
+        let before = &calls[..first_other.unwrap_or(calls.len())];
+        let written = before
+            .iter()
+            .filter(|c| c.len() > 2 && c[2].starts_with("--hosts="));
+        let written: Vec<_> = written.collect();
+        assert_eq!(
+            written.len(),
+            1,
+            "one R written before the broker: {calls:?}"
+        );
+        written[0].clone()
     }
 
     /// [`Pod::flux_calls`] without `flux uptime`, which a follower asks in the background
@@ -740,8 +758,8 @@ fn archive_is_restored_when_it_exists_and_dumped_beside_it() {
         &strs(&["submit", "-n1", "--quiet", "--watch", "hostname"]),
     );
     // After `flux R encode`: a restored archive's R is another instance's.
-    assert_eq!(pod.all_flux_calls()[0][..2], strs(&["R", "encode"]));
-    assert_eq!(pod.all_flux_calls()[1], want);
+    assert_eq!(pod.r_written()[..2], strs(&["R", "encode"]));
+    assert_eq!(pod.flux_calls()[0], want);
     // The stand-in flux wrote no dump: the archive stays as it was, and the entrypoint says so.
     assert_eq!(std::fs::read_to_string(&archive).unwrap(), "x");
     assert!(
@@ -752,14 +770,8 @@ fn archive_is_restored_when_it_exists_and_dumped_beside_it() {
     // Followers never restore nor dump; they write the same R.
     let pod = Pod::new(&mc);
     assert_ok(&pod.run("follower.sh", &[]));
-    let calls: Vec<_> = pod
-        .all_flux_calls()
-        .into_iter()
-        .filter(|c| c[0] != "uptime")
-        .collect();
-    assert_eq!(calls.len(), 2, "{calls:?}");
-    assert_eq!(calls[0][..2], strs(&["R", "encode"]));
-    assert_eq!(calls[1], pod.start(&[]));
+    assert_eq!(pod.r_written()[..2], strs(&["R", "encode"]));
+    assert_eq!(pod.broker_calls(), vec![pod.start(&[])]);
 }
 
 #[test]
@@ -929,6 +941,91 @@ fn the_broker_socket_is_in_a_directory_the_brokers_user_owns() {
     assert!(pod.flux_calls().is_empty());
 }
 
+/// A MiniCluster of size 2 whose Flux container has these `resources.limits`.
+fn with_limits(limits: &[(&str, &str)]) -> MiniCluster {
+    use k8s_openapi::api::core::v1::ResourceRequirements;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let mut mc = with_command("mc", 2, "hostname");
+    let limits = limits
+        .iter()
+        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())));
+    mc.spec.containers[0].resources = Some(ResourceRequirements {
+        limits: Some(limits.collect()),
+        ..Default::default()
+    });
+    mc
+}
+
+#[test]
+fn r_lists_the_cores_the_cpu_limit_allows_and_the_gpus_asked_for() {
+    let cores = |pod: &Pod| pod.r_written()[4].clone();
+    let gpus = |pod: &Pod| pod.r_written().get(5).cloned();
+    let shared_initrc = |pod: &Pod| {
+        let initrc = format!("{}/broker/shell/initrc.lua", pod.run.display());
+        let start = &pod.flux_calls()[0];
+        start
+            .contains(&format!("-Sconf.shell_initrc={initrc}"))
+            .then_some(initrc)
+    };
+    let mc = with_command("mc", 2, "hostname");
+    for (cpuset, limit, want, shared) in [
+        ("4", "", "--cores=0-3", false),     // no limit: the cpuset
+        ("4", "4", "--cores=0-3", false),    // a limit of the cpuset's size
+        ("4", "2", "--cores=0-1", true),     // a limit below it: shared cores
+        ("2", "1", "--cores=0", true),       // one core is `0`, not `0-0`
+        ("1", "8", "--cores=0", false),      // an exclusive cpuset below the limit
+        ("2", "junk", "--cores=0-1", false), // not a count: the cpuset
+    ] {
+        let pod = Pod::new(&mc);
+        let env = [
+            ("FAKE_FLUX_CORES", cpuset),
+            ("FLUX_OPERATOR_CPU_LIMIT", limit),
+        ];
+        assert_ok(&pod.run("follower.sh", &env));
+        assert_eq!(cores(&pod), want, "cpuset {cpuset}, limit {limit:?}");
+        assert_eq!(gpus(&pod), None);
+        let initrc = shared_initrc(&pod);
+        assert_eq!(initrc.is_some(), shared, "cpuset {cpuset}, limit {limit:?}");
+        if let Some(initrc) = initrc {
+            let text = std::fs::read_to_string(&initrc).unwrap();
+            assert!(
+                text.contains(r#"shell.options["cpu-affinity"] = "off""#),
+                "{text}"
+            );
+            assert!(
+                text.contains("source [==[/opt/flux/etc/flux/shell/initrc.lua]==]"),
+                "{text}"
+            );
+            let lua_d = std::fs::read_link(pod.run.join("broker/shell/lua.d")).unwrap();
+            assert_eq!(lua_d, Path::new("/opt/flux/etc/flux/shell/lua.d"));
+        }
+    }
+    // GPUs: those the container asks for, else those a device plugin made visible.
+    for (mc, env, want) in [
+        (
+            with_limits(&[("nvidia.com/gpu", "2")]),
+            vec![],
+            Some("--gpus=0-1"),
+        ),
+        (
+            with_limits(&[("amd.com/gpu", "1")]),
+            vec![],
+            Some("--gpus=0"),
+        ),
+        (
+            mc.clone(),
+            vec![("CUDA_VISIBLE_DEVICES", "3,5")],
+            Some("--gpus=0-1"),
+        ),
+        (mc.clone(), vec![("NVIDIA_VISIBLE_DEVICES", "all")], None),
+        (mc.clone(), vec![("CUDA_VISIBLE_DEVICES", "")], None),
+    ] {
+        let pod = Pod::new(&mc);
+        assert_ok(&pod.run("lead.sh", &env));
+        assert_eq!(gpus(&pod).as_deref(), want, "{env:?}");
+    }
+}
+
 #[test]
 fn brokers_write_r_for_every_host_before_starting() {
     let mut mc = with_command("mc", 2, "hostname");
@@ -936,20 +1033,21 @@ fn brokers_write_r_for_every_host_before_starting() {
     for script in ["lead.sh", "follower.sh"] {
         let pod = Pod::new(&mc);
         assert_ok(&pod.run(script, &[]));
-        let calls = pod.all_flux_calls();
+        // The stand-in counts 2 cores in the cpuset; no CPU limit, no GPU.
         assert_eq!(
-            calls[0],
+            pod.r_written(),
             strs(&[
                 "R",
                 "encode",
                 "--hosts=mc-lead-0-0,mc-workers-0-[0-2]",
                 "--ranks=0-3",
-                "--local"
+                "--cores=0-1",
             ]),
             "{script}"
         );
         assert_eq!(
-            calls[1][0], "start",
+            pod.flux_calls()[0][0],
+            "start",
             "{script}: R is written before the broker starts"
         );
         // Where broker.toml's [resource] path points (relative to the run directory).
@@ -961,23 +1059,19 @@ fn brokers_write_r_for_every_host_before_starting() {
         let out = pod.run(script, &[("FAKE_FLUX_RC_R", "1")]);
         assert_eq!(out.status.code(), Some(1), "{script}");
         assert!(stderr(&out).contains("flux R encode"), "{script}");
-        assert_eq!(
-            pod.all_flux_calls().len(),
-            1,
-            "{script}: no broker without R"
-        );
+        assert!(pod.flux_calls().is_empty(), "{script}: no broker without R");
     }
     // A fixed size too (a rank that leaves and comes back takes work again).
     let pod = Pod::new(&with_command("mc", 2, "hostname"));
     assert_ok(&pod.run("lead.sh", &[]));
     assert_eq!(
-        pod.all_flux_calls()[0],
+        pod.r_written(),
         strs(&[
             "R",
             "encode",
             "--hosts=mc-lead-0-0,mc-workers-0-0",
             "--ranks=0-1",
-            "--local"
+            "--cores=0-1",
         ])
     );
     // The user's broker config decides: no R.

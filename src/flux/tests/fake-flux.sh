@@ -15,13 +15,16 @@
 #   flux batch ... SCRIPT   runs SCRIPT with bash (like the batch job would), exits with its status.
 #   flux uptime             prints the file $FAKE_FLUX_UPTIME (a broker's summary line) when
 #                           it exists, then exits with $FAKE_FLUX_RC_uptime (default 0).
+#   flux R decode ...       prints $FAKE_FLUX_CORES (default 2: the cores a real flux would
+#                           count), then exits with $FAKE_FLUX_RC_R (default 0).
+#   flux config builtin NAME
+#                           prints /opt/flux/etc/flux/shell/initrc.lua (the only one asked).
 #   flux <anything else>    exits with $FAKE_FLUX_RC_<subcommand> (default 0).
 
+# One printf, so one append: the two ends of a pipe (`flux R encode | flux R decode`) record
+# at once.
 record() {
-    {
-        printf '%d\0' "$#"
-        printf '%s\0' "$@"
-    } >>"$FAKE_FLUX_LOG"
+    printf '%s\0' "$#" "$@" >>"$FAKE_FLUX_LOG"
 }
 
 record "$@"
@@ -62,6 +65,13 @@ start)
 batch)
     bash "${!#}"
     exit $?
+    ;;
+R)
+    if [ "${2-}" = decode ]; then echo "${FAKE_FLUX_CORES:-2}"; fi
+    exit "${FAKE_FLUX_RC_R:-0}"
+    ;;
+config)
+    echo /opt/flux/etc/flux/shell/initrc.lua
     ;;
 uptime)
     if [ -n "${FAKE_FLUX_UPTIME-}" ] && [ -f "$FAKE_FLUX_UPTIME" ]; then

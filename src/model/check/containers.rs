@@ -196,6 +196,10 @@ fn check_container(
             ));
         }
     }
+    // Kubernetes hands out GPUs whole: a pod asking for a fraction could never be created.
+    if let Err(e) = crate::model::containers::gpus(c, field) {
+        errors.push(e);
+    }
     for (vname, v) in &c.volumes {
         check_volume(
             &key_field(&format!("{field}.volumes"), vname),
@@ -253,4 +257,45 @@ fn check_volume(
             "emptyDirMedium and emptyDirSizeLimit need emptyDir: true",
         ));
     }
+}
+
+/// The MiniCluster's own job (`flux submit -N<size> -n<tasks>`) places one rank per core, and
+/// each broker has no more cores than its CPU limit (rounded up, see docs/mpi.md): `tasks`
+/// above `size` times that can never be scheduled, so it is refused before any pod runs
+/// instead of failing as unsatisfiable once they do. An interactive cluster runs no such job.
+pub(super) fn tasks_fit(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
+    let Ok((i, c)) = crate::model::containers::flux_container(mc) else {
+        return;
+    };
+    let limit = c
+        .resources
+        .as_ref()
+        .and_then(|r| r.limits.as_ref()?.get("cpu"));
+    let Some(cores) = limit.and_then(|q| whole_cpus(&q.0)) else {
+        return;
+    };
+    let interactive = crate::model::containers::mode(mc)
+        .is_ok_and(|m| m == crate::model::containers::Mode::Interactive);
+    let (size, tasks) = (i64::from(mc.spec.size), i64::from(mc.spec.tasks));
+    if !interactive && size > 0 && tasks > size * cores {
+        errors.push(err(
+            "spec.tasks",
+            format!(
+                "{tasks} ranks need {tasks} cores, and {size} brokers with spec.containers[{i}].resources.limits.cpu {} have {} (one rank per core)",
+                limit.map_or("", |q| q.0.as_str()),
+                size * cores
+            ),
+        ));
+    }
+}
+
+/// A CPU quantity in whole CPUs, rounded up as the downward API rounds it; `None` when it is
+/// not a plain decimal or millicore figure (the API server checks the format).
+fn whole_cpus(quantity: &str) -> Option<i64> {
+    let q = quantity.trim();
+    let millis = match q.strip_suffix('m') {
+        Some(m) => m.parse::<i64>().ok()?,
+        None => (q.parse::<f64>().ok()? * 1000.0).ceil() as i64,
+    };
+    (millis > 0).then(|| (millis + 999) / 1000)
 }

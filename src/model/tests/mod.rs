@@ -68,6 +68,70 @@ spec:
     assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
 }
 
+#[test]
+fn gpus_are_counted_whole_from_limits_or_requests_and_a_fraction_names_its_field() {
+    let with = |resources: &str| {
+        manifest(&format!(
+            "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {{name: g}}\n\
+             spec:\n  size: 2\n  containers:\n    - image: app:1\n      resources: {resources}\n"
+        ))
+    };
+    for (resources, want) in [
+        ("{limits: {cpu: 2}}", 0),
+        ("{limits: {nvidia.com/gpu: 2}}", 2),
+        ("{requests: {amd.com/gpu: 1}}", 1),
+        (
+            "{limits: {nvidia.com/gpu: 1}, requests: {nvidia.com/gpu: 1}}",
+            1,
+        ),
+        ("{limits: {nvidia.com/mig-1g.5gb: 1, nvidia.com/gpu: 1}}", 2),
+        ("{limits: {example.com/fpga: 3}}", 0),
+    ] {
+        let mc = with(resources);
+        assert!(validate(&mc).is_empty(), "{resources}: {:?}", validate(&mc));
+        assert_eq!(cluster(&mc).flux.gpus, want, "{resources}");
+    }
+    let mc = with("{limits: {nvidia.com/gpu: 500m}}");
+    let errors = validate(&mc);
+    assert_eq!(
+        errors.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(),
+        [r#"spec.containers[0].resources.limits["nvidia.com/gpu"]"#]
+    );
+    assert!(errors[0].message.contains("whole number"), "{errors:?}");
+}
+
+#[test]
+fn tasks_beyond_one_rank_per_core_of_the_cpu_limit_name_spec_tasks() {
+    let with = |size: i32, tasks: i32, cpu: &str, extra: &str| {
+        manifest(&format!(
+            "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {{name: t}}\n\
+             spec:\n  size: {size}\n  tasks: {tasks}\n{extra}  containers:\n    - image: app:1\n      \
+             command: lmp\n      resources: {{limits: {{cpu: {cpu}}}}}\n"
+        ))
+    };
+    for (size, tasks, cpu, extra, refused) in [
+        (4, 8, "2", "", false),
+        (4, 9, "2", "", true),
+        (2, 4, "1500m", "", false), // rounded up: 2 cores each
+        (2, 5, "1500m", "", true),
+        (2, 2, "100m", "", false),
+        (2, 3, "0.1", "", true),
+        (2, 9, "1", "  interactive: true\n", false), // no job of its own
+    ] {
+        let errors = fields(&with(size, tasks, cpu, extra));
+        assert_eq!(
+            errors.contains(&"spec.tasks".to_string()),
+            refused,
+            "size {size} tasks {tasks} cpu {cpu}: {errors:?}"
+        );
+    }
+    let message = &validate(&with(4, 9, "2", ""))[0].message;
+    assert_eq!(
+        message,
+        "9 ranks need 9 cores, and 4 brokers with spec.containers[0].resources.limits.cpu 2 have 8 (one rank per core)"
+    );
+}
+
 fn fields(mc: &MiniCluster) -> Vec<String> {
     validate(mc).into_iter().map(|e| e.field).collect()
 }
