@@ -301,6 +301,9 @@ pub fn compute(
                 facts.stopping,
                 mc.drain_grace_seconds()
             )
+        } else if phase.is_finished() {
+            // Its pods stop as it ends: a count of them would read like a resize under way.
+            format!("the MiniCluster has finished ({})", phase.as_str())
         } else {
             format!("{} broker pods for size {size}", facts.live)
         },
@@ -566,6 +569,13 @@ mod tests {
         let pods = [pod("lead", "Succeeded", None)];
         let s = observe(&done, &js, &pods, ts(55));
         assert_eq!(s.teardown_time.as_ref().map(|t| t.0), Some(ts(55)));
+        // Its pods are gone, and that is no resize: Resizing says it has finished.
+        let resizing = find(&s, "Resizing");
+        assert_eq!(
+            (resizing.status.as_str(), resizing.reason.as_str()),
+            ("False", "Stable")
+        );
+        assert_eq!(resizing.message, "the MiniCluster has finished (Succeeded)");
     }
 
     #[test]
