@@ -16,6 +16,8 @@
 #                     it renders, the Go operator from ../shared/vendor (figures, ~15 min)
 #   make bench-node   this operator and the Go operator on the real node, real Flux: from
 #                     kubectl apply to the first job done, and teardown (~20 min)
+#   make bench-hpc    LAMMPS and an MPI ping-pong in this operator's MiniCluster, the Go
+#                     operator's, and as plain processes under mpirun (~20 min)
 #   make lint         cargo fmt --check, clippy with warnings denied, shellcheck (CI runs it)
 #   make crds         regenerate crds/ (and the Helm chart's copy) from the Rust types
 #   make vendor-crds  refresh vendor-crds/ from the pinned JobSet and Kueue modules
@@ -38,7 +40,7 @@ SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness \
         test-e2e-running test-kueue-oldest test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
-        bench bench-node bench-flux go-operator-build images operator-release test-node test-node-running \
+        bench bench-node bench-hpc bench-flux go-operator-build images operator-release test-node test-node-running \
         test-demo
 
 setup:
@@ -116,6 +118,14 @@ bench: e2e-build go-operator-build
 bench-node: e2e-build images go-operator-build
 	cargo bench --features e2e --bench node --no-run
 	E2E_REAL_NODE=1 e2e/run-tests.sh cargo bench --features e2e --bench node
+
+# The HPC benchmark (benches/hpc.rs; not part of `make test`): LAMMPS and an MPI ping-pong in a
+# MiniCluster of this operator, of the Go operator, and under mpirun on the host (its LAMMPS
+# and Open MPI installed here); BENCH_HPC_ROUNDS, BENCH_HPC_STEPS.
+bench-hpc: e2e-build images go-operator-build
+	e2e/setup-host.sh hpc
+	cargo bench --features e2e --bench hpc --no-run
+	E2E_REAL_NODE=1 e2e/run-tests.sh cargo bench --features e2e --bench hpc
 
 go-operator-build:
 	e2e/build-go-operator.sh > /dev/null

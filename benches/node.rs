@@ -17,119 +17,23 @@
 //! - **down**: from `kubectl delete minicluster` to no pod left in the namespace.
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
-use serde_json::Value;
 
+mod arms;
 #[allow(dead_code)]
 #[path = "../tests/node/cluster.rs"]
 mod cluster;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use cluster::{apply_yaml, kubectl_in, on_real_node, root};
-use common::{
-    GO_CRD, Operator, TestNamespace, built_go_operator, client, crd_from_file, http_get,
-    replace_crd, spawn_logged, wait_for,
-};
-use flux_operator::flux::curve::Certificate;
+use arms::{Arm, Bench, LIMIT, now, pods, push_go_certificate, running_lead};
+use cluster::{apply_yaml, kubectl_in, on_real_node};
+use common::{TestNamespace, built_go_operator, client, wait_for};
 
 const MC: &str = "bench";
 const VIEW: &str = "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble";
-const LIMIT: Duration = Duration::from_secs(300);
-
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
-enum Arm {
-    Operator,
-    Go,
-}
-
-impl Arm {
-    fn title(self) -> &'static str {
-        match self {
-            Arm::Operator => "operator",
-            Arm::Go => "Go operator",
-        }
-    }
-
-    /// Where the lead broker listens, and its pod's name prefix.
-    fn socket_and_lead(self) -> (&'static str, String) {
-        match self {
-            Arm::Operator => ("/run/flux-operator/broker/local", format!("{MC}-lead-0-0-")),
-            Arm::Go => ("/mnt/flux/config/run/flux/local", format!("{MC}-0-")),
-        }
-    }
-}
-
-/// An operator process, killed when dropped.
-enum Running {
-    /// Held for its `Drop`, which kills it.
-    Ours(#[allow(dead_code)] Operator),
-    Go(Child),
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Running::Go(child) = self {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-struct Bench {
-    client: kube::Client,
-    go_dir: std::path::PathBuf,
-    crd: Option<Arm>,
-}
-
-impl Bench {
-    /// Install ARM's MiniCluster CRD, replacing the other one (no operator runs meanwhile).
-    async fn use_crd(&mut self, arm: Arm) -> Result<()> {
-        if self.crd == Some(arm) {
-            return Ok(());
-        }
-        let file = match arm {
-            Arm::Operator => root().join("crds/flux-framework.org_miniclusters.yaml"),
-            Arm::Go => self.go_dir.join("src").join(GO_CRD),
-        };
-        replace_crd(&self.client, &crd_from_file(&file)?).await?;
-        self.crd = Some(arm);
-        Ok(())
-    }
-
-    async fn start(&self, arm: Arm, ns: &str) -> Result<Running> {
-        match arm {
-            Arm::Operator => {
-                let op = Operator::start(ns)?;
-                wait_for("the operator ready", LIMIT, || async {
-                    Ok(http_get(op.metrics_port, "/readyz").await.ok().map(drop))
-                })
-                .await?;
-                Ok(Running::Ours(op))
-            }
-            Arm::Go => {
-                let log = std::env::temp_dir().join(format!("go-operator-{ns}.log"));
-                let out = std::fs::File::create(&log)?;
-                let mut manager = Command::new(self.go_dir.join("bin/manager"));
-                manager
-                    .args(["--metrics-bind-address=0", "--health-probe-bind-address=0"])
-                    .arg("-zap-devel=false");
-                let child = spawn_logged(&mut manager, out).context("starting the Go operator")?;
-                let running = Running::Go(child);
-                // controller-runtime starts its workers once its caches have synced.
-                wait_for("the Go operator's workers", LIMIT, || async {
-                    let text = std::fs::read_to_string(&log)?;
-                    Ok(text.contains("Starting workers").then_some(()))
-                })
-                .await?;
-                Ok(running)
-            }
-        }
-    }
-}
 
 fn minicluster(arm: Arm, size: u32) -> Result<String> {
     let mut yaml = format!(
@@ -138,39 +42,9 @@ fn minicluster(arm: Arm, size: u32) -> Result<String> {
          \x20 flux:\n    container:\n      image: {VIEW}\n"
     );
     if arm == Arm::Go {
-        let cert = Certificate::generate(MC)?.to_text();
-        yaml.push_str("    curveCert: |\n");
-        for line in cert.lines() {
-            yaml.push_str(&format!("      {line}\n"));
-        }
+        push_go_certificate(&mut yaml, MC)?;
     }
     Ok(yaml)
-}
-
-fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
-fn pods(ns: &str) -> Result<Vec<Value>> {
-    let list: Value = serde_json::from_str(&kubectl_in(ns, &["get", "pods", "-o", "json"])?)?;
-    Ok(list["items"].as_array().cloned().unwrap_or_default())
-}
-
-/// The lead pod, once its main container runs.
-async fn running_lead(ns: &str, prefix: &str) -> Result<String> {
-    wait_for("the lead container running", LIMIT, || async {
-        Ok(pods(ns)?.into_iter().find_map(|p| {
-            let name = p["metadata"]["name"].as_str()?;
-            let running = p["status"]["containerStatuses"]
-                .as_array()?
-                .iter()
-                .any(|c| c["name"] == MC && c["state"]["running"].is_object());
-            (name.starts_with(prefix) && running).then(|| name.to_string())
-        }))
-    })
-    .await
 }
 
 /// up and down, in seconds, for one MiniCluster of SIZE under ARM.
@@ -180,11 +54,11 @@ async fn run(bench: &mut Bench, arm: Arm, size: u32) -> Result<Run> {
     on_real_node(&ns.name)?;
     let _operator = bench.start(arm, &ns.name).await?;
     let yaml = minicluster(arm, size)?;
-    let (socket, prefix) = arm.socket_and_lead();
+    let (socket, prefix) = arm.socket_and_lead(MC);
 
     let t0 = now();
     apply_yaml(&ns.name, &yaml)?;
-    let lead = running_lead(&ns.name, &prefix).await?;
+    let lead = running_lead(&ns.name, &prefix, MC).await?;
     let script = format!(
         "export PATH=$PATH:/mnt/flux/view/bin FLUX_URI=local://{socket}\n\
          until [ \"$(flux resource list -s up -no {{nnodes}} 2>/dev/null)\" = {size} ]; do sleep 0.1; done\n\

@@ -92,7 +92,9 @@ fi
 # Run-time libraries only (Debian's mpich package would bring MPICH's compilers); of LAMMPS'
 # examples and potentials only those the tests and the Go operator's test run; without GCC's
 # compiler proper, which libkim-api2 (a LAMMPS dependency) pulls in to build KIM models.
-MPI_PACKAGES=(libmpich12 libopenmpi3 openmpi-bin lammps lammps-examples hwloc)
+# ssh and sshd only for the MPI Operator's arm of `make bench-hpc` (its mpirun reaches the
+# workers over ssh; MiniClusters need neither).
+MPI_PACKAGES=(libmpich12 libopenmpi3 openmpi-bin lammps lammps-examples hwloc openssh-client openssh-server)
 lammps_share=/usr/share/lammps
 mpi_rootfs=$out/mpi-rootfs.tar
 mpi_layer=$out/mpi-layer.tar
@@ -178,7 +180,14 @@ for mpi in mpich openmpi; do
   "mpicc.$mpi" -O2 -Wall -o "$work/mpi/usr/local/bin/mpi-check-$mpi" "$here/mpi/mpi-check.c"
 done
 ln -s /usr/share/lammps/examples "$work/mpi/opt/lammps/examples"
-tar_layer "$work/mpi-check.tar" "$work/mpi" usr opt
+# What the MPI Operator's launcher and workers expect of ssh (its own base image sets the
+# same): no host key checks (its key Secret is mounted read-only at /root/.ssh), no strict
+# modes on that mount, and sshd's privilege separation directory.
+mkdir -p "$work/mpi/etc/ssh/ssh_config.d" "$work/mpi/etc/ssh/sshd_config.d" "$work/mpi/run/sshd"
+printf '%s\n' 'StrictHostKeyChecking no' 'UserKnownHostsFile /dev/null' 'LogLevel ERROR' \
+  > "$work/mpi/etc/ssh/ssh_config.d/mpi-operator.conf"
+printf '%s\n' 'StrictModes no' > "$work/mpi/etc/ssh/sshd_config.d/mpi-operator.conf"
+tar_layer "$work/mpi-check.tar" "$work/mpi" usr opt etc run
 
 names() { printf '%s\n' "$@" | jq -R . | jq -s .; }
 path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin

@@ -2,6 +2,8 @@
 # Install the Debian packages the build and the tests need, only those that are
 # missing (so a prepared machine does nothing and needs no network).
 # Used by .ci/run and `make setup`. Go and Rust are expected to be installed.
+# `e2e/setup-host.sh hpc` adds what only `make bench-hpc` needs: LAMMPS and Open MPI's
+# mpirun on the host, the benchmark's floor.
 set -euo pipefail
 
 packages=(
@@ -21,6 +23,9 @@ packages=(
   # mpi-check (e2e/mpi), built with each MPI's mpicc for the MPI image (e2e/images.sh)
   libmpich-dev libopenmpi-dev
 )
+if [ "${1-}" = hpc ]; then
+  packages+=(openmpi-bin lammps)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
