@@ -39,7 +39,7 @@ mod cluster;
 mod common;
 mod mpi_operator;
 
-use arms::{Arm, Bench, LIMIT, now, pods, push_go_certificate, running_lead};
+use arms::{Arm, Bench, LIMIT, load, now, pods, push_go_certificate, running_lead, stats};
 use cluster::{apply_yaml, kubectl_in, on_real_node, root};
 use common::{TestNamespace, built_go_operator, client, wait_for};
 use mpi_operator::MpiOperator;
@@ -325,22 +325,6 @@ async fn in_mpijob(mpi: &MpiOperator) -> Result<Figures> {
 
 /// One figure of a run.
 type Figure = fn(&Figures) -> f64;
-
-fn stats(v: &[f64]) -> String {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match (s.first(), s.last()) {
-        (Some(min), Some(max)) => format!("{min:.2} / {:.2} / {max:.2}", s[s.len() / 2]),
-        _ => "-".into(),
-    }
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
 
 #[tokio::main]
 async fn main() -> Result<()> {

@@ -28,7 +28,7 @@ mod cluster;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use arms::{Arm, Bench, LIMIT, now, pods, push_go_certificate, running_lead};
+use arms::{Arm, Bench, LIMIT, load, now, pods, push_go_certificate, running_lead, stats};
 use cluster::{apply_yaml, kubectl_in, on_real_node};
 use common::{TestNamespace, built_go_operator, client, wait_for};
 
@@ -124,22 +124,6 @@ struct Run {
     phases: Phases,
     /// `kubectl delete minicluster` to no pod left.
     down: f64,
-}
-
-fn stats(v: &[f64]) -> String {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match (s.first(), s.last()) {
-        (Some(min), Some(max)) => format!("{min:.2} / {:.2} / {max:.2}", s[s.len() / 2]),
-        _ => "-".into(),
-    }
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
 }
 
 fn env_list(name: &str, default: &str) -> Result<Vec<u32>> {

@@ -144,3 +144,21 @@ pub async fn running_lead(ns: &str, prefix: &str, container: &str) -> Result<Str
     })
     .await
 }
+
+/// min / median / max of V, two decimals ("-" when empty).
+pub fn stats(v: &[f64]) -> String {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match (s.first(), s.last()) {
+        (Some(min), Some(max)) => format!("{min:.2} / {:.2} / {max:.2}", s[s.len() / 2]),
+        _ => "-".into(),
+    }
+}
+
+/// The machine's load average line, as the tables print it.
+pub fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}

@@ -12,8 +12,9 @@ use crate::cluster::{Lead, apply_yaml, kubectl_in, namespace, pods, wait_phase};
 
 const MINUTE: Duration = Duration::from_secs(60);
 
-/// An interactive MiniCluster of `size` brokers running the MPI image.
-fn mpi_cluster(mc: &str, size: u32) -> String {
+/// An interactive MiniCluster of `size` brokers running the MPI image (its container last,
+/// so a caller may add the container's fields).
+pub fn mpi_cluster(mc: &str, size: u32) -> String {
     format!(
         r#"
 apiVersion: flux-framework.org/v1alpha2

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Result, ensure};
 
 use crate::cluster::{Lead, apply_yaml, kubectl, namespace, node_name, wait_phase};
+use crate::mpi::mpi_cluster;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -47,22 +48,9 @@ async fn one_core_one_gpu() -> Result<()> {
     let mc = "cores";
     // Requests stay small so both pods fit beside the operator on two cores; the limit is
     // what each pod may use.
-    let yaml = format!(
-        r#"
-apiVersion: flux-framework.org/v1alpha2
-kind: MiniCluster
-metadata:
-  name: {mc}
-spec:
-  size: 2
-  interactive: true
-  containers:
-    - image: mpi-apps:bookworm
-      resources:
-        requests: {{cpu: 100m, nvidia.com/gpu: 1}}
-        limits: {{cpu: 1, nvidia.com/gpu: 1}}
-"#
-    );
+    let resources = "      resources:\n        requests: {cpu: 100m, nvidia.com/gpu: 1}\n        \
+                     limits: {cpu: 1, nvidia.com/gpu: 1}\n";
+    let yaml = format!("{}{resources}", mpi_cluster(mc, 2));
     apply_yaml(&ns.name, &yaml)?;
     wait_phase(&ns.name, mc, "Running").await?;
     let lead = Lead::of(&ns.name, mc)?;
