@@ -412,6 +412,88 @@ spec:
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
 
+/// A shrink that takes two ranks of one running job away (4 -> 2 under a job on ranks 1-3):
+/// both leaving followers see the job, and exactly one of them requeues it. The copy waits
+/// for the ranks it needs (not refused as unsatisfiable) and runs once the cluster grows back.
+#[test]
+fn a_shrink_under_a_job_on_two_leaving_ranks_requeues_it_exactly_once_and_the_copy_runs_after_a_grow()
+ {
+    let yaml = "apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata:
+  name: wide
+spec:
+  size: 4
+  maxSize: 4
+  interactive: true
+  drainGracePeriodSeconds: 3
+  containers:
+    - image: rockylinux:9
+";
+    let mut run = MiniClusterRun::start(minicluster(yaml), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "4");
+    let blocker = run
+        .flux_ok("submit -N1 --requires=rank:0 sleep 600")
+        .trim()
+        .to_string();
+    let wide = run.flux_ok("submit -N3 sleep 600").trim().to_string();
+    run.wait_flux(&format!("jobs -no {{state}} {wide}"), RUN, |o| {
+        o.trim() == "RUN"
+    });
+    assert_eq!(
+        run.flux_ok(&format!("jobs -no {{ranks}} {wide}")).trim(),
+        "[1-3]"
+    );
+
+    // Shrink 4 -> 2: ranks 2 and 3 go, both under the wide job.
+    run.delete_followers_as_kubelet(&[1, 2]);
+    assert_eq!(
+        run.flux_ok(&format!("jobs -no {{result}} {wide}")).trim(),
+        "CANCELED",
+        "{}",
+        run.debug()
+    );
+    let all = run.flux_ok("jobs -a -no {id}");
+    let copies: Vec<&str> = all
+        .lines()
+        .map(str::trim)
+        .filter(|id| *id != blocker && *id != wide)
+        .collect();
+    assert_eq!(
+        copies.len(),
+        1,
+        "one copy of {wide}, not {copies:?}: {}\n{}",
+        run.flux_ok(&format!("job eventlog {wide}")),
+        run.debug()
+    );
+    let copy = copies[0].to_string();
+    let eventlog = run.flux_ok(&format!("job eventlog {wide}"));
+    assert!(
+        // Flux prints an id with ƒ or f depending on the locale.
+        eventlog.contains(&format!("requeued as {}", copy.replace('ƒ', "f"))),
+        "the old job's note names its copy {copy}: {eventlog}"
+    );
+    // Held (urgency 0) while 2 nodes are up: released, Fluxion's fcfs would fail it as
+    // unsatisfiable.
+    assert_eq!(
+        run.flux_ok(&format!("jobs -no {{state}}:{{urgency}} {copy}"))
+            .trim(),
+        "SCHED:0",
+        "the copy waits for its ranks: {}",
+        run.flux(&format!("job eventlog {copy}")).1
+    );
+
+    // Grow back to 4: the copy runs on the returning ranks.
+    run.start_followers(&[1, 2]);
+    run.wait_flux(&format!("jobs -no {{state}} {copy}"), RUN, |o| {
+        o.trim() == "RUN"
+    });
+    assert_eq!(run.flux_ok("jobs -a -no {id}").lines().count(), 3);
+    run.flux_ok(&format!("cancel {copy} {blocker}"));
+    run.shutdown();
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}
+
 /// A fixed-size cluster whose follower pod is replaced (an eviction; the Job controller
 /// makes a new pod of the same index): the rank comes back and takes work again. (With the
 /// R Flux builds from the ranks' hardware reports, a rank that leaves is removed from the
