@@ -47,6 +47,7 @@ pub const DEFAULT_DEADLINE_SECONDS: i64 = 31_500_000;
     printcolumn(name = "Size", type_ = "integer", json_path = ".spec.size"),
     printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyBrokers"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Restarts", type_ = "integer", json_path = ".status.instance.restarts"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     doc = "A MiniCluster is an on-demand Flux Framework cluster: a lead broker and followers run as one JobSet.",
     validation = kube::core::Rule::new(

@@ -57,11 +57,34 @@ pub struct MiniClusterStatus {
     /// lead has started from an archive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreStatus>,
+    /// The Flux instance's lead broker as last seen, and how often the instance started
+    /// again while the MiniCluster ran. Absent until a lead pod exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<InstanceStatus>,
     /// Standard conditions: Ready, Suspended, Admitted, Resizing, Succeeded, Failed,
     /// InvalidSpec, Blocked, Degraded, Restarted, Unsupported.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// The lead broker behind the Flux instance. Its pod replaced or its Flux container
+/// restarted means a new instance: the old one's queue and job history are gone unless
+/// `spec.archive` restores them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceStatus {
+    /// The lead broker's pod. Empty while the cluster has no lead pod of its current run
+    /// (suspended, or its JobSet made again).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub lead_pod: String,
+    /// The kubelet's restart count of the Flux container in that pod.
+    #[serde(default)]
+    pub lead_container_restarts: i32,
+    /// Times a new Flux instance replaced the running one: the lead's Flux container
+    /// restarted or its pod was replaced (a suspension and its resumption do not count).
+    #[serde(default)]
+    pub restarts: i32,
 }
 
 /// What a lead broker pod restored from the archive.

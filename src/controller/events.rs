@@ -63,6 +63,7 @@ pub fn transitions(
     new: &MiniClusterStatus,
 ) -> Vec<Note> {
     let mut notes: Vec<Note> = created(old, new).into_iter().collect();
+    let instance_restarted = instance_note(old, new);
     // Conditions that hold the cluster or say something is wrong: a Warning each time one
     // turns true or says something new.
     for (type_, reason, action) in [
@@ -72,10 +73,14 @@ pub fn transitions(
         (condition::RESTARTED, "Restarted", "CreateJobSet"),
         (condition::UNSUPPORTED, "Unsupported", "Validate"),
     ] {
+        if type_ == condition::RESTARTED && instance_restarted.is_some() {
+            continue; // the InstanceRestarted Event below says it
+        }
         if let Some(message) = turned_true(old, new, type_) {
             notes.push(Note::warning(reason, action, message.to_string()));
         }
     }
+    notes.extend(instance_restarted);
     // Phases: each change has its Event, but a new cluster's first phase (Pending): Created,
     // or the Warning that holds it, already says what happened.
     if old.phase != new.phase
@@ -118,6 +123,26 @@ fn created(old: &MiniClusterStatus, new: &MiniClusterStatus) -> Option<Note> {
         format!("Created JobSet {}", new.job_set)
     };
     Some(Note::normal("Created", "CreateJobSet", message))
+}
+
+/// A Warning each time a new Flux instance replaced the running one (its lead's Flux
+/// container restarted or its pod was replaced; `status.instance.restarts` went up), with
+/// the `Restarted` condition's account of it, also when the new instance was already up
+/// by the time it was seen (the condition is then False again).
+fn instance_note(old: &MiniClusterStatus, new: &MiniClusterStatus) -> Option<Note> {
+    let count = |s: &MiniClusterStatus| s.instance.as_ref().map_or(0, |i| i.restarts);
+    if count(new) <= count(old) {
+        return None;
+    }
+    let message = new
+        .conditions
+        .iter()
+        .find(|c| c.type_ == condition::RESTARTED)
+        .map_or_else(
+            || "a new Flux instance replaced the running one".to_string(),
+            |c| c.message.clone(),
+        );
+    Some(Note::warning("InstanceRestarted", "Reconcile", message))
 }
 
 /// The Event of a change to `phase`.

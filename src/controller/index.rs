@@ -28,7 +28,10 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodCondition, PodStatus, Secret, Service};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodCondition,
+    PodStatus, Secret, Service,
+};
 use kube::api::{Api, DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::{Backoff, ResetTimerBackoff};
@@ -229,11 +232,13 @@ where
 /// A broker pod as the reconciler reads it ([`super::status::pod_facts`],
 /// [`super::status::lead_restore`], [`super::trigger::by_label`]): its name, namespace,
 /// UID, the name and role labels, its creation and deletion times; of its status the phase,
-/// the Ready condition and the archive init container's state. The rest (the spec, JobSet's
+/// the Ready condition, the archive init container's state and, of a lead pod, its
+/// containers' restart counts ([`super::instance::lead_seen`]). The rest (the spec, JobSet's
 /// and the Job controller's labels and annotations, every other condition and container
 /// status) is most of a pod's memory and is never read.
 pub fn trim_pod(pod: &mut Pod) {
     pod.spec = None;
+    let lead = super::status::is_lead(pod);
     let meta = &mut pod.metadata;
     if let Some(labels) = meta.labels.as_mut() {
         labels.retain(|k, _| k == NAME_LABEL || k == ROLE_LABEL);
@@ -263,12 +268,44 @@ pub fn trim_pod(pod: &mut Pod) {
         .flatten()
         .filter(|c| c.name == crate::flux::ARCHIVE_INIT)
         .collect();
+    let restarts = lead.then(|| {
+        status
+            .container_statuses
+            .into_iter()
+            .flatten()
+            .map(trim_container_status)
+            .collect()
+    });
     pod.status = Some(PodStatus {
         phase: status.phase,
         conditions: Some(ready),
         init_container_statuses: (!archive.is_empty()).then_some(archive),
+        container_statuses: restarts,
         ..PodStatus::default()
     });
+}
+
+/// A lead pod's container as [`super::instance::lead_seen`] reads it: its name, restart
+/// count and how it last ended.
+fn trim_container_status(c: ContainerStatus) -> ContainerStatus {
+    let ended = c
+        .last_state
+        .and_then(|s| s.terminated)
+        .map(|t| ContainerStateTerminated {
+            exit_code: t.exit_code,
+            reason: t.reason,
+            finished_at: t.finished_at,
+            ..ContainerStateTerminated::default()
+        });
+    ContainerStatus {
+        name: c.name,
+        restart_count: c.restart_count,
+        last_state: ended.map(|t| ContainerState {
+            terminated: Some(t),
+            ..ContainerState::default()
+        }),
+        ..ContainerStatus::default()
+    }
 }
 
 /// Jobs the operator makes itself (the services pod's): labelled with its name label and
@@ -528,8 +565,9 @@ mod tests {
                     {"name": crate::flux::ARCHIVE_INIT, "image": "v", "imageID": "", "ready": true,
                         "restartCount": 0, "state": {"terminated": {"exitCode": 0,
                         "message": "{\"found\": true, \"archive\": \"/a\", \"pending\": 2}"}}}],
-                "containerStatuses": [{"name": "app", "image": "x", "imageID": "", "ready": true,
-                    "restartCount": 0}]},
+                "containerStatuses": [{"name": "m", "image": "x", "imageID": "", "ready": true,
+                    "restartCount": 2, "lastState": {"terminated": {"exitCode": 137,
+                    "reason": "OOMKilled", "message": "long", "containerID": "c"}}}]},
         }))
         .expect("a pod");
         let mut trimmed = pod.clone();
@@ -548,7 +586,13 @@ mod tests {
         assert_eq!(labels.len(), 2, "{labels:?}");
         let status = trimmed.status.as_ref().expect("a status");
         assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
-        assert!(status.container_statuses.is_none() && status.pod_ip.is_none());
+        let mc = crate::fixtures::m().build();
+        let seen = |p: &Pod| super::super::instance::lead_seen(&mc, &[Arc::new(p.clone())]);
+        assert_eq!(seen(&pod).map(|s| s.restarts), Some(2));
+        assert_eq!(seen(&trimmed), seen(&pod));
+        assert!(status.pod_ip.is_none());
+        let kept = serde_json::to_string(&status.container_statuses).expect("serializes");
+        assert!(!kept.contains("long") && !kept.contains("\"c\""), "{kept}");
         assert!(trimmed.metadata.annotations.is_none() && trimmed.spec.is_none());
     }
 

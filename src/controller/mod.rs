@@ -15,6 +15,7 @@ mod context;
 mod durations;
 mod events;
 mod index;
+mod instance;
 pub mod kueue;
 pub mod leader;
 mod made;

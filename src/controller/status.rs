@@ -91,7 +91,7 @@ pub fn pod_facts(pods: &[Arc<Pod>]) -> PodFacts {
 }
 
 /// Whether the pod is a lead broker's (its role label).
-fn is_lead(pod: &Pod) -> bool {
+pub fn is_lead(pod: &Pod) -> bool {
     pod.metadata
         .labels
         .as_ref()
@@ -219,6 +219,7 @@ pub fn compute(
             .or_else(|| completed.or(failed).map(|c| c.last_transition_time.clone())),
         teardown_time: old.teardown_time.clone(),
         restore: lead_restore(observed.pods).or_else(|| old.restore.clone()),
+        instance: old.instance.clone(),
         conditions: old.conditions.clone(),
     };
     if phase.is_finished() && status.teardown_time.is_none() && facts.live == 0 {

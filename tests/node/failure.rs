@@ -61,6 +61,66 @@ async fn all_ready(ns: &str, mc: &str, size: i64) -> Result<Value> {
     .await
 }
 
+/// The reasons of the Events about MiniCluster `mc`, and their messages.
+fn events(ns: &str, mc: &str) -> Result<Vec<(String, String)>> {
+    let list: Value = serde_json::from_str(&kubectl_in(
+        ns,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.kind=MiniCluster,involvedObject.name={mc}"),
+            "-o",
+            "json",
+        ],
+    )?)?;
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let field = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+            (field("reason"), field("message"))
+        })
+        .collect())
+}
+
+/// What a user sees of a new instance: `status.instance.restarts` is `restarts`, the
+/// `Restarted` condition (over: the new instance is up) has REASON and says the queue is
+/// gone, and one `InstanceRestarted` Warning per restart says the same.
+async fn restart_is_told(ns: &str, mc: &str, restarts: i64, reason: &str) -> Result<()> {
+    let status = wait_for("status.instance.restarts", MINUTE, || async {
+        let obj = get_json(ns, &format!("minicluster/{mc}"))?;
+        Ok((obj["status"]["instance"]["restarts"] == restarts).then(|| obj["status"].clone()))
+    })
+    .await?;
+    let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+    let restarted = conditions
+        .iter()
+        .find(|c| c["type"] == "Restarted")
+        .with_context(|| format!("no Restarted condition: {status}"))?;
+    let message = restarted["message"].as_str().unwrap_or_default();
+    ensure!(
+        restarted["reason"] == reason || restarted["reason"] == "NewInstanceUp",
+        "{restarted}"
+    );
+    ensure!(message.contains("job history are gone"), "{restarted}");
+    let told = wait_for("an InstanceRestarted Event", MINUTE, || async {
+        let told: Vec<_> = events(ns, mc)?
+            .into_iter()
+            .filter(|(r, _)| r == "InstanceRestarted")
+            .collect();
+        Ok((told.len() as i64 == restarts).then_some(told))
+    })
+    .await?;
+    ensure!(
+        told.iter()
+            .all(|(_, m)| m.contains("a new Flux instance started")),
+        "{told:?}"
+    );
+    Ok(())
+}
+
 /// Three distinct hosts answer a job across every rank.
 fn runs_on_every_rank(lead: &Lead) -> Result<()> {
     let hosts = lead.flux("run -N3 -n3 hostname")?;
@@ -155,6 +215,42 @@ async fn the_lead_pod_deleted_starts_a_new_lead_that_every_follower_rejoins() ->
     )?;
     ensure!(log.contains("rejoining its replacement"), "{log}");
     ensure!(new_pod != old_pod);
+    restart_is_told(&ns.name, mc, 1, "LeadPodReplaced").await?;
+    ns.cleanup().await;
+    Ok(())
+}
+
+/// The lead broker killed inside its container (as an OOM kill or a crash ends it): the
+/// kubelet restarts the container, a new instance starts in it without the old one's
+/// jobs, and the MiniCluster says so, where before it said Running and Ready throughout.
+#[tokio::test]
+async fn the_lead_broker_killed_in_its_container_is_a_restart_the_minicluster_reports() -> Result<()>
+{
+    let mc = "crashed";
+    let ns = namespace("lead-crashed").await?;
+    apply_yaml(&ns.name, &yaml(mc))?;
+    wait_phase(&ns.name, mc, "Running").await?;
+    let old = Lead::of(&ns.name, mc)?;
+    let job = old.submit("sleep 600")?;
+    old.wait(&format!("jobs -no {{state}} {job}"), "RUN", MINUTE)
+        .await?;
+    let pod = crate::cluster::lead_pod(&ns.name, mc)?;
+    crate::cluster::flux_exec(&ns.name, &pod, mc, "kill -9 $(flux getattr broker.pid)")?;
+
+    let phase = all_ready(&ns.name, mc, 3).await?;
+    ensure!(phase == "Running", "phase {phase}");
+    ensure!(
+        crate::cluster::lead_pod(&ns.name, mc)? == pod,
+        "the same pod"
+    );
+    restart_is_told(&ns.name, mc, 1, "LeadBrokerRestarted").await?;
+    let lead = Lead::of(&ns.name, mc)?;
+    lead.wait("resource list -s up -no {nnodes}", "3", 2 * MINUTE)
+        .await?;
+    // What the condition says: the old instance's jobs are gone.
+    let jobs = lead.jobs()?;
+    ensure!(!jobs.contains_key(&job), "{job} survived: {jobs:?}");
+    runs_on_every_rank(&lead)?;
     ns.cleanup().await;
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::super::events;
+use super::super::instance;
 use super::super::status::{self, set_condition};
 use super::{Inputs, Plan};
 use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition};
@@ -35,11 +36,15 @@ pub(super) fn status(input: &Inputs<'_>, findings: Findings<'_>) -> MiniClusterS
     let now = input.now;
     let mut old = input.old.clone();
     if findings.restarted.is_some() {
-        // A new Flux instance: its lifecycle starts again.
+        // A new Flux instance: its lifecycle starts again, and its first lead pod is not a
+        // replacement (the condition below already says why it is new).
         old.phase = None;
         old.start_time = None;
         old.lead_ready_time = None;
         old.ready_time = None;
+        if let Some(instance) = old.instance.as_mut() {
+            instance.lead_pod.clear();
+        }
     }
     let mut new = status::compute(
         mc,
@@ -90,6 +95,23 @@ pub(super) fn status(input: &Inputs<'_>, findings: Findings<'_>) -> MiniClusterS
             &message,
         );
     }
+    let suspended = findings
+        .jobset
+        .is_some_and(|j| j.spec.suspend == Some(true));
+    let archive = Some(mc.spec.archive.path.as_str()).filter(|p| !p.is_empty());
+    let seen = instance::lead_seen(mc, &input.observed.pods);
+    let (now_instance, restart) =
+        instance::next(old.instance.as_ref(), seen.as_ref(), suspended, archive);
+    new.instance = now_instance;
+    if let Some(restart) = &restart {
+        set(
+            &mut new,
+            condition::RESTARTED,
+            true,
+            restart.reason,
+            &restart.message,
+        );
+    }
     if let Some(message) = &findings.restarted {
         set(
             &mut new,
@@ -99,35 +121,32 @@ pub(super) fn status(input: &Inputs<'_>, findings: Findings<'_>) -> MiniClusterS
             message,
         );
     } else if let Some((reason, message)) = restart_over(&new) {
-        set(&mut new, condition::RESTARTED, false, reason, message);
+        set(&mut new, condition::RESTARTED, false, reason, &message);
     }
     new
 }
 
 /// A `Restarted` cluster whose new instance is up (every broker ready) or finished: the
-/// restart is over, and the condition says so (its transition time: when).
-fn restart_over(new: &MiniClusterStatus) -> Option<(&'static str, &'static str)> {
+/// restart is over, and the condition says so (its transition time: when), keeping what
+/// happened.
+fn restart_over(new: &MiniClusterStatus) -> Option<(&'static str, String)> {
     let is = |type_: &str| {
         new.conditions
             .iter()
             .any(|c| c.type_ == type_ && c.status == "True")
     };
-    if !is(condition::RESTARTED) {
-        return None;
-    }
-    if is(condition::READY) {
-        Some((
-            "NewInstanceUp",
-            "the Flux instance started when the JobSet was made again is up",
-        ))
+    let restarted = new
+        .conditions
+        .iter()
+        .find(|c| c.type_ == condition::RESTARTED && c.status == "True")?;
+    let (reason, outcome) = if is(condition::READY) {
+        ("NewInstanceUp", "the new instance is up")
     } else if new.phase.is_some_and(Phase::is_finished) {
-        Some((
-            "NewInstanceFinished",
-            "the Flux instance started when the JobSet was made again has finished",
-        ))
+        ("NewInstanceFinished", "the new instance has finished")
     } else {
-        None
-    }
+        return None;
+    };
+    Some((reason, format!("{}; {outcome}", restarted.message)))
 }
 
 /// A condition that may have been set before is now false (not added if it never was).
@@ -367,6 +386,81 @@ mod tests {
                 "{what}"
             );
         }
+    }
+
+    #[test]
+    fn a_lead_container_restart_seen_after_its_new_instance_is_up_is_counted_and_told() {
+        let mc = Mc::new(2).running().status(|s| {
+            s.instance = Some(crate::api::InstanceStatus {
+                lead_pod: "m-0".into(),
+                ..Default::default()
+            });
+        });
+        let mut seen = Seen::everything(&mc, 2);
+        let container = match &seen.mc.spec.containers[0].name {
+            n if n.is_empty() => seen.mc.metadata.name.clone().unwrap_or_default(),
+            n => n.clone(),
+        };
+        let mut lead = (*seen.observed.pods[0]).clone();
+        lead.status.as_mut().unwrap().container_statuses =
+            Some(vec![k8s_openapi::api::core::v1::ContainerStatus {
+                name: container,
+                restart_count: 1,
+                ..Default::default()
+            }]);
+        seen.observed.pods[0] = std::sync::Arc::new(lead);
+        let old = seen.mc.status.clone().unwrap_or_default();
+        let spec = seen.resolve();
+        let input = seen.inputs(&spec, &seen.observed, &old);
+        let new = status(
+            &input,
+            Findings {
+                jobset: seen.observed.jobset.as_deref(),
+                ..Findings::default()
+            },
+        );
+        assert_eq!(new.instance.as_ref().map(|i| i.restarts), Some(1));
+        // Every broker is ready again: the condition is over, and keeps the account.
+        let restarted = new
+            .conditions
+            .iter()
+            .find(|c| c.type_ == condition::RESTARTED)
+            .expect("a Restarted condition");
+        assert_eq!(
+            (restarted.status.as_str(), restarted.reason.as_str()),
+            ("False", "NewInstanceUp")
+        );
+        assert!(
+            restarted
+                .message
+                .contains("lead broker's pod m-0 restarted")
+                && restarted.message.contains("job history are gone")
+                && restarted.message.ends_with("the new instance is up"),
+            "{}",
+            restarted.message
+        );
+        let notes = events::transitions(&seen.mc, &old, &new);
+        let warned: Vec<_> = notes
+            .iter()
+            .filter(|n| n.warning)
+            .map(|n| n.reason)
+            .collect();
+        assert_eq!(warned, ["InstanceRestarted"], "{notes:?}");
+        // Seen again: nothing new.
+        let input = seen.inputs(&spec, &seen.observed, &new);
+        let again = status(
+            &input,
+            Findings {
+                jobset: seen.observed.jobset.as_deref(),
+                ..Findings::default()
+            },
+        );
+        assert_eq!(again.instance, new.instance);
+        assert!(
+            events::transitions(&seen.mc, &new, &again)
+                .iter()
+                .all(|n| !n.warning)
+        );
     }
 
     #[test]
