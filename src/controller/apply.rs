@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, Recorder};
 use kube::{Api, Resource, ResourceExt};
@@ -132,11 +132,11 @@ pub(super) async fn execute(
     {
         let api = Api::<MiniCluster>::namespaced(ctx.client.clone(), mc.namespace_or_default());
         match api
-            .delete(&mc.name_any(), &DeleteParams::background())
+            .delete(&mc.name_any(), &pinned(mc.metadata.uid.as_deref()))
             .await
         {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -183,12 +183,14 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
         Step::ApplyService(svc, recreated) => {
             let api = Api::<Service>::namespaced(client, ns);
             let existed = refuse_foreign(&api, &svc.name_any(), mc).await?;
-            api.patch(&svc.name_any(), &force, &Patch::Apply(svc.as_ref()))
+            let applied = api
+                .patch(&svc.name_any(), &force, &Patch::Apply(svc.as_ref()))
                 .await?;
             ctx.made(
                 mc,
                 Object::Service(OwnedObject {
                     name: svc.name_any(),
+                    uid: applied.metadata.uid,
                     applied: svc.annotations().get(render::APPLIED_ANNOTATION).cloned(),
                 }),
             );
@@ -232,15 +234,35 @@ async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
                 .await?;
             Ok(())
         }
-        Step::DeleteConfigMap(name) => {
-            delete(&Api::<ConfigMap>::namespaced(client, ns), name).await
+        Step::DeleteConfigMap(d) => {
+            delete(
+                &Api::<ConfigMap>::namespaced(client, ns),
+                &d.name,
+                d.uid.as_deref(),
+            )
+            .await
         }
-        Step::DeleteService(name) => delete(&Api::<Service>::namespaced(client, ns), name).await,
-        Step::DeleteJobSet => delete(&Api::<JobSet>::namespaced(client, ns), mc.name()).await,
-        Step::DeleteServicesJob => {
+        Step::DeleteService(d) => {
+            delete(
+                &Api::<Service>::namespaced(client, ns),
+                &d.name,
+                d.uid.as_deref(),
+            )
+            .await
+        }
+        Step::DeleteJobSet(uid) => {
+            delete(
+                &Api::<JobSet>::namespaced(client, ns),
+                mc.name(),
+                uid.as_deref(),
+            )
+            .await
+        }
+        Step::DeleteServicesJob(uid) => {
             delete(
                 &Api::<Job>::namespaced(client, ns),
                 &render::services_job_name(mc),
+                uid.as_deref(),
             )
             .await
         }
@@ -315,14 +337,32 @@ where
     }
 }
 
-async fn delete<K>(api: &Api<K>, name: &str) -> Result<(), Stop>
+/// Delete `name`, pinned to `uid` when known: gone already (404) or replaced by another
+/// object of the name since the decision (409, the precondition failed) is done, and the
+/// next reconcile decides about the new one.
+async fn delete<K>(api: &Api<K>, name: &str, uid: Option<&str>) -> Result<(), Stop>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match api.delete(name, &DeleteParams::background()).await {
+    match api.delete(name, &pinned(uid)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 && uid.is_some() => {
+            tracing::info!(%name, "not deleted: another object of its name replaced it");
+            Ok(())
+        }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// A background delete with a UID precondition when `uid` is known.
+fn pinned(uid: Option<&str>) -> DeleteParams {
+    DeleteParams {
+        preconditions: uid.map(|uid| Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
     }
 }
 

@@ -402,6 +402,7 @@ where
         .filter(|o| mine(&o.metadata) && controlled_by(o.as_ref(), mc))
         .map(|o| OwnedObject {
             name: o.metadata.name.clone().unwrap_or_default(),
+            uid: o.metadata.uid.clone(),
             applied: o
                 .metadata
                 .annotations

@@ -57,6 +57,7 @@ pub fn fill_in(observed: &mut Observed, made: &mut Made, now: Instant) -> Option
             Object::Secret => observed.secret = Presence::Owned,
             Object::ConfigMap(name) => observed.config_maps.push(OwnedObject {
                 name: name.clone(),
+                uid: None,
                 applied: None,
             }),
             Object::Service(svc) => observed.services.push(svc.clone()),
@@ -77,6 +78,7 @@ mod tests {
     fn cm(name: &str) -> OwnedObject {
         OwnedObject {
             name: name.into(),
+            uid: None,
             applied: None,
         }
     }
@@ -163,6 +165,7 @@ mod tests {
                 made: vec![(
                     Object::Service(OwnedObject {
                         name: "m".into(),
+                        uid: None,
                         applied: Some("h1".into()),
                     }),
                     t0,

@@ -22,7 +22,7 @@ pub(super) fn unused(
     if with_jobset {
         for cm in &observed.config_maps {
             if cm.name != in_use {
-                steps.push(Step::DeleteConfigMap(cm.name.clone()));
+                steps.push(Step::DeleteConfigMap(cm.into()));
             }
         }
     }
@@ -32,7 +32,7 @@ pub(super) fn unused(
             .iter()
             .any(|d| d.name_any() == svc.name)
         {
-            steps.push(Step::DeleteService(svc.name.clone()));
+            steps.push(Step::DeleteService(svc.into()));
         }
     }
     steps
@@ -53,12 +53,13 @@ mod tests {
     use crate::render;
 
     #[test]
-    fn what_nobody_uses_goes_and_a_finished_cluster_with_cleanup_goes_too() {
+    fn what_nobody_uses_goes_pinned_to_the_uid_seen_and_a_finished_cluster_with_cleanup_goes_too() {
         let mc = Mc::new(2).running();
         let desired = render::desired(&crate::fixtures::cluster(&mc.0)).unwrap();
         let in_use = desired.config_map.name_any();
         let stray = || OwnedObject {
             name: "m-old".into(),
+            uid: Some("uid-stray".into()),
             applied: None,
         };
         // (what it proves, what the watches hold, with a JobSet, the steps)
@@ -68,7 +69,7 @@ mod tests {
                 "a ConfigMap no JobSet uses",
                 Seen::everything(&mc, 2).config_maps(&[&in_use, "m-flux"]),
                 true,
-                vec!["DeleteConfigMap(\"m-flux\")"],
+                vec!["DeleteConfigMap(Doomed { name: \"m-flux\", uid: Some(\"uid-m-flux\") })"],
             ),
             (
                 "before a JobSet: not yet (which one it will use is not known)",
@@ -84,7 +85,7 @@ mod tests {
                     seen
                 },
                 true,
-                vec!["DeleteService(\"m-old\")"],
+                vec!["DeleteService(Doomed { name: \"m-old\", uid: Some(\"uid-stray\") })"],
             ),
         ];
         for (what, seen, with_jobset, want) in cases {

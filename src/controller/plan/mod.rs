@@ -135,16 +135,36 @@ pub enum Step {
     /// The services pod's Job follows `spec.suspend`.
     UpdateServicesJob(serde_json::Value),
     /// Delete an owned ConfigMap no JobSet uses any more.
-    DeleteConfigMap(String),
+    DeleteConfigMap(Doomed),
     /// Delete an owned Service the spec no longer asks for.
-    DeleteService(String),
+    DeleteService(Doomed),
     /// `ttlSecondsAfterFinished` has passed since the recorded completion: delete the
-    /// JobSet (its pods go with it).
-    DeleteJobSet,
+    /// JobSet (its pods go with it), the one with this UID.
+    DeleteJobSet(Option<String>),
     /// The same, for the services pod's Job.
-    DeleteServicesJob,
-    /// `spec.cleanup`: delete the finished MiniCluster.
+    DeleteServicesJob(Option<String>),
+    /// `spec.cleanup`: delete the finished MiniCluster (the one reconciled: its UID).
     DeleteMiniCluster,
+}
+
+/// An object a step deletes: its name and the UID it had when the delete was decided. The
+/// delete carries that UID as a precondition, so a stale decision never deletes an object
+/// of the same name made in between (the API server answers 409 and nothing goes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Doomed {
+    /// The object's name.
+    pub name: String,
+    /// Its UID as the watch saw it (`None`: made by this process and not seen yet).
+    pub uid: Option<String>,
+}
+
+impl From<&OwnedObject> for Doomed {
+    fn from(o: &OwnedObject) -> Self {
+        Self {
+            name: o.name.clone(),
+            uid: o.uid.clone(),
+        }
+    }
 }
 
 impl Step {

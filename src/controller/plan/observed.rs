@@ -91,6 +91,8 @@ impl Presence {
 pub struct OwnedObject {
     /// The object's name.
     pub name: String,
+    /// Its UID (`None` for one this process made and the watch has not shown yet).
+    pub uid: Option<String>,
     /// [`crate::render::APPLIED_ANNOTATION`], if set.
     pub applied: Option<String>,
 }

@@ -108,6 +108,7 @@ impl Seen {
         seen.observed.secret = Presence::Owned;
         seen.observed.config_maps = vec![OwnedObject {
             name: desired.config_map.name_any(),
+            uid: None,
             applied: None,
         }];
         seen.observed.services = desired
@@ -115,6 +116,7 @@ impl Seen {
             .iter()
             .map(|s| OwnedObject {
                 name: s.name_any(),
+                uid: None,
                 applied: s.annotations().get(render::APPLIED_ANNOTATION).cloned(),
             })
             .collect();
@@ -179,6 +181,7 @@ impl Seen {
             .iter()
             .map(|n| OwnedObject {
                 name: n.to_string(),
+                uid: Some(format!("uid-{n}")),
                 applied: None,
             })
             .collect();
@@ -281,11 +284,11 @@ fn steps(plan: &Plan) -> Vec<String> {
             Step::UpdateJobSet(u) => format!("update JobSet {}", u["spec"]),
             Step::CreateServicesJob(_, again) => format!("create services Job{}", said(again)),
             Step::UpdateServicesJob(u) => format!("update services Job {}", u["spec"]),
-            Step::DeleteConfigMap(n) => format!("delete ConfigMap {n}"),
-            Step::DeleteService(n) => format!("delete Service {n}"),
+            Step::DeleteConfigMap(d) => format!("delete ConfigMap {}", d.name),
+            Step::DeleteService(d) => format!("delete Service {}", d.name),
             Step::DeleteMiniCluster => "delete MiniCluster".to_string(),
-            Step::DeleteJobSet => "delete JobSet".to_string(),
-            Step::DeleteServicesJob => "delete services Job".to_string(),
+            Step::DeleteJobSet(_) => "delete JobSet".to_string(),
+            Step::DeleteServicesJob(_) => "delete services Job".to_string(),
         })
         .collect()
 }

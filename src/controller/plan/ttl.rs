@@ -48,11 +48,16 @@ pub(super) fn decide(input: &Inputs<'_>, cluster: &Cluster<'_>) -> Decision {
         .saturating_add(jiff::SignedDuration::from_secs(i64::from(ttl.max(0))))
         .unwrap_or(Timestamp::MAX);
     if input.now >= expires {
+        let uid = |meta: &kube::api::ObjectMeta| meta.uid.clone();
         if jobset_left {
-            decision.steps.push(Step::DeleteJobSet);
+            let js = input.observed.jobset.as_deref().map(|j| &j.metadata);
+            decision.steps.push(Step::DeleteJobSet(js.and_then(uid)));
         }
         if job_left {
-            decision.steps.push(Step::DeleteServicesJob);
+            let job = input.observed.services_job.as_deref().map(|j| &j.metadata);
+            decision
+                .steps
+                .push(Step::DeleteServicesJob(job.and_then(uid)));
         }
     } else {
         decision.requeue =
@@ -90,11 +95,11 @@ mod tests {
                 Some(Duration::from_secs(20)),
             ),
             (
-                "the TTL over: the JobSet goes",
+                "the TTL over: the JobSet goes, pinned to the UID seen",
                 true,
                 Some(30),
                 30,
-                vec!["DeleteJobSet"],
+                vec!["DeleteJobSet(Some(\"uid-js\"))"],
                 None,
             ),
             ("no TTL: it stays", true, None, 3600, vec![], None),
