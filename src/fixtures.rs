@@ -108,3 +108,18 @@ pub(crate) fn refusal(mc: &MiniCluster) -> Vec<FieldError> {
 pub(crate) fn refused_field(mc: &MiniCluster) -> Option<String> {
     refusal(mc).into_iter().next().map(|e| e.field)
 }
+
+/// `spec.archive.path` set to `path`, on a hostPath volume (`state`) of the first container
+/// mounted at the path's directory, as the archive checks require.
+pub(crate) fn archive_on_host(mc: &mut MiniCluster, path: &str) {
+    mc.spec.archive.path = path.into();
+    let dir = path.rsplit_once('/').map_or("/", |(d, _)| d);
+    mc.spec.containers[0].volumes.insert(
+        "state".into(),
+        crate::api::ContainerVolume {
+            path: dir.into(),
+            host_path: "/var/lib/flux-state".into(),
+            ..Default::default()
+        },
+    );
+}

@@ -737,7 +737,7 @@ fn archive_is_restored_when_it_exists_and_dumped_beside_it() {
         .join(".partial-state-archive.tar")
         .display()
         .to_string();
-    mc.spec.archive.path = archive.clone();
+    crate::fixtures::archive_on_host(&mut mc, &archive);
     let pod = Pod::new(&mc);
     assert_ok(&pod.run("lead.sh", &[]));
     assert!(

@@ -308,7 +308,9 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
         let mc = with_spec(
             "mc",
             "default",
-            &format!("{spec}\ncontainers:\n- image: app"),
+            &format!(
+                "{spec}\ncontainers:\n- image: app\n  volumes: {{state: {{path: /state, claimName: c}}}}"
+            ),
         );
         assert_eq!(config::resource_hosts(&mc).as_deref(), hosts, "{spec}");
         let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))

@@ -57,7 +57,7 @@ pub(crate) fn matrix() -> Vec<(String, MiniCluster)> {
         timed: true,
         zeromq: true,
     };
-    all.spec.archive.path = "/state/archive.tar".into();
+    crate::fixtures::archive_on_host(&mut all, "/state/archive.tar");
     all.spec.flux.wrap = "valgrind,--tool=memcheck".into();
     all.spec.flux.option_flags = "-o cpu-affinity=per-task --exclusive".into();
     all.spec

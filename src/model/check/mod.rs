@@ -25,6 +25,9 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
     let mut errors = Vec::new();
     spec::schema(mc, &mut errors);
     spec::archive_path(mc, &mut errors);
+    if mc.has_archive() {
+        spec::archive_volume(mc, &mut errors);
+    }
     spec::sizes(mc, &mut errors);
     spec::name(mc, &mut errors);
     containers::check(mc, &mut errors);

@@ -44,6 +44,49 @@ pub(super) fn archive_path(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
     }
 }
 
+/// The archive must outlive the pod that saves it: it lies under the mount path of a volume
+/// of the Flux container that is a PersistentVolumeClaim, a host path or a CSI volume, and is
+/// writable. On an emptyDir, a Secret, a ConfigMap or the container's own filesystem, the
+/// save would vanish with the pod and the next cluster would start empty without a word.
+pub(super) fn archive_volume(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
+    let archive = mc.spec.archive.path.as_str();
+    let Ok((index, container)) = crate::model::containers::flux_container(mc) else {
+        return; // reported by the containers' checks
+    };
+    if !archive.starts_with('/') {
+        return; // reported by archive_path
+    }
+    let under = |mount: &str| {
+        let mount = mount.trim_end_matches('/');
+        archive
+            .strip_prefix(mount)
+            .is_some_and(|rest| rest.starts_with('/'))
+    };
+    let volume = container
+        .volumes
+        .iter()
+        .filter(|(_, v)| !v.path.is_empty() && under(&v.path))
+        .max_by_key(|(_, v)| v.path.trim_end_matches('/').len());
+    let field = "spec.archive.path";
+    let problem = match volume {
+        None => format!(
+            "{archive:?} is on the Flux container's own filesystem, which goes with the pod: put it under the path of a volume with claimName, hostPath or csiDriver in spec.containers[{index}].volumes"
+        ),
+        Some((name, v)) if v.read_only => format!(
+            "{archive:?} is on volume {name:?} (spec.containers[{index}].volumes.{name}), which is mounted readOnly: the save could not be written"
+        ),
+        Some((name, v))
+            if v.claim_name.is_empty() && v.host_path.is_empty() && v.csi_driver.is_empty() =>
+        {
+            format!(
+                "{archive:?} is on volume {name:?} (spec.containers[{index}].volumes.{name}), which does not outlive the pod (an emptyDir, a Secret or a ConfigMap): use a volume with claimName, hostPath or csiDriver"
+            )
+        }
+        Some(_) => return,
+    };
+    errors.push(err(field, problem));
+}
+
 /// The same checks the CRD's CEL rules make on the sizes.
 pub(super) fn sizes(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
     let spec = &mc.spec;

@@ -226,7 +226,7 @@ fn with_an_archive_no_container_takes_the_archive_init_containers_name() {
     mc.spec.containers[0].name = "flux-archive".into();
     // Without an archive there is no such init container.
     assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
-    mc.spec.archive.path = "/state/flux.tar.gz".into();
+    crate::fixtures::archive_on_host(&mut mc, "/state/flux.tar.gz");
     assert_eq!(
         fields(&mc),
         ["spec.containers[0].name"],
@@ -345,7 +345,7 @@ fn render_reads_a_file_as_the_api_server_does() {
 #[test]
 fn archive_path_must_be_an_absolute_path_flux_can_pass_to_a_shell() {
     let mut mc = manifest(HELLO);
-    mc.spec.archive.path = "/state/flux-archive_1.tar.gz".into();
+    crate::fixtures::archive_on_host(&mut mc, "/state/flux-archive_1.tar.gz");
     assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
     for bad in [
         "auto",
@@ -785,4 +785,69 @@ fn a_pod_annotation_that_placement_sets_is_refused_naming_the_annotation() {
         r#"spec.pod.annotations["kueue.x-k8s.io/podset-group-name"]"#
     );
     assert!(message.contains("spec.placement"), "{message}");
+}
+
+#[test]
+fn the_archive_must_be_on_a_writable_volume_that_outlives_the_pod() {
+    let with = |volumes: &str| {
+        manifest(&format!(
+            "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata: {{name: m}}\n\
+             spec:\n  archive: {{path: /state/q/flux.tar.gz}}\n  containers:\n  - image: app\n    \
+             volumes: {volumes}\n"
+        ))
+    };
+    // (what it proves, the volumes, refused with a message containing)
+    let cases = [
+        ("a claim", "{state: {path: /state, claimName: c}}", None),
+        (
+            "a host path",
+            "{state: {path: /state/, hostPath: /data}}",
+            None,
+        ),
+        (
+            "a CSI volume",
+            "{state: {path: /state, csiDriver: d}}",
+            None,
+        ),
+        (
+            "the deepest mount decides: an emptyDir inside a claim",
+            "{state: {path: /state, claimName: c}, scratch: {path: /state/q, emptyDir: true}}",
+            Some("does not outlive the pod"),
+        ),
+        (
+            "an emptyDir",
+            "{state: {path: /state, emptyDir: true}}",
+            Some("does not outlive the pod"),
+        ),
+        (
+            "a Secret",
+            "{state: {path: /state, secretName: s}}",
+            Some("does not outlive the pod"),
+        ),
+        (
+            "read-only",
+            "{state: {path: /state, claimName: c, readOnly: true}}",
+            Some("readOnly"),
+        ),
+        (
+            "a mount whose path only shares a prefix",
+            "{state: {path: /sta, claimName: c}}",
+            Some("own filesystem"),
+        ),
+        ("no volume", "{}", Some("own filesystem")),
+    ];
+    for (what, volumes, refused) in cases {
+        let errors = validate(&with(volumes));
+        let archive: Vec<_> = errors
+            .iter()
+            .filter(|e| e.field == "spec.archive.path")
+            .collect();
+        match refused {
+            None => assert!(archive.is_empty(), "{what}: {errors:?}"),
+            Some(words) => assert!(
+                archive.len() == 1 && archive[0].message.contains(words),
+                "{what}: {errors:?}"
+            ),
+        }
+    }
 }

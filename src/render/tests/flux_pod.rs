@@ -742,7 +742,7 @@ fn with_an_archive_the_lead_pod_reports_it_from_an_init_container_without_the_ce
     };
     assert_eq!(names(&lead), ["flux-view"]);
 
-    mc.spec.archive.path = "/state/flux.tar.gz".into();
+    crate::fixtures::archive_on_host(&mut mc, "/state/flux.tar.gz");
     mc.spec.containers[0].security_context = Some(k8s_openapi::api::core::v1::SecurityContext {
         run_as_user: Some(1000),
         ..Default::default()
