@@ -98,6 +98,7 @@ const FOLLOWER: &str = include_str!("templates/follower.sh.j2");
 const COMPANION: &str = include_str!("templates/companion.sh.j2");
 const VIEW_INIT: &str = include_str!("templates/view-init.sh.j2");
 const ARCHIVE_CHECK: &str = include_str!("templates/archive-check.sh.j2");
+const ARCHIVE_WHOLE: &str = include_str!("templates/archive-whole.py.j2");
 const SAVE: &str = include_str!("templates/save.sh.j2");
 const SAVE_ON_CLEANUP: &str = include_str!("templates/save-on-cleanup.py.j2");
 const HOLD_QUEUES: &str = include_str!("templates/hold-queues.py.j2");
@@ -481,6 +482,7 @@ fn parse_templates() -> Environment<'static> {
         ("companion.sh.j2", COMPANION),
         ("view-init.sh.j2", VIEW_INIT),
         ("archive-check.sh.j2", ARCHIVE_CHECK),
+        ("archive-whole.py.j2", ARCHIVE_WHOLE),
         ("save.sh.j2", SAVE),
         ("save-on-cleanup.py.j2", SAVE_ON_CLEANUP),
         ("hold-queues.py.j2", HOLD_QUEUES),

@@ -398,3 +398,120 @@ fn an_unreadable_archive_stops_the_lead_before_its_broker_and_is_left_as_it_was(
         garbage
     );
 }
+
+/// A save writes the archive's manifest (SHA-256, size, job count) beside it, last. A restore
+/// refuses an archive cut or changed after the save, as the init container's error, before
+/// any broker starts: cut at a tar member boundary (which still lists its first members)
+/// with and without its manifest, and one byte changed. The archive is left as it was; the
+/// whole one restores.
+#[test]
+fn a_cut_or_changed_archive_is_refused_by_its_manifest_and_the_whole_one_restores() {
+    let host = tempfile::tempdir().unwrap();
+    let host_dir = host.path().display().to_string();
+    let yaml = |name: &str| {
+        with_archive(name, 1, &host_dir, FLUXION).replace("/state/flux.tar.gz", "/state/flux.tar")
+    };
+    let archive = host.path().join("flux.tar");
+    let manifest = host.path().join("flux.tar.manifest.json");
+
+    let save = MiniClusterRun::start(minicluster(&yaml("seal")), Start::default());
+    save.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "1");
+    for _ in 0..2 {
+        save.flux_ok("run true");
+    }
+    save.shutdown();
+    assert_eq!(save.wait_lead(RUN), 0, "{}", save.debug());
+    drop(save);
+    let whole = std::fs::read(&archive).expect("the save wrote the archive");
+    let sealed: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest).expect("and its manifest")).unwrap();
+    assert_eq!(sealed["bytes"], whole.len(), "{sealed}");
+    assert_eq!(sealed["jobs"], 2, "{sealed}");
+    let sealed_text = std::fs::read(&manifest).unwrap();
+
+    // Where the last member starts: a cut there leaves a tar of the first members.
+    let boundary = {
+        let mut tar = tar_offsets(&whole);
+        tar.pop().expect("members")
+    };
+    let mut changed = whole.clone();
+    changed[whole.len() / 3] ^= 0x20;
+    // (what it proves, the archive, with its manifest, the error says)
+    let cases = [
+        (
+            "cut, with its manifest",
+            whole[..boundary].to_vec(),
+            true,
+            "does not match its manifest",
+        ),
+        (
+            "cut, manifest lost",
+            whole[..boundary].to_vec(),
+            false,
+            "truncated",
+        ),
+        (
+            "one byte changed",
+            changed,
+            true,
+            "does not match its manifest",
+        ),
+    ];
+    for (i, (what, bytes, with_manifest, error)) in cases.into_iter().enumerate() {
+        std::fs::write(&archive, &bytes).unwrap();
+        if with_manifest {
+            std::fs::write(&manifest, &sealed_text).unwrap();
+        } else {
+            let _ = std::fs::remove_file(&manifest);
+        }
+        let how = Start {
+            lead: false,
+            only_followers: Some(vec![]),
+            ..Start::default()
+        };
+        let mut run = MiniClusterRun::start(minicluster(&yaml(&format!("bad-{i}"))), how);
+        let failure = run.start_lead_allowing_init_failure();
+        assert!(failure.is_some(), "{what}: the init container passed");
+        let restore = restore_status(&run).expect("a report of the failure");
+        assert!(restore.error.contains(error), "{what}: {restore:?}");
+        assert!(
+            !run.lead_log().contains("starting the lead broker"),
+            "{what}"
+        );
+        assert_eq!(
+            std::fs::read(&archive).unwrap(),
+            bytes,
+            "{what}: left as it was"
+        );
+    }
+
+    std::fs::write(&archive, &whole).unwrap();
+    std::fs::write(&manifest, &sealed_text).unwrap();
+    let run = MiniClusterRun::start(minicluster(&yaml("whole")), Start::default());
+    run.wait_flux("jobs -a -no {id}", RUN, |o| o.lines().count() == 2);
+    let restore = restore_status(&run).expect("a report");
+    assert_eq!(
+        (restore.error.as_str(), restore.ended_jobs),
+        ("", 2),
+        "{restore:?}"
+    );
+    run.shutdown();
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}
+
+/// The offsets of the headers of an uncompressed tar's members.
+fn tar_offsets(tar: &[u8]) -> Vec<usize> {
+    let mut offsets = Vec::new();
+    let mut at = 0;
+    while at + 512 <= tar.len() && tar[at..at + 512].iter().any(|b| *b != 0) {
+        offsets.push(at);
+        let size = std::str::from_utf8(&tar[at + 124..at + 136])
+            .ok()
+            .and_then(|s| {
+                usize::from_str_radix(s.trim_matches(|c: char| c == '\0' || c == ' '), 8).ok()
+            })
+            .unwrap_or(0);
+        at += 512 + size.div_ceil(512) * 512;
+    }
+    offsets
+}
