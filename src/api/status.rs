@@ -57,6 +57,10 @@ pub struct MiniClusterStatus {
     /// lead has started from an archive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore: Option<RestoreStatus>,
+    /// What the lead's last save to `spec.archive.path` did, as its Flux container reported
+    /// it when it ended. Absent until a lead has ended with an archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_save: Option<SaveStatus>,
     /// The Flux instance's lead broker as last seen, and how often the instance started
     /// again while the MiniCluster ran. Absent until a lead pod exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +89,31 @@ pub struct InstanceStatus {
     /// restarted or its pod was replaced (a suspension and its resumption do not count).
     #[serde(default)]
     pub restarts: i32,
+}
+
+/// What a lead's save at the end of its instance did.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SaveStatus {
+    /// The archive (`spec.archive.path`).
+    pub archive: String,
+    /// The lead broker pod that saved.
+    pub pod: String,
+    /// Whether the archive now holds that instance's state. False: nothing was replaced, and
+    /// `error` says why.
+    pub saved: bool,
+    /// Jobs in the saved archive (pending, canceled by the save, ended).
+    #[serde(default)]
+    pub jobs: i32,
+    /// The saved archive's size in bytes.
+    #[serde(default)]
+    pub bytes: i64,
+    /// Its SHA-256, as in its manifest (`<archive>.manifest.json`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sha256: String,
+    /// Why the save failed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error: String,
 }
 
 /// What a lead broker pod restored from the archive.

@@ -8,7 +8,7 @@
 
 use kube::runtime::events::EventType;
 
-use crate::api::{MiniCluster, MiniClusterStatus, Phase, RestoreStatus, condition};
+use crate::api::{MiniCluster, MiniClusterStatus, Phase, RestoreStatus, SaveStatus, condition};
 
 /// One Event to publish about the MiniCluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,6 +94,11 @@ pub fn transitions(
     {
         notes.push(restore_note(r));
     }
+    if let Some(s) = &new.last_save
+        && old.last_save.as_ref() != Some(s)
+    {
+        notes.push(save_note(s));
+    }
     if mc.spec.cleanup
         && new.phase.is_some_and(Phase::is_finished)
         && !old.phase.is_some_and(Phase::is_finished)
@@ -174,6 +179,30 @@ fn phase_note(mc: &MiniCluster, phase: Phase) -> Note {
             "Reconcile",
             "Waiting for broker pods".to_string(),
         ),
+    }
+}
+
+/// The Event of a save the lead pod reported: what the archive holds now, or why it was not
+/// replaced.
+fn save_note(s: &SaveStatus) -> Note {
+    if s.saved {
+        Note::normal(
+            "Saved",
+            "Save",
+            format!(
+                "Lead pod {} saved the instance to {}: {} jobs, {} bytes (its manifest: {}.manifest.json)",
+                s.pod, s.archive, s.jobs, s.bytes, s.archive
+            ),
+        )
+    } else {
+        Note::warning(
+            "SaveFailed",
+            "Save",
+            format!(
+                "Lead pod {} could not save to {}: {}",
+                s.pod, s.archive, s.error
+            ),
+        )
     }
 }
 
@@ -336,6 +365,47 @@ mod tests {
         assert_eq!((notes[0].reason, notes[0].warning), ("RestoreFailed", true));
         assert!(
             notes[0].message.contains("not a gzip file"),
+            "{}",
+            notes[0].message
+        );
+    }
+
+    #[test]
+    fn a_save_is_announced_once_and_a_failed_one_as_a_warning() {
+        let with = |save: Option<SaveStatus>| MiniClusterStatus {
+            last_save: save,
+            ..Default::default()
+        };
+        let saved = SaveStatus {
+            archive: "/state/f.tar".into(),
+            pod: "m-lead-0-0-a".into(),
+            saved: true,
+            jobs: 12,
+            bytes: 28672,
+            sha256: "ab".into(),
+            error: String::new(),
+        };
+        let notes = transitions(&mc(), &with(None), &with(Some(saved.clone())));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!((notes[0].reason, notes[0].warning), ("Saved", false));
+        assert!(
+            notes[0]
+                .message
+                .contains("saved the instance to /state/f.tar: 12 jobs, 28672 bytes"),
+            "{}",
+            notes[0].message
+        );
+        let same = with(Some(saved.clone()));
+        assert!(transitions(&mc(), &same, &same).is_empty());
+        let failed = SaveStatus {
+            saved: false,
+            error: "the dump Flux wrote is not whole; the archive is unchanged".into(),
+            ..SaveStatus::default()
+        };
+        let notes = transitions(&mc(), &same, &with(Some(failed)));
+        assert_eq!((notes[0].reason, notes[0].warning), ("SaveFailed", true));
+        assert!(
+            notes[0].message.contains("not whole"),
             "{}",
             notes[0].message
         );

@@ -285,25 +285,27 @@ pub fn trim_pod(pod: &mut Pod) {
     });
 }
 
-/// A lead pod's container as [`super::instance::lead_seen`] reads it: its name, restart
-/// count and how it last ended.
+/// A lead pod's container as [`super::instance::lead_seen`] and
+/// [`super::status::lead_save`] read it: its name, restart count, and how it ended (this
+/// run and the last) with its termination message.
 fn trim_container_status(c: ContainerStatus) -> ContainerStatus {
-    let ended = c
-        .last_state
-        .and_then(|s| s.terminated)
-        .map(|t| ContainerStateTerminated {
-            exit_code: t.exit_code,
-            reason: t.reason,
-            finished_at: t.finished_at,
-            ..ContainerStateTerminated::default()
-        });
+    let ended = |s: Option<ContainerState>| {
+        s.and_then(|s| s.terminated).map(|t| ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: t.exit_code,
+                reason: t.reason,
+                finished_at: t.finished_at,
+                message: t.message,
+                ..ContainerStateTerminated::default()
+            }),
+            ..ContainerState::default()
+        })
+    };
     ContainerStatus {
         name: c.name,
         restart_count: c.restart_count,
-        last_state: ended.map(|t| ContainerState {
-            terminated: Some(t),
-            ..ContainerState::default()
-        }),
+        state: ended(c.state),
+        last_state: ended(c.last_state),
         ..ContainerStatus::default()
     }
 }
@@ -593,7 +595,7 @@ mod tests {
         assert_eq!(seen(&trimmed), seen(&pod));
         assert!(status.pod_ip.is_none());
         let kept = serde_json::to_string(&status.container_statuses).expect("serializes");
-        assert!(!kept.contains("long") && !kept.contains("\"c\""), "{kept}");
+        assert!(!kept.contains("\"c\""), "{kept}");
         assert!(trimmed.metadata.annotations.is_none() && trimmed.spec.is_none());
     }
 

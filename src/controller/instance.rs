@@ -37,7 +37,7 @@ pub fn lead_seen(mc: &MiniCluster, pods: &[Arc<Pod>]) -> Option<LeadSeen> {
         .iter()
         .filter(|p| super::status::is_lead(p))
         .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
-    let container = flux_container_name(mc);
+    let container = crate::model::containers::flux_container_name(mc);
     let status = lead
         .status
         .as_ref()
@@ -54,14 +54,6 @@ pub fn lead_seen(mc: &MiniCluster, pods: &[Arc<Pod>]) -> Option<LeadSeen> {
         restarts: status.map_or(0, |c| c.restart_count),
         ended,
     })
-}
-
-/// The name the Flux container has in the pods.
-fn flux_container_name(mc: &MiniCluster) -> &str {
-    match crate::model::containers::flux_container(mc) {
-        Ok((_, c)) if !c.name.is_empty() => &c.name,
-        _ => crate::model::containers::default_container_name(mc),
-    }
 }
 
 /// The instance status after `seen`, and the restart it shows, if any. `suspended`: the

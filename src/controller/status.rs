@@ -7,7 +7,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::{
-    LEAD_JOB, MiniCluster, MiniClusterStatus, Phase, ROLE_LABEL, RestoreStatus, condition,
+    LEAD_JOB, MiniCluster, MiniClusterStatus, Phase, ROLE_LABEL, RestoreStatus, SaveStatus,
+    condition,
 };
 use crate::jobset::JobSet;
 use crate::render;
@@ -130,6 +131,37 @@ pub fn lead_restore(pods: &[Arc<Pod>]) -> Option<RestoreStatus> {
     })
 }
 
+/// What the newest lead pod's save reported: the termination message its Flux container
+/// (`container`) left when it ended (this run's, or the last one's after a restart).
+pub fn lead_save(pods: &[Arc<Pod>], container: &str) -> Option<SaveStatus> {
+    let lead = pods
+        .iter()
+        .filter(|p| is_lead(p))
+        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+    let status = lead
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == container)?;
+    let message = [status.state.as_ref(), status.last_state.as_ref()]
+        .into_iter()
+        .flatten()
+        .find_map(|s| s.terminated.as_ref()?.message.clone())?;
+    let report = crate::flux::SaveReport::parse(&message)?;
+    let manifest = report.manifest.unwrap_or_default();
+    Some(SaveStatus {
+        archive: report.archive,
+        pod: lead.metadata.name.clone().unwrap_or_default(),
+        saved: report.saved,
+        jobs: manifest.jobs,
+        bytes: manifest.bytes,
+        sha256: manifest.sha256,
+        error: report.error.unwrap_or_default(),
+    })
+}
+
 /// The new status, keeping first-seen timestamps of `old` (the status the last reconcile
 /// wrote; `mc.status` is not read).
 // Long: one status, field by field and condition by condition, reads best in one place.
@@ -219,6 +251,11 @@ pub fn compute(
             .or_else(|| completed.or(failed).map(|c| c.last_transition_time.clone())),
         teardown_time: old.teardown_time.clone(),
         restore: lead_restore(observed.pods).or_else(|| old.restore.clone()),
+        last_save: lead_save(
+            observed.pods,
+            crate::model::containers::flux_container_name(mc),
+        )
+        .or_else(|| old.last_save.clone()),
         instance: old.instance.clone(),
         conditions: old.conditions.clone(),
     };

@@ -221,6 +221,40 @@ impl ArchiveReport {
     }
 }
 
+/// What the lead's save at the end of the instance did, as its Flux container writes it
+/// (JSON) to its termination message.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct SaveReport {
+    /// The archive's path.
+    pub archive: String,
+    /// Whether the archive was replaced by a whole dump.
+    pub saved: bool,
+    /// The new archive's manifest, when saved.
+    #[serde(default)]
+    pub manifest: Option<Manifest>,
+    /// Why nothing was saved (the previous archive is unchanged).
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// An archive's manifest (`<archive>.manifest.json`), written by the save.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Manifest {
+    /// The archive's SHA-256.
+    pub sha256: String,
+    /// Its size in bytes.
+    pub bytes: i64,
+    /// The jobs in it.
+    pub jobs: i32,
+}
+
+impl SaveReport {
+    /// The report in a termination message; `None` if it is not one.
+    pub fn parse(message: &str) -> Option<Self> {
+        serde_json::from_str(message.trim()).ok()
+    }
+}
+
 /// Seconds the lead broker's pod gets, after the jobs' grace, to stop the instance and write
 /// the archive (`flux shutdown` with the content dump, then the atomic rename).
 pub const SAVE_SECONDS: i32 = 30;

@@ -27,6 +27,14 @@ pub fn default_container_name(mc: &MiniCluster) -> &str {
     mc.name()
 }
 
+/// The name the Flux container has in the pods (its own, or [`default_container_name`]).
+pub fn flux_container_name(mc: &MiniCluster) -> &str {
+    match flux_container(mc) {
+        Ok((_, c)) if !c.name.is_empty() => &c.name,
+        _ => default_container_name(mc),
+    }
+}
+
 /// Whether container `c` of `containers` runs Flux: it says `runFlux`, or it is the only one.
 pub fn runs_flux(c: &MiniClusterContainer, containers: &[MiniClusterContainer]) -> bool {
     c.run_flux || containers.len() == 1

@@ -331,8 +331,9 @@ impl MiniClusterRun {
     }
 
     /// The lead pod as the operator's pod watch sees it once its archive init container
-    /// ([`flux::ARCHIVE_INIT`]) has ended: labels, name, and that container's status with
-    /// the termination message it wrote (the kubelet's `state.terminated.message`).
+    /// ([`flux::ARCHIVE_INIT`]) has ended: labels, name, and the statuses of that container
+    /// and of the Flux container with the termination messages they wrote (the kubelet's
+    /// `state.terminated.message`).
     pub fn lead_pod_status(&self) -> k8s_openapi::api::core::v1::Pod {
         use k8s_openapi::api::core::v1::{
             ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus,
@@ -357,6 +358,17 @@ impl MiniClusterRun {
                         terminated: Some(ContainerStateTerminated {
                             exit_code: 0,
                             message: Some(lead.termination_message(flux::ARCHIVE_INIT)),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+                container_statuses: Some(vec![ContainerStatus {
+                    name: self.flux_container(),
+                    state: Some(ContainerState {
+                        terminated: Some(ContainerStateTerminated {
+                            message: Some(lead.termination_message(&self.flux_container())),
                             ..Default::default()
                         }),
                         ..Default::default()

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flux_operator::api::RestoreStatus;
-use flux_operator::controller::status::lead_restore;
+use flux_operator::controller::status::{lead_restore, lead_save};
 
 use crate::cluster::{MiniClusterRun, Start, minicluster};
 
@@ -399,13 +399,16 @@ fn an_unreadable_archive_stops_the_lead_before_its_broker_and_is_left_as_it_was(
     );
 }
 
-/// A save writes the archive's manifest (SHA-256, size, job count) beside it, last. A restore
-/// refuses an archive cut or changed after the save, as the init container's error, before
-/// any broker starts: cut at a tar member boundary (which still lists its first members)
-/// with and without its manifest, and one byte changed. The archive is left as it was; the
-/// whole one restores.
+/// A save writes the archive's manifest (SHA-256, size, job count) beside it, last, and
+/// reports itself (`status.lastSave`, from the Flux container's termination message). A
+/// restore refuses an archive cut or changed after the save, as the init container's error,
+/// before any broker starts: cut at a tar member boundary (which still lists its first
+/// members) with and without its manifest, and one byte changed. The archive is left as it
+/// was; the whole one restores. A save onto a volume too small for it fails, says so, and
+/// leaves the archive and its manifest as they were.
 #[test]
-fn a_cut_or_changed_archive_is_refused_by_its_manifest_and_the_whole_one_restores() {
+fn saves_are_sealed_and_reported_a_cut_or_changed_archive_is_refused_and_a_full_volume_keeps_the_old_one()
+ {
     let host = tempfile::tempdir().unwrap();
     let host_dir = host.path().display().to_string();
     let yaml = |name: &str| {
@@ -421,8 +424,15 @@ fn a_cut_or_changed_archive_is_refused_by_its_manifest_and_the_whole_one_restore
     }
     save.shutdown();
     assert_eq!(save.wait_lead(RUN), 0, "{}", save.debug());
+    let saved = lead_save(&[save.lead_pod_status().into()], "seal").expect("a save report");
     drop(save);
     let whole = std::fs::read(&archive).expect("the save wrote the archive");
+    assert!(saved.saved && saved.error.is_empty(), "{saved:?}");
+    assert_eq!(
+        (saved.jobs, saved.bytes),
+        (2, whole.len() as i64),
+        "{saved:?}"
+    );
     let sealed: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&manifest).expect("and its manifest")).unwrap();
     assert_eq!(sealed["bytes"], whole.len(), "{sealed}");
@@ -485,6 +495,9 @@ fn a_cut_or_changed_archive_is_refused_by_its_manifest_and_the_whole_one_restore
         );
     }
 
+    // The whole archive, on a volume with room for it and little more: it restores, and
+    // the save of a bigger queue fails for want of space, reported, the archive unchanged.
+    let _small = SmallVolume::mount(host.path(), whole.len() + 16 * 1024);
     std::fs::write(&archive, &whole).unwrap();
     std::fs::write(&manifest, &sealed_text).unwrap();
     let run = MiniClusterRun::start(minicluster(&yaml("whole")), Start::default());
@@ -495,8 +508,46 @@ fn a_cut_or_changed_archive_is_refused_by_its_manifest_and_the_whole_one_restore
         ("", 2),
         "{restore:?}"
     );
+    for _ in 0..60 {
+        run.flux_ok("submit --wait true");
+    }
     run.shutdown();
-    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+    // Flux's rc3 fails with the dump (`flux-dump: Write error`), and so does the broker.
+    assert_eq!(run.wait_lead(RUN), 1, "{}", run.debug());
+    let failed = lead_save(&[run.lead_pod_status().into()], "whole").expect("a save report");
+    assert!(
+        !failed.saved && failed.error.contains("unchanged"),
+        "{failed:?}\n{}",
+        run.debug()
+    );
+    assert_eq!(
+        std::fs::read(&archive).unwrap(),
+        whole,
+        "the archive is unchanged"
+    );
+    assert_eq!(std::fs::read(&manifest).unwrap(), sealed_text);
+}
+
+/// A tmpfs of `bytes` over a directory, for as long as it lives: a volume that fills up.
+struct SmallVolume(std::path::PathBuf);
+
+impl SmallVolume {
+    fn mount(dir: &std::path::Path, bytes: usize) -> Self {
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}")])
+            .arg("tmpfs")
+            .arg(dir)
+            .status()
+            .expect("mount runs");
+        assert!(status.success(), "mount a tmpfs on {}", dir.display());
+        Self(dir.to_path_buf())
+    }
+}
+
+impl Drop for SmallVolume {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
 }
 
 /// The offsets of the headers of an uncompressed tar's members.

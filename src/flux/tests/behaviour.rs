@@ -88,6 +88,11 @@ impl Pod {
             .env("FLUX_OPERATOR_KEY_DIR", &self.key)
             .env("FLUX_OPERATOR_VIEW", &self.view)
             .env("FLUX_OPERATOR_RETRY_SECONDS", "0")
+            // The kubelet's /dev/termination-log, a file of this pod's.
+            .env(
+                "FLUX_OPERATOR_TERMINATION_LOG",
+                self.root.join("termination-log"),
+            )
             .env("FAKE_FLUX_LOG", &self.log)
             .env("FAKE_FLUX_START_RCS", &self.rcs)
             .current_dir(&self.root);
@@ -763,9 +768,21 @@ fn archive_is_restored_when_it_exists_and_dumped_beside_it() {
     // The stand-in flux wrote no dump: the archive stays as it was, and the entrypoint says so.
     assert_eq!(std::fs::read_to_string(&archive).unwrap(), "x");
     assert!(
-        stderr(&out).contains("did not write a complete dump"),
+        stderr(&out).contains("Flux wrote no dump; ") && stderr(&out).contains(" is unchanged"),
         "{}",
         stderr(&out)
+    );
+    // ... and its termination message, the operator's status.lastSave.
+    let report = std::fs::read_to_string(pod.root.join("termination-log")).unwrap();
+    let report = crate::flux::SaveReport::parse(&report).expect("a save report");
+    assert_eq!(
+        (report.archive.as_str(), report.saved),
+        (archive.as_str(), false)
+    );
+    assert!(
+        report
+            .error
+            .is_some_and(|e| e.contains("Flux wrote no dump"))
     );
     // Followers never restore nor dump; they write the same R.
     let pod = Pod::new(&mc);
