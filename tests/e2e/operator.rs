@@ -299,14 +299,22 @@ async fn hello_world_runs_to_completion_with_metrics() -> Result<()> {
         .unwrap_or_default()
         .split_whitespace()
         .collect();
-    assert_eq!(header, ["NAME", "SIZE", "READY", "PHASE", "AGE"], "{table}");
+    assert_eq!(
+        header,
+        ["NAME", "SIZE", "READY", "PHASE", "RESTARTS", "AGE"],
+        "{table}"
+    );
     let row: Vec<&str> = table
         .lines()
         .nth(1)
         .unwrap_or_default()
         .split_whitespace()
         .collect();
-    assert_eq!(&row[..4], [name.as_str(), "4", "4", "Running"], "{table}");
+    assert_eq!(
+        &row[..5],
+        [name.as_str(), "4", "4", "Running", "0"],
+        "{table}"
+    );
 
     // Cluster-up was observed.
     let up_count = format!(
