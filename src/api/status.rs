@@ -127,6 +127,11 @@ pub struct RestoreStatus {
     /// Jobs pending when the archive was saved: the instance resumes them with their ids.
     #[serde(default)]
     pub pending_jobs: i32,
+    /// Pending jobs that ask for more nodes than this cluster can ever have (its
+    /// `maxSize`), by id: they cannot run here (Fluxion fails them as unsatisfiable), so they
+    /// are not counted in `pendingJobs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfit_jobs: Vec<String>,
     /// Jobs still running when the instance was saved, canceled by the save (they are in the
     /// job history as canceled, with the reason).
     #[serde(default)]

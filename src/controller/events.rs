@@ -93,6 +93,20 @@ pub fn transitions(
         && old.restore.as_ref() != Some(r)
     {
         notes.push(restore_note(r));
+        if !r.unfit_jobs.is_empty() {
+            notes.push(Note::warning(
+                "RestoredJobsCannotRun",
+                "Restore",
+                format!(
+                    "{} pending jobs of archive {} ask for more nodes than this cluster can ever \
+                     have (spec.maxSize): {}; they are not counted as resumed, and Fluxion \
+                     fails them as unsatisfiable",
+                    r.unfit_jobs.len(),
+                    r.archive,
+                    r.unfit_jobs.join(", ")
+                ),
+            ));
+        }
     }
     if let Some(s) = &new.last_save
         && old.last_save.as_ref() != Some(s)
@@ -325,6 +339,7 @@ mod tests {
     #[test]
     fn a_restore_is_announced_once_per_lead_pod_and_a_failed_one_as_a_warning() {
         let read = RestoreStatus {
+            unfit_jobs: Vec::new(),
             archive: "/state/flux.tgz".into(),
             pod: "m-lead-0-0-a".into(),
             pending_jobs: 7,
@@ -355,6 +370,20 @@ mod tests {
         assert_eq!(
             transitions(&mc(), &same, &with_restore(Some(again))).len(),
             1
+        );
+        // Jobs that can never fit: a Warning naming them.
+        let unfit = RestoreStatus {
+            unfit_jobs: vec!["f2a".into(), "f2b".into()],
+            ..read.clone()
+        };
+        let notes = transitions(&mc(), &with_restore(None), &with_restore(Some(unfit)));
+        let reasons: Vec<_> = notes.iter().map(|n| (n.reason, n.warning)).collect();
+        assert_eq!(
+            reasons,
+            [("Restored", false), ("RestoredJobsCannotRun", true)]
+        );
+        assert!(
+            notes[1].message.contains("2 pending jobs") && notes[1].message.contains("f2a, f2b")
         );
         // An unreadable archive: a Warning that says why.
         let failed = RestoreStatus {

@@ -125,6 +125,7 @@ pub fn lead_restore(pods: &[Arc<Pod>]) -> Option<RestoreStatus> {
         archive: report.archive,
         pod: lead.metadata.name.clone().unwrap_or_default(),
         pending_jobs: report.pending,
+        unfit_jobs: report.unfit,
         canceled_jobs: report.canceled,
         ended_jobs: report.ended,
         error: report.error.unwrap_or_default(),
@@ -754,6 +755,7 @@ mod tests {
                     pod("worker", "Running", Some(5)),
                 ],
                 Some(RestoreStatus {
+                    unfit_jobs: Vec::new(),
                     archive: "/state/flux.tgz".into(),
                     pod: "m-lead-0-0-new".into(),
                     pending_jobs: 7,

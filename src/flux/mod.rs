@@ -209,6 +209,10 @@ pub struct ArchiveReport {
     /// job history.
     #[serde(default)]
     pub ended: i32,
+    /// Pending jobs that ask for more nodes than the cluster can ever have (its maxSize),
+    /// by id: not counted in `pending`.
+    #[serde(default)]
+    pub unfit: Vec<String>,
     /// Why the archive could not be read; the init container then fails and is retried.
     #[serde(default)]
     pub error: Option<String>,

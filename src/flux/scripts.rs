@@ -858,6 +858,7 @@ pub fn archive_check_script(cluster: &Cluster<'_>) -> Result<Option<String>, Err
         view: Option<String>,
         archive: String,
         note: String,
+        max_size: i32,
     }
     let Some(archive) = &cluster.archive else {
         return Ok(None);
@@ -871,6 +872,7 @@ pub fn archive_check_script(cluster: &Cluster<'_>) -> Result<Option<String>, Err
             view: view_mount(mc),
             archive: quote(archive.path).into_owned(),
             note: quote(SAVE_CANCEL_NOTE).into_owned(),
+            max_size: mc.max_size(),
         },
     )
     .map(Some)

@@ -566,3 +566,50 @@ fn tar_offsets(tar: &[u8]) -> Vec<usize> {
     }
     offsets
 }
+
+/// A restore into a cluster smaller than some pending jobs ask for: those are reported by id
+/// (`status.restore.unfitJobs`) and not counted as resumed; the others are.
+#[test]
+fn a_restore_into_a_smaller_cluster_reports_the_jobs_that_can_never_fit_by_id() {
+    let host = tempfile::tempdir().unwrap();
+    let host_dir = host.path().display().to_string();
+    let yaml = |name: &str, size: i32| {
+        with_archive(name, size, &host_dir, FLUXION).replace(
+            "    path: /state/flux.tar.gz\n",
+            "    path: /state/flux.tar.gz\n    runningJobs: Cancel\n",
+        )
+    };
+    let a = MiniClusterRun::start(minicluster(&yaml("wide", 3)), Start::default());
+    a.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "3");
+    let blocker = a.flux_ok("submit -N3 sleep 600").trim().replace('ƒ', "f");
+    a.wait_flux(&format!("jobs -no {{state}} {blocker}"), RUN, |o| {
+        o.trim() == "RUN"
+    });
+    let wide: Vec<String> = (0..2)
+        .map(|_| a.flux_ok("submit -N3 true").trim().replace('ƒ', "f"))
+        .collect();
+    let narrow: Vec<String> = (0..2)
+        .map(|_| a.flux_ok("submit -N2 true").trim().replace('ƒ', "f"))
+        .collect();
+    a.shutdown();
+    assert_eq!(a.wait_lead(RUN), 0, "{}", a.debug());
+    drop(a);
+
+    let b = MiniClusterRun::start(minicluster(&yaml("narrow", 2)), Start::default());
+    let restore = restore_status(&b).expect("a report");
+    let mut unfit = restore.unfit_jobs.clone();
+    unfit.sort();
+    let mut want = wide.clone();
+    want.sort();
+    assert_eq!(unfit, want, "{restore:?}");
+    assert_eq!(
+        (restore.pending_jobs, restore.canceled_jobs),
+        (2, 1),
+        "{restore:?}"
+    );
+    for id in &narrow {
+        assert_eq!(b.wait_job_result(id, RUN), "COMPLETED", "{}", b.debug());
+    }
+    b.shutdown();
+    assert_eq!(b.wait_lead(RUN), 0, "{}", b.debug());
+}
