@@ -33,10 +33,7 @@ pub struct Restart {
 
 /// The newest lead pod of `mc` and its Flux container's restarts.
 pub fn lead_seen(mc: &MiniCluster, pods: &[Arc<Pod>]) -> Option<LeadSeen> {
-    let lead = pods
-        .iter()
-        .filter(|p| super::status::is_lead(p))
-        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+    let lead = super::status::newest_lead(pods)?;
     let container = crate::model::containers::flux_container_name(mc);
     let status = lead
         .status

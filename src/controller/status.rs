@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::{
@@ -100,15 +100,27 @@ pub fn is_lead(pod: &Pod) -> bool {
         .is_some_and(|r| r == LEAD_JOB)
 }
 
+/// The newest lead pod: the one whose reports and restarts are the instance's now.
+pub fn newest_lead(pods: &[Arc<Pod>]) -> Option<&Arc<Pod>> {
+    pods.iter()
+        .filter(|p| is_lead(p))
+        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))
+}
+
+/// The termination message a container left: its current run's, or else its last one's.
+fn termination_message(c: &ContainerStatus) -> Option<String> {
+    [c.state.as_ref(), c.last_state.as_ref()]
+        .into_iter()
+        .flatten()
+        .find_map(|s| s.terminated.as_ref()?.message.clone())
+}
+
 /// What the newest lead pod restored: the report its archive init container
 /// ([`flux::ARCHIVE_INIT`](crate::flux::ARCHIVE_INIT)) left as its termination message (the
 /// current run's, or the last failed one's while the kubelet retries it). `None` when no lead
 /// pod has reported yet, or it found no archive.
 pub fn lead_restore(pods: &[Arc<Pod>]) -> Option<RestoreStatus> {
-    let lead = pods
-        .iter()
-        .filter(|p| is_lead(p))
-        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+    let lead = newest_lead(pods)?;
     let init = lead
         .status
         .as_ref()?
@@ -116,10 +128,7 @@ pub fn lead_restore(pods: &[Arc<Pod>]) -> Option<RestoreStatus> {
         .as_ref()?
         .iter()
         .find(|c| c.name == crate::flux::ARCHIVE_INIT)?;
-    let message = [init.state.as_ref(), init.last_state.as_ref()]
-        .into_iter()
-        .flatten()
-        .find_map(|s| s.terminated.as_ref()?.message.clone())?;
+    let message = termination_message(init)?;
     let report = crate::flux::ArchiveReport::parse(&message).filter(|r| r.found)?;
     Some(RestoreStatus {
         archive: report.archive,
@@ -135,10 +144,7 @@ pub fn lead_restore(pods: &[Arc<Pod>]) -> Option<RestoreStatus> {
 /// What the newest lead pod's save reported: the termination message its Flux container
 /// (`container`) left when it ended (this run's, or the last one's after a restart).
 pub fn lead_save(pods: &[Arc<Pod>], container: &str) -> Option<SaveStatus> {
-    let lead = pods
-        .iter()
-        .filter(|p| is_lead(p))
-        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+    let lead = newest_lead(pods)?;
     let status = lead
         .status
         .as_ref()?
@@ -146,10 +152,7 @@ pub fn lead_save(pods: &[Arc<Pod>], container: &str) -> Option<SaveStatus> {
         .as_ref()?
         .iter()
         .find(|c| c.name == container)?;
-    let message = [status.state.as_ref(), status.last_state.as_ref()]
-        .into_iter()
-        .flatten()
-        .find_map(|s| s.terminated.as_ref()?.message.clone())?;
+    let message = termination_message(status)?;
     let report = crate::flux::SaveReport::parse(&message)?;
     let manifest = report.manifest.unwrap_or_default();
     Some(SaveStatus {
