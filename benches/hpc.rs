@@ -39,7 +39,9 @@ mod cluster;
 mod common;
 mod mpi_operator;
 
-use arms::{Arm, Bench, LIMIT, load, now, pods, push_go_certificate, running_lead, stats};
+use arms::{
+    Arm, Bench, LIMIT, delete_and_time, load, now, push_go_certificate, running_lead, stats,
+};
 use cluster::{apply_yaml, kubectl_in, on_real_node, root};
 use common::{TestNamespace, built_go_operator, client, wait_for};
 use mpi_operator::MpiOperator;
@@ -271,13 +273,7 @@ async fn in_minicluster(bench: &mut Bench, arm: Arm) -> Result<Figures> {
     };
     let (latency_us, bandwidth) = pingpong(&out)?;
 
-    let t1 = Instant::now();
-    kubectl_in(&ns.name, &["delete", "minicluster", MC, "--wait=false"])?;
-    wait_for("every pod gone", LIMIT, || async {
-        Ok(pods(&ns.name)?.is_empty().then_some(()))
-    })
-    .await?;
-    let down = t1.elapsed().as_secs_f64();
+    let down = delete_and_time(&ns.name, MC).await?;
     ns.cleanup().await;
     Ok(Figures {
         loop_s,

@@ -17,7 +17,6 @@
 //! - **down**: from `kubectl delete minicluster` to no pod left in the namespace.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
 
@@ -28,7 +27,9 @@ mod cluster;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use arms::{Arm, Bench, LIMIT, load, now, pods, push_go_certificate, running_lead, stats};
+use arms::{
+    Arm, Bench, LIMIT, delete_and_time, load, now, push_go_certificate, running_lead, stats,
+};
 use cluster::{apply_yaml, kubectl_in, on_real_node};
 use common::{TestNamespace, built_go_operator, client, wait_for};
 
@@ -89,13 +90,7 @@ async fn run(bench: &mut Bench, arm: Arm, size: u32) -> Result<Run> {
         job: done - submitted,
     };
 
-    let t1 = Instant::now();
-    kubectl_in(&ns.name, &["delete", "minicluster", MC, "--wait=false"])?;
-    wait_for("every pod gone", LIMIT, || async {
-        Ok(pods(&ns.name)?.is_empty().then_some(()))
-    })
-    .await?;
-    let down = t1.elapsed().as_secs_f64();
+    let down = delete_and_time(&ns.name, MC).await?;
     ns.cleanup().await;
     ensure!(
         phases.up > 0.0,

@@ -130,6 +130,18 @@ pub fn pods(ns: &str) -> Result<Vec<Value>> {
     Ok(list["items"].as_array().cloned().unwrap_or_default())
 }
 
+/// Seconds from deleting MiniCluster `mc` of namespace `ns` until every pod of the namespace
+/// is gone (the teardown figure).
+pub async fn delete_and_time(ns: &str, mc: &str) -> Result<f64> {
+    let t1 = std::time::Instant::now();
+    kubectl_in(ns, &["delete", "minicluster", mc, "--wait=false"])?;
+    wait_for("every pod gone", LIMIT, || async {
+        Ok(pods(ns)?.is_empty().then_some(()))
+    })
+    .await?;
+    Ok(t1.elapsed().as_secs_f64())
+}
+
 /// The lead pod, once its main container runs.
 pub async fn running_lead(ns: &str, prefix: &str, container: &str) -> Result<String> {
     wait_for("the lead container running", LIMIT, || async {
