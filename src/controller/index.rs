@@ -441,6 +441,22 @@ impl Index {
         }
     }
 
+    /// The other MiniClusters of namespace `ns` whose archive is where `mc`'s is.
+    fn archive_sharers(&self, mc: &MiniCluster, ns: &str) -> Vec<Arc<MiniCluster>> {
+        let Some(place) = crate::model::archive::place(mc) else {
+            return Vec::new();
+        };
+        self.miniclusters
+            .state()
+            .into_iter()
+            .filter(|other| {
+                other.metadata.namespace.as_deref() == Some(ns)
+                    && other.metadata.uid != mc.metadata.uid
+                    && crate::model::archive::place(other).as_deref() == Some(place.as_str())
+            })
+            .collect()
+    }
+
     /// What the watches hold about `mc`'s objects.
     pub fn observe(&self, mc: &MiniCluster) -> Observed {
         let ns = mc.namespace().unwrap_or_else(|| "default".into());
@@ -490,6 +506,7 @@ impl Index {
                 .as_deref(),
             mc,
         );
+        let archive_sharers = self.archive_sharers(mc, &ns);
         Observed {
             jobset,
             services_job,
@@ -499,6 +516,7 @@ impl Index {
             config_maps,
             services,
             subdomain,
+            archive_sharers,
             // Checked by the reconcile (a CURVE handshake, not in the watches).
             curve_cert: None,
         }

@@ -12,6 +12,7 @@
 //! ([`mounts`]), the names on the network ([`network`]), shell words ([`words`]) and the
 //! certificate's text ([`certificate`]).
 
+pub mod archive;
 pub mod certificate;
 mod check;
 mod cluster;

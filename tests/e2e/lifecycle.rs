@@ -1,6 +1,7 @@
 //! The operator's handling of what happens around a cluster: specs only the operator can
 //! judge, fields it does not act on, `spec.suspend` without Kueue, Kueue evicting and
-//! readmitting a running cluster, and a second replica taking over leadership.
+//! readmitting a running cluster, a second replica taking over leadership, and one cluster
+//! at a time on an archive.
 
 use std::time::Duration;
 
@@ -14,7 +15,8 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use flux_operator::api::{
-    BurstedCluster, KUEUE_QUEUE_LABEL, MiniCluster, MiniClusterContainer, NAME_LABEL, Phase,
+    BurstedCluster, ContainerVolume, KUEUE_QUEUE_LABEL, MiniCluster, MiniClusterContainer,
+    NAME_LABEL, Phase,
 };
 use flux_operator::jobset::JobSet;
 
@@ -447,6 +449,82 @@ async fn objects_it_does_not_own_are_never_taken_over() -> Result<()> {
             cm.metadata
         );
     }
+    ns.cleanup().await;
+    Ok(())
+}
+
+/// `name`, a hello-world cluster that saves to and restores from `/state/queue.tar.gz` on
+/// the claim `data`.
+fn on_archive(ns: &TestNamespace, name: &str) -> Result<MiniCluster> {
+    let mut mc = hello(&ns.name, 2)?;
+    mc.metadata.name = Some(name.into());
+    mc.spec.archive.path = "/state/queue.tar.gz".into();
+    mc.spec.containers[0].volumes.insert(
+        "data".into(),
+        ContainerVolume {
+            path: "/state".into(),
+            claim_name: "data".into(),
+            ..ContainerVolume::default()
+        },
+    );
+    Ok(mc)
+}
+
+#[tokio::test]
+async fn a_second_cluster_on_an_archive_in_use_waits_and_starts_when_the_first_goes() -> Result<()>
+{
+    let Setup {
+        ns,
+        operator: _operator,
+        mcs,
+    } = setup("one-archive").await?;
+    let jobsets: Api<JobSet> = ns.api();
+    mcs.create(&PostParams::default(), &on_archive(&ns, "first")?)
+        .await?;
+    wait_for("the first cluster's JobSet", TIMEOUT, || async {
+        Ok(jobsets.get_opt("first").await?)
+    })
+    .await?;
+    mcs.create(&PostParams::default(), &on_archive(&ns, "second")?)
+        .await?;
+    let (reason, message) = wait_for("the second cluster Blocked", TIMEOUT, || async {
+        let mc = mcs.get("second").await?;
+        Ok(mc_condition(&mc, "Blocked")
+            .filter(|c| c.0 == "True")
+            .map(|c| (c.1, c.2)))
+    })
+    .await?;
+    assert_eq!(reason, "ArchiveInUse");
+    assert!(
+        message.contains(r#"spec.archive.path "/state/queue.tar.gz" (claim data:/queue.tar.gz) is the archive of MiniCluster "first""#),
+        "{message}"
+    );
+    let notes = wait_for("a Blocked Warning Event", TIMEOUT, || async {
+        let notes = warnings(&ns, "second", "Blocked").await?;
+        Ok((!notes.is_empty()).then_some(notes))
+    })
+    .await?;
+    assert!(notes[0].contains("MiniCluster \"first\""), "{notes:?}");
+    assert!(
+        jobsets.get_opt("second").await?.is_none(),
+        "nothing of the second cluster runs while the first holds the archive"
+    );
+
+    mcs.delete("first", &Default::default()).await?;
+    wait_gone("the first cluster", TIMEOUT, &mcs, "first").await?;
+    wait_for(
+        "the second cluster's JobSet, once the first is gone",
+        TIMEOUT,
+        || async { Ok(jobsets.get_opt("second").await?) },
+    )
+    .await?;
+    let second = mcs.get("second").await?;
+    assert_eq!(
+        mc_condition(&second, "Blocked").map(|c| c.0).as_deref(),
+        Some("False"),
+        "no longer held: {:?}",
+        second.status
+    );
     ns.cleanup().await;
     Ok(())
 }

@@ -14,6 +14,8 @@ use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition};
 use crate::jobset::JobSet;
 use crate::model;
 
+/// How often a cluster waiting for another's archive looks again.
+pub const ARCHIVE_RECHECK: Duration = Duration::from_secs(10);
 /// How often a cluster held by a foreign object looks again.
 pub const FOREIGN_RECHECK: Duration = Duration::from_secs(60);
 
@@ -287,6 +289,28 @@ pub(super) fn foreign(
             requeue: Some(FOREIGN_RECHECK),
         },
         now,
+    )
+}
+
+/// Another MiniCluster holds this one's archive ([`super::archive`]). Nothing watches the
+/// other for this one: look again soon, as a user who deletes it expects this one to start.
+pub(super) fn archive_in_use(input: &Inputs<'_>, other: &MiniCluster) -> Plan {
+    let path = &input.mc.spec.archive.path;
+    let place = crate::model::archive::place(input.mc).unwrap_or_default();
+    let message = format!(
+        "spec.archive.path {path:?} ({place}) is the archive of MiniCluster {other:?}, which has not finished: two clusters on one archive would both restore its jobs and the last save would win. This cluster starts when {other:?} finishes or is deleted",
+        other = other.metadata.name.as_deref().unwrap_or_default()
+    );
+    held(
+        input.mc,
+        input.old,
+        Hold {
+            type_: condition::BLOCKED,
+            reason: "ArchiveInUse",
+            message: &message,
+            requeue: Some(ARCHIVE_RECHECK),
+        },
+        input.now,
     )
 }
 

@@ -5,7 +5,8 @@
 //!
 //! Pure: no I/O and no clock, so every decision is table-tested. [`super::apply`] carries a
 //! plan out and never decides. The plan is made of small deciders, one concern each with its
-//! own table test: [`spec`] (valid and renderable), [`ownership`], [`certificate`],
+//! own table test: [`spec`] (valid and renderable), [`ownership`], [`archive`] (one cluster
+//! per archive), [`certificate`],
 //! [`config_map`], [`services`], [`jobset`] (create, update, restart), [`services_pod`],
 //! [`cleanup`], [`ttl`], [`conditions`] (the status); the Events come from
 //! [`super::events`]. The whole-plan tests are in `tests.rs`.
@@ -24,6 +25,7 @@
 //! - Events come from state transitions (old status to new), so a crash between an action
 //!   and its Event loses nothing: the next run sees the same transition and publishes it.
 
+mod archive;
 mod certificate;
 mod cleanup;
 mod conditions;
@@ -212,6 +214,9 @@ pub fn plan(input: &Inputs<'_>) -> Result<Plan, Error> {
         }
     }
     let facts = Facts::of(input);
+    if let Some(other) = archive::holder(input, &facts) {
+        return Ok(conditions::archive_in_use(input, other));
+    }
     let certificate = certificate::decide(input, cluster, &facts);
     let config_map = config_map::decide(input, &facts, &desired);
     let services = services::decide(input, &facts, &desired);

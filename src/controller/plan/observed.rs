@@ -33,6 +33,9 @@ pub struct Observed {
     /// The Service named as the pods' subdomain ([`MiniCluster::subdomain`]), whoever made
     /// it ([`Presence::of_subdomain`]).
     pub subdomain: Presence,
+    /// The other MiniClusters of the namespace whose archive is where this one's is
+    /// ([`crate::model::archive::place`]), as the watch holds them.
+    pub archive_sharers: Vec<Arc<MiniCluster>>,
     /// `spec.flux.curveCert`, as the reconcile found it before the plan ([`super::check_certificate`]):
     /// `None` when the spec gives none (the operator generates one).
     pub curve_cert: Option<Result<Box<Certificate>, FieldError>>,

@@ -49,6 +49,10 @@ impl Mc {
             .insert("1BAD".into(), "x".into());
         self
     }
+    pub(super) fn created_at(mut self, at: Timestamp) -> Self {
+        self.0.metadata.creation_timestamp = Some(Time(at));
+        self
+    }
     pub(super) fn status(mut self, f: impl FnOnce(&mut MiniClusterStatus)) -> Self {
         f(self.0.status.get_or_insert_default());
         self

@@ -56,32 +56,20 @@ pub(super) fn archive_volume(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
     if !archive.starts_with('/') {
         return; // reported by archive_path
     }
-    let under = |mount: &str| {
-        let mount = mount.trim_end_matches('/');
-        archive
-            .strip_prefix(mount)
-            .is_some_and(|rest| rest.starts_with('/'))
-    };
-    let volume = container
-        .volumes
-        .iter()
-        .filter(|(_, v)| !v.path.is_empty() && under(&v.path))
-        .max_by_key(|(_, v)| v.path.trim_end_matches('/').len());
+    let volume = crate::model::archive::volume_of(container, archive);
     let field = "spec.archive.path";
     let problem = match volume {
         None => format!(
             "{archive:?} is on the Flux container's own filesystem, which goes with the pod: put it under the path of a volume with claimName, hostPath or csiDriver in spec.containers[{index}].volumes"
         ),
-        Some((name, v)) if v.read_only => format!(
-            "{archive:?} is on volume {name:?} (spec.containers[{index}].volumes.{name}), which is mounted readOnly: the save could not be written"
+        Some(on) if on.volume.read_only => format!(
+            "{archive:?} is on volume {name:?} (spec.containers[{index}].volumes.{name}), which is mounted readOnly: the save could not be written",
+            name = on.name
         ),
-        Some((name, v))
-            if v.claim_name.is_empty() && v.host_path.is_empty() && v.csi_driver.is_empty() =>
-        {
-            format!(
-                "{archive:?} is on volume {name:?} (spec.containers[{index}].volumes.{name}), which does not outlive the pod (an emptyDir, a Secret or a ConfigMap): use a volume with claimName, hostPath or csiDriver"
-            )
-        }
+        Some(on) if !on.outlives_the_pod() => format!(
+            "{archive:?} is on volume {name:?} (spec.containers[{index}].volumes.{name}), which does not outlive the pod (an emptyDir, a Secret or a ConfigMap): use a volume with claimName, hostPath or csiDriver",
+            name = on.name
+        ),
         Some(_) => return,
     };
     errors.push(err(field, problem));
