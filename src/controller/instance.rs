@@ -53,14 +53,23 @@ pub fn lead_seen(mc: &MiniCluster, pods: &[Arc<Pod>]) -> Option<LeadSeen> {
     })
 }
 
+/// What a new instance starts from, besides nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Keeps<'a> {
+    /// `spec.archive.path`, which a new lead restores.
+    pub archive: Option<&'a str>,
+    /// The lead keeps the instance's state in its pod ([`crate::model::containers::keeps_state`]):
+    /// a restart of its container in the same pod starts the same instance again.
+    pub state_in_pod: bool,
+}
+
 /// The instance status after `seen`, and the restart it shows, if any. `suspended`: the
 /// JobSet is suspended, so its pods go and the next lead is a resumption, not a restart.
-/// `archive`: `spec.archive.path`, which the new instance restores.
 pub fn next(
     old: Option<&InstanceStatus>,
     seen: Option<&LeadSeen>,
     suspended: bool,
-    archive: Option<&str>,
+    keeps: Keeps<'_>,
 ) -> (Option<InstanceStatus>, Option<Restart>) {
     let old = old.cloned();
     if suspended {
@@ -74,7 +83,8 @@ pub fn next(
         return (old, None);
     };
     let before = old.unwrap_or_default();
-    let (added, what) = if before.lead_pod.is_empty() || before.lead_pod == seen.pod {
+    let same_pod = before.lead_pod.is_empty() || before.lead_pod == seen.pod;
+    let (added, what) = if same_pod {
         let since = if before.lead_pod.is_empty() {
             0
         } else {
@@ -103,13 +113,31 @@ pub fn next(
     };
     let restart = (added > 0).then(|| Restart {
         reason: what.0,
-        message: format!(
-            "{}: a new Flux instance started; {}",
-            what.1,
-            queue_fate(archive)
-        ),
+        message: if same_pod && keeps.state_in_pod {
+            format!(
+                "{}: the Flux instance started again from the state it keeps in its pod; {}",
+                what.1,
+                kept_in_pod()
+            )
+        } else {
+            format!(
+                "{}: a new Flux instance started; {}",
+                what.1,
+                queue_fate(keeps.archive)
+            )
+        },
     });
     (Some(now), restart)
+}
+
+/// What a restart in the same pod means for the jobs of an instance that keeps its state.
+fn kept_in_pod() -> String {
+    format!(
+        "its job history and queue are as of its last checkpoint (taken every {}: jobs \
+         submitted or ended after it are lost), and the jobs that were running failed with \
+         the restart",
+        crate::flux::config::KVS_CHECKPOINT_PERIOD
+    )
 }
 
 /// What a new instance means for the old one's jobs.
@@ -274,7 +302,7 @@ mod tests {
             ),
         ];
         for (case, old, now, suspended, want, reason) in cases {
-            let (got, restart) = next(old.as_ref(), now.as_ref(), suspended, None);
+            let (got, restart) = next(old.as_ref(), now.as_ref(), suspended, Keeps::default());
             assert_eq!(got, want, "{case}");
             assert_eq!(restart.map(|r| r.reason), reason, "{case}");
         }
@@ -283,7 +311,7 @@ mod tests {
     #[test]
     fn the_restart_message_says_what_happened_to_the_queue() {
         let old = status("a", 0, 0);
-        let (_, without) = next(Some(&old), Some(&seen("a", 1)), false, None);
+        let (_, without) = next(Some(&old), Some(&seen("a", 1)), false, Keeps::default());
         let without = without.unwrap().message;
         assert!(
             without.contains("pod a restarted (Error, exit code 137)"),
@@ -293,12 +321,23 @@ mod tests {
             without.contains("queue, running jobs and job history are gone"),
             "{without}"
         );
-        let (_, with) = next(Some(&old), Some(&seen("b", 0)), false, Some("/state/f.tar"));
+        let archive = Keeps {
+            archive: Some("/state/f.tar"),
+            state_in_pod: true,
+        };
+        let (_, with) = next(Some(&old), Some(&seen("b", 0)), false, archive);
         let with = with.unwrap().message;
         assert!(with.contains("pod a was replaced by b"), "{with}");
         assert!(
             with.contains("restores spec.archive.path /state/f.tar"),
-            "{with}"
+            "a new pod keeps nothing of the old one's state: {with}"
+        );
+        let (_, kept) = next(Some(&old), Some(&seen("a", 1)), false, archive);
+        let kept = kept.unwrap().message;
+        assert!(
+            kept.contains("started again from the state it keeps in its pod")
+                && kept.contains("as of its last checkpoint"),
+            "{kept}"
         );
     }
 }

@@ -347,6 +347,9 @@ pub fn config_map_data(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>
     if let Some(text) = config::scheduler_toml(cluster.mc) {
         data.insert(scripts::files::SCHEDULER_TOML.to_string(), text);
     }
+    if let Some(text) = config::kvs_toml(cluster.mc) {
+        data.insert(scripts::files::KVS_TOML.to_string(), text);
+    }
     Ok(data)
 }
 

@@ -38,6 +38,8 @@ pub mod files {
     pub const BROKER_TOML: &str = "broker.toml";
     /// The scheduler choice of `flux.scheduler.simple` (Flux reads it with `broker.toml`).
     pub const SCHEDULER_TOML: &str = "scheduler.toml";
+    /// The KVS checkpoint period of an interactive cluster (see [`super::config::kvs_toml`]).
+    pub const KVS_TOML: &str = "kvs.toml";
     /// The lead broker's entrypoint.
     pub const LEAD: &str = "lead.sh";
     /// The follower brokers' entrypoint.
@@ -376,6 +378,9 @@ struct LeadScript {
     save: bool,
     /// [`files::SAVE`].
     save_script: &'static str,
+    /// Where the lead broker keeps the instance's state across a restart of its container
+    /// (`statedir`; an interactive cluster only, see [`crate::model::containers::keeps_state`]).
+    state_dir: Option<&'static str>,
 }
 
 /// What only the followers' entrypoint (`follower.sh`) is made from, beside [`BrokerScript`].
@@ -567,6 +572,8 @@ pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error>
         archive: (cluster.archive.as_ref()).map(|a| quote(a.path).into_owned()),
         save: cluster.archive.is_some(),
         save_script: files::SAVE,
+        state_dir: crate::model::containers::keeps_state(cluster.mc)
+            .then_some(crate::model::mounts::STATE_MOUNT),
     };
     render("lead.sh.j2", &ctx)
 }

@@ -86,6 +86,14 @@ pub fn mode(mc: &MiniCluster) -> Result<Mode, FieldError> {
     Ok(mode_of(mc, c))
 }
 
+/// Whether the lead broker keeps the instance's state in its pod ([`super::mounts::STATE_VOLUME`])
+/// across a restart of its container: for an interactive cluster only. Its lead runs no
+/// program, so the instance that starts again from its own state has nothing submitted twice;
+/// a lead with a program would run it again beside the jobs it submitted before.
+pub fn keeps_state(mc: &MiniCluster) -> bool {
+    mode(mc) == Ok(Mode::Interactive)
+}
+
 /// The lead's mode when `c` is the Flux container.
 fn mode_of(mc: &MiniCluster, c: &MiniClusterContainer) -> Mode {
     if mc.spec.interactive || program_text(c).trim().is_empty() {

@@ -36,13 +36,20 @@ pub const RUN_VOLUME: &str = "flux-operator-run";
 pub const KEY_VOLUME: &str = "flux-operator-key";
 /// emptyDir the init container copies the flux view into.
 pub const VIEW_VOLUME: &str = "flux-view";
+/// emptyDir of an interactive cluster's Flux container where the lead broker keeps the
+/// instance's state (its `statedir`), so a restart of the container in the same pod starts
+/// the same instance again ([`super::containers::keeps_state`]).
+pub const STATE_VOLUME: &str = "flux-operator-state";
+/// Where [`STATE_VOLUME`] is mounted in the Flux container.
+pub const STATE_MOUNT: &str = "/var/lib/flux-operator";
 /// Volume names the operator uses; user volumes must not take them.
-pub const RESERVED_VOLUMES: [&str; 5] = [
+pub const RESERVED_VOLUMES: [&str; 6] = [
     CONFIG_VOLUME,
     CURVE_VOLUME,
     RUN_VOLUME,
     KEY_VOLUME,
     VIEW_VOLUME,
+    STATE_VOLUME,
 ];
 
 /// Mount path of an emptyDir volume that names none.
@@ -82,8 +89,9 @@ fn view_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
 }
 
 /// Mounts of the Flux container: the ConfigMap and the Secret (read-only), the run
-/// directory, the key directory, and the flux view with its install tree at `/opt/software`
-/// (read-only). The only container that mounts the Secret or the key directory.
+/// directory, the key directory, the flux view with its install tree at `/opt/software`
+/// (read-only), and for an interactive cluster the state directory. The only container that
+/// mounts the Secret or the key directory.
 pub fn flux_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
     let mut mounts = vec![
         mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
@@ -91,6 +99,9 @@ pub fn flux_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
         mount(RUN_VOLUME, RUN_MOUNT, false),
         mount(KEY_VOLUME, KEY_MOUNT, false),
     ];
+    if super::containers::keeps_state(mc) {
+        mounts.push(mount(STATE_VOLUME, STATE_MOUNT, false));
+    }
     mounts.extend(view_mounts(mc));
     mounts
 }

@@ -15,8 +15,8 @@ use crate::flux::{self, BROKER_PORT, CONFIG_MOUNT, CURVE_SECRET_KEY, Role};
 use crate::model::Cluster;
 use crate::model::containers::CompanionContainer;
 pub use crate::model::mounts::{
-    CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RESERVED_VOLUMES, RUN_VOLUME, VIEW_VOLUME,
-    companion_mounts, flux_container_mounts, mount,
+    CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RESERVED_VOLUMES, RUN_VOLUME, STATE_VOLUME,
+    VIEW_VOLUME, companion_mounts, flux_container_mounts, mount,
 };
 
 /// Size limit of [`KEY_VOLUME`] (it holds one certificate of a few hundred bytes).
@@ -31,7 +31,7 @@ fn view_enabled(mc: &crate::api::MiniCluster) -> bool {
 
 /// Pod volumes Flux needs: the ConfigMap `config_map`, the CURVE Secret `curve_secret`, the
 /// run directory (the socket), the key directory (memory-backed, for the certificate copy),
-/// and the flux view (unless disabled).
+/// an interactive cluster's state directory, and the flux view (unless disabled).
 pub fn pod_volumes(cluster: &Cluster<'_>, config_map: &str, curve_secret: &str) -> Vec<Volume> {
     let mc = cluster.mc;
     let mut volumes = vec![
@@ -75,6 +75,13 @@ pub fn pod_volumes(cluster: &Cluster<'_>, config_map: &str, curve_secret: &str) 
     if view_enabled(mc) {
         volumes.push(Volume {
             name: VIEW_VOLUME.into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        });
+    }
+    if crate::model::containers::keeps_state(mc) {
+        volumes.push(Volume {
+            name: STATE_VOLUME.into(),
             empty_dir: Some(EmptyDirVolumeSource::default()),
             ..Default::default()
         });

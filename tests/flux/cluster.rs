@@ -330,6 +330,24 @@ impl MiniClusterRun {
         delete_together(&pods);
     }
 
+    /// `kill -<signal>` of the process running `command` in the lead's Flux container.
+    pub fn kill_in_lead(&self, command: &[&str], signal: &str) {
+        let c = self.flux_container();
+        self.lead()
+            .kill_in(&c, command, signal)
+            .unwrap_or_else(|e| panic!("{e}\n{}", self.debug()));
+    }
+
+    /// Delete the lead pod as the kubelet does when the grace period ends while a process
+    /// running `command` (program, first arguments) runs in its Flux container and `now`
+    /// says this is the moment (see [`Pod::delete_killing_during`]).
+    pub fn delete_lead_killing_during(&self, command: &[&str], now: impl Fn() -> bool) {
+        let c = self.flux_container();
+        self.lead()
+            .delete_killing_during(&c, command, now, Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("{e}\n{}", self.debug()));
+    }
+
     /// The lead pod as the operator's pod watch sees it once its archive init container
     /// ([`flux::ARCHIVE_INIT`]) has ended: labels, name, and the statuses of that container
     /// and of the Flux container with the termination messages they wrote (the kubelet's

@@ -1048,6 +1048,12 @@ impl Pod {
         {
             std::thread::sleep(Duration::from_millis(50));
         }
+        self.kill_and_tear_down();
+    }
+
+    /// The end of a deletion once the grace period is over: SIGKILL to every container's PID
+    /// 1 (and so to all in its PID namespace), then the sandbox goes.
+    fn kill_and_tear_down(&self) {
         for r in self.containers.lock().unwrap().values() {
             if let Some(p) = r.pid1 {
                 unsafe_kill(p, "KILL");
@@ -1057,6 +1063,74 @@ impl Pod {
             let _ = t.join();
         }
         self.teardown();
+    }
+
+    /// Send `signal` to the process of `container` whose command line begins with `command`
+    /// (program file name, first arguments), as `kill` typed in the container would. Err if
+    /// there is none.
+    pub fn kill_in(&self, container: &str, command: &[&str], signal: &str) -> Result<(), String> {
+        let root = self
+            .containers
+            .lock()
+            .unwrap()
+            .get(container)
+            .and_then(|r| r.pid1);
+        let pid = root
+            .and_then(|root| descendant_running(root, command))
+            .ok_or_else(|| format!("no {command:?} runs in {container}"))?;
+        unsafe_kill(pid, signal);
+        Ok(())
+    }
+
+    /// Delete the pod as the kubelet does when its grace period ends in the middle of a given
+    /// moment: SIGTERM to every container's PID 1; then, once a process whose command line
+    /// begins with `command` (the program's file name, then its first arguments) runs in
+    /// `container` and `now` says this is the moment, that process is stopped where it is
+    /// (SIGSTOP, so the moment cannot pass) and every container gets SIGKILL. Err if the
+    /// moment does not come within `timeout` (the pod is then deleted all the same).
+    pub fn delete_killing_during(
+        &self,
+        container: &str,
+        command: &[&str],
+        now: impl Fn() -> bool,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        self.stopping.store(true, Ordering::SeqCst);
+        let pids: Vec<i32> = self
+            .containers
+            .lock()
+            .unwrap()
+            .values()
+            .filter_map(|r| r.pid1)
+            .collect();
+        for p in &pids {
+            unsafe_kill(*p, "TERM");
+        }
+        let root = self
+            .containers
+            .lock()
+            .unwrap()
+            .get(container)
+            .and_then(|r| r.pid1);
+        let deadline = Instant::now() + timeout;
+        let mut caught = false;
+        while let Some(root) = root
+            && Instant::now() < deadline
+        {
+            if let Some(pid) = descendant_running(root, command) {
+                unsafe_kill(pid, "STOP");
+                if now() {
+                    caught = true;
+                    break;
+                }
+                unsafe_kill(pid, "CONT");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.kill_and_tear_down();
+        caught.then_some(()).ok_or_else(|| {
+            format!("no {command:?} in {container} at the moment asked for within {timeout:?}")
+        })
     }
 
     fn teardown(&self) {
@@ -1075,6 +1149,56 @@ impl Pod {
             }
         }
     }
+}
+
+/// A process among the descendants of `root` whose command line begins with `command` (the
+/// program's file name, then its first arguments: `flux dump` is a command built into `flux`).
+fn descendant_running(root: i32, command: &[&str]) -> Option<i32> {
+    let mut parents = BTreeMap::new();
+    for entry in fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: the name may hold spaces and parentheses.
+        let after = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest)
+            .unwrap_or_default();
+        if let Some(ppid) = after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<i32>().ok())
+        {
+            parents.insert(pid, ppid);
+        }
+    }
+    let under_root = |mut pid: i32| {
+        while let Some(&ppid) = parents.get(&pid) {
+            if ppid == root {
+                return true;
+            }
+            pid = ppid;
+        }
+        false
+    };
+    parents.keys().copied().find(|&pid| {
+        let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+            return false;
+        };
+        let argv: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let program = argv.first().map(|a| a.rsplit('/').next().unwrap_or(a));
+        program == command.first().copied()
+            && argv
+                .get(1..command.len())
+                .is_some_and(|rest| rest == &command[1..])
+            && under_root(pid)
+    })
 }
 
 fn unsafe_kill(pid: i32, sig: &str) {

@@ -613,3 +613,242 @@ fn a_restore_into_a_smaller_cluster_reports_the_jobs_that_can_never_fit_by_id() 
     b.shutdown();
     assert_eq!(b.wait_lead(RUN), 0, "{}", b.debug());
 }
+
+/// A compressed archive (`.tar.gz`, as the Go operator's examples name it) cut short or with
+/// one byte changed is refused before any broker starts, with its manifest and without it:
+/// gzip's own check (its CRC and length at the end) fails where the tar still lists members.
+/// The archive is left as it was.
+#[test]
+fn a_compressed_archive_cut_or_changed_is_refused_with_and_without_its_manifest() {
+    let host = tempfile::tempdir().unwrap();
+    let host_dir = host.path().display().to_string();
+    let yaml = |name: &str| with_archive(name, 1, &host_dir, FLUXION);
+    let archive = host.path().join("flux.tar.gz");
+    let manifest = host.path().join("flux.tar.gz.manifest.json");
+
+    let save = MiniClusterRun::start(minicluster(&yaml("gz")), Start::default());
+    save.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "1");
+    for _ in 0..2 {
+        save.flux_ok("run true");
+    }
+    save.shutdown();
+    assert_eq!(save.wait_lead(RUN), 0, "{}", save.debug());
+    drop(save);
+    let whole = std::fs::read(&archive).expect("the save wrote the archive");
+    assert_eq!(&whole[..2], b"\x1f\x8b", "gzip, by its name");
+    let sealed = std::fs::read(&manifest).expect("and its manifest");
+
+    let changed = |at: usize| {
+        let mut bytes = whole.clone();
+        bytes[at] ^= 0x01;
+        bytes
+    };
+    let cut = whole[..whole.len() - 8].to_vec();
+    // (what it proves, the archive, with its manifest, the error says)
+    let cases = [
+        (
+            "cut, with its manifest",
+            cut.clone(),
+            true,
+            "does not match its manifest",
+        ),
+        (
+            "cut, manifest lost",
+            cut,
+            false,
+            "ended before the end-of-stream marker",
+        ),
+        (
+            "a byte of the data changed, with its manifest",
+            changed(whole.len() / 2),
+            true,
+            "does not match its manifest",
+        ),
+        (
+            "gzip's CRC changed, manifest lost",
+            changed(whole.len() - 6),
+            false,
+            "CRC check failed",
+        ),
+    ];
+    for (i, (what, bytes, with_manifest, error)) in cases.into_iter().enumerate() {
+        std::fs::write(&archive, &bytes).unwrap();
+        if with_manifest {
+            std::fs::write(&manifest, &sealed).unwrap();
+        } else {
+            let _ = std::fs::remove_file(&manifest);
+        }
+        let how = Start {
+            lead: false,
+            only_followers: Some(vec![]),
+            ..Start::default()
+        };
+        let mut run = MiniClusterRun::start(minicluster(&yaml(&format!("gz-{i}"))), how);
+        assert!(
+            run.start_lead_allowing_init_failure().is_some(),
+            "{what}: the init container passed"
+        );
+        let restore = restore_status(&run).expect("a report of the failure");
+        assert!(restore.error.contains(error), "{what}: {restore:?}");
+        assert!(
+            !run.lead_log().contains("starting the lead broker"),
+            "{what}"
+        );
+        assert_eq!(
+            std::fs::read(&archive).unwrap(),
+            bytes,
+            "{what}: left as it was"
+        );
+    }
+}
+
+/// The lead pod killed in the middle of its save (its grace period over while `flux dump`
+/// writes, as the kubelet's SIGKILL does): the archive and its manifest stay those of the
+/// save before, byte for byte, and the partial dump beside them tells the next restore that
+/// the last save was cut off. That restore is refused, naming the partial dump and what
+/// taking the older archive would mean, before any broker starts; once the partial dump is
+/// deleted (the user's decision), the older archive restores its jobs.
+#[test]
+fn a_lead_killed_in_its_dump_leaves_the_save_before_and_the_next_restore_refuses_it_until_told() {
+    let host = tempfile::tempdir().unwrap();
+    let host_dir = host.path().display().to_string();
+    // Uncompressed: flux dump writes a tar as it goes, where gzip's output waits in a
+    // buffer until the end, so the kill finds part of the dump on disk.
+    let yaml = |name: &str| {
+        with_archive(name, 1, &host_dir, FLUXION).replace("/state/flux.tar.gz", "/state/flux.tar")
+    };
+    let archive = host.path().join("flux.tar");
+    let manifest = host.path().join("flux.tar.manifest.json");
+    let partial = host.path().join(".partial-flux.tar");
+
+    let first = MiniClusterRun::start(minicluster(&yaml("first")), Start::default());
+    first.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "1");
+    for _ in 0..2 {
+        first.flux_ok("run true");
+    }
+    first.shutdown();
+    assert_eq!(first.wait_lead(RUN), 0, "{}", first.debug());
+    drop(first);
+    let (saved, sealed) = (
+        std::fs::read(&archive).unwrap(),
+        std::fs::read(&manifest).unwrap(),
+    );
+
+    // The next cluster restores the 2 jobs and runs 40 more; its pod is deleted, and the
+    // kill comes while its dump has written part of the archive.
+    let second = MiniClusterRun::start(minicluster(&yaml("second")), Start::default());
+    second.wait_flux("jobs -a -no {id}", RUN, |o| o.lines().count() == 2);
+    second.flux_ok("submit --cc=1-40 --wait --quiet true");
+    second.delete_lead_killing_during(&["flux", "dump"], || {
+        std::fs::metadata(&partial).is_ok_and(|m| m.len() > 0)
+    });
+    drop(second);
+    assert_eq!(
+        std::fs::read(&archive).unwrap(),
+        saved,
+        "the save before, unchanged"
+    );
+    assert_eq!(
+        std::fs::read(&manifest).unwrap(),
+        sealed,
+        "and its manifest"
+    );
+    assert!(partial.exists(), "the cut dump is left beside it");
+
+    let how = Start {
+        lead: false,
+        only_followers: Some(vec![]),
+        ..Start::default()
+    };
+    let mut third = MiniClusterRun::start(minicluster(&yaml("third")), how);
+    assert!(
+        third.start_lead_allowing_init_failure().is_some(),
+        "the restore of the older save was refused"
+    );
+    let restore = restore_status(&third).expect("a report of the refusal");
+    for words in [
+        "the last save was cut off",
+        "/state/.partial-flux.tar",
+        "run again the jobs that ended since",
+        "Delete /state/.partial-flux.tar to go on anyway",
+    ] {
+        assert!(restore.error.contains(words), "{words:?}: {restore:?}");
+    }
+    assert!(!third.lead_log().contains("starting the lead broker"));
+    drop(third);
+    assert_eq!(std::fs::read(&archive).unwrap(), saved, "left as it was");
+
+    std::fs::remove_file(&partial).unwrap();
+    let fourth = MiniClusterRun::start(minicluster(&yaml("fourth")), Start::default());
+    fourth.wait_flux("jobs -a -no {id}", RUN, |o| o.lines().count() == 2);
+    let restore = restore_status(&fourth).expect("a report");
+    assert_eq!(
+        (restore.error.as_str(), restore.ended_jobs),
+        ("", 2),
+        "{restore:?}"
+    );
+}
+
+/// An interactive cluster's lead keeps the instance's state in its pod (`statedir` on an
+/// emptyDir, a KVS checkpoint every 10 s): its broker killed (`kill -9`, as an OOM kill
+/// does), the kubelet restarts the container and the same instance starts again, with its
+/// job history and its queue (a held job keeps its id and stays pending). The job that was
+/// running fails with the restart. Before, the restart started an empty instance.
+#[test]
+fn an_interactive_lead_broker_killed_in_its_container_starts_again_with_its_history_and_queue() {
+    let yaml = "apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata:
+  name: kept
+spec:
+  size: 1
+  interactive: true
+  containers:
+    - image: rockylinux:9
+";
+    let run = MiniClusterRun::start(minicluster(yaml), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "1");
+    let done = run.flux_ok("submit --wait true").trim().replace('ƒ', "f");
+    let running = run.flux_ok("submit sleep 600").trim().replace('ƒ', "f");
+    let held = run
+        .flux_ok("submit --urgency=hold true")
+        .trim()
+        .replace('ƒ', "f");
+    run.wait_flux(&format!("jobs -no {{state}} {running}"), RUN, |o| {
+        o.trim() == "RUN"
+    });
+    // Past a KVS checkpoint (every 10 s).
+    std::thread::sleep(Duration::from_secs(12));
+
+    run.kill_in_lead(&["flux-broker"], "KILL");
+    let c = run.flux_container();
+    let deadline = std::time::Instant::now() + RUN;
+    while run.lead().restarts(&c) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(run.lead().restarts(&c), 1, "{}", run.debug());
+    let states = run
+        .wait_flux("jobs -a -no {id},{state},{result}", RUN, |o| {
+            o.lines().count() == 3
+        })
+        .replace('ƒ', "f");
+    let state_of = |id: &str| {
+        states
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{id},")))
+            .unwrap_or_else(|| panic!("{id} is gone: {states}"))
+            .to_string()
+    };
+    assert_eq!(state_of(&done), "INACTIVE,COMPLETED", "{states}");
+    assert_eq!(state_of(&running), "INACTIVE,FAILED", "{states}");
+    assert_eq!(state_of(&held), "SCHED,", "{states}");
+    assert!(
+        run.lead_log()
+            .contains("starting the instance again from the state it kept"),
+        "{}",
+        run.lead_log()
+    );
+    // The queue still works: the held job runs once released.
+    run.flux_ok(&format!("job urgency {held} default"));
+    assert_eq!(run.wait_job_result(&held, RUN), "COMPLETED");
+}

@@ -100,10 +100,13 @@ pub(super) fn status(input: &Inputs<'_>, findings: Findings<'_>) -> MiniClusterS
     let suspended = findings
         .jobset
         .is_some_and(|j| j.spec.suspend == Some(true));
-    let archive = Some(mc.spec.archive.path.as_str()).filter(|p| !p.is_empty());
+    let keeps = instance::Keeps {
+        archive: Some(mc.spec.archive.path.as_str()).filter(|p| !p.is_empty()),
+        state_in_pod: crate::model::containers::keeps_state(mc),
+    };
     let seen = instance::lead_seen(mc, &input.observed.pods);
     let (now_instance, restart) =
-        instance::next(old.instance.as_ref(), seen.as_ref(), suspended, archive);
+        instance::next(old.instance.as_ref(), seen.as_ref(), suspended, keeps);
     new.instance = now_instance;
     if let Some(restart) = &restart {
         set(

@@ -83,6 +83,7 @@ impl Pod {
             .env("HOME", "/home/fake-home")
             .env("LC_ALL", "C.UTF-8")
             .env("FLUX_OPERATOR_CONFIG_DIR", &self.config)
+            .env("FLUX_OPERATOR_STATE_DIR", self.run.join("state"))
             .env("FLUX_OPERATOR_CURVE_DIR", &self.curve)
             .env("FLUX_OPERATOR_RUN_DIR", &self.run)
             .env("FLUX_OPERATOR_KEY_DIR", &self.key)
@@ -504,6 +505,8 @@ fn interactive_or_no_command_keeps_the_lead_up() {
             "-Slocal-uri=local://{}/broker/local",
             pod.run.display()
         ));
+        // The instance's state, kept in the pod across a restart of the container.
+        start.push(format!("-Sstatedir={}/state/instance", pod.run.display()));
         assert_eq!(pod.flux_calls(), vec![start]);
     }
 }
@@ -807,6 +810,7 @@ fn disable_socket_and_simple_scheduler() {
         "-Slog-stderr-mode=local",
         "-Sbroker.rc2_none=1",
     ]));
+    start.push(format!("-Sstatedir={}/state/instance", pod.run.display()));
     assert_eq!(pod.flux_calls(), vec![start]);
     let env = pod.env_seen();
     assert_eq!(env["FLUXION_QMANAGER_RC_NOOP"], "1");

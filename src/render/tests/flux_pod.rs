@@ -6,8 +6,9 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use crate::api::MiniClusterContainer;
 use crate::fixtures::with_command;
 use crate::flux::{self, CONFIG_MOUNT, CURVE_MOUNT, Companion, KEY_MOUNT, RUN_MOUNT, Role};
+use crate::model::mounts::STATE_MOUNT;
 use crate::render::flux_pod::{
-    self, CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RUN_VOLUME, VIEW_VOLUME,
+    self, CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RUN_VOLUME, STATE_VOLUME, VIEW_VOLUME,
 };
 use crate::render::{self};
 
@@ -35,6 +36,42 @@ fn t(
     (name.into(), path.into(), ro, sub.map(Into::into))
 }
 
+/// An interactive cluster's lead keeps the instance's state in an emptyDir of its Flux
+/// container, mounted in no other container; a cluster with a program has none.
+#[test]
+fn an_interactive_cluster_has_a_state_volume_for_its_flux_container_only() {
+    let mut mc = with_command("mc", 2, "");
+    mc.spec.interactive = true;
+    let cluster = crate::fixtures::cluster(&mc);
+    let volumes = flux_pod::pod_volumes(&cluster, "mc-flux", "mc-curve");
+    let names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, flux_pod::RESERVED_VOLUMES);
+    let state = volumes.iter().find(|v| v.name == STATE_VOLUME).unwrap();
+    assert!(
+        state.empty_dir.as_ref().is_some_and(|e| e.medium.is_none()),
+        "on the node's disk"
+    );
+    assert!(
+        mounts_of(&flux_pod::flux_container_mounts(&mc)).contains(&t(
+            STATE_VOLUME,
+            STATE_MOUNT,
+            false,
+            None
+        ))
+    );
+    mc.spec.containers[0].run_flux = true;
+    mc.spec.containers.push(MiniClusterContainer {
+        name: "side".into(),
+        ..Default::default()
+    });
+    let side = flux_pod::companion_mounts(&mc, Companion::Container(1));
+    assert!(side.iter().all(|m| m.name != STATE_VOLUME), "{side:?}");
+
+    let batch = with_command("mc", 2, "hostname");
+    let volumes = flux_pod::pod_volumes(&crate::fixtures::cluster(&batch), "mc-flux", "mc-curve");
+    assert!(volumes.iter().all(|v| v.name != STATE_VOLUME));
+}
+
 #[test]
 fn volumes_and_mounts_with_the_view() {
     let mc = with_command("mc", 2, "hostname");
@@ -50,7 +87,7 @@ fn volumes_and_mounts_with_the_view() {
             VIEW_VOLUME
         ]
     );
-    assert_eq!(names, flux_pod::RESERVED_VOLUMES);
+    assert_eq!(names, flux_pod::RESERVED_VOLUMES[..5]);
     assert_eq!(volumes[0].config_map.as_ref().unwrap().name, "mc-flux");
     let secret = volumes[1].secret.as_ref().unwrap();
     assert_eq!(secret.secret_name.as_deref(), Some("mc-curve"));
