@@ -38,7 +38,7 @@ CARGO_E2E := cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_T
 
 SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
-.PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness \
+.PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness bench-state \
         test-e2e-running test-kueue-oldest test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
         bench bench-node bench-hpc bench-flux go-operator-build images operator-release test-node test-node-running \
         test-demo
@@ -100,6 +100,11 @@ test-flux: flux-build
 # Real-Flux startup figures (printed, not part of `make test`): 2-16 brokers, 5 runs each.
 bench-flux: flux-build
 	cargo bench --features realflux --bench flux_startup
+
+# What an interactive cluster's kept state (statedir, KVS checkpoints) costs real Flux
+# (e2e/bench-state.sh; root, Flux from e2e/build-flux.sh).
+bench-state: flux-build
+	e2e/bench-state.sh
 
 # The side-by-side benchmark (benches/operators.rs; not part of `make test`): its own fresh
 # cluster (BENCH_STATE, BENCH_CLUSTER; 12 nodes, room for 1024 pods), always torn down by
