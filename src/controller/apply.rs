@@ -131,13 +131,8 @@ pub(super) async fn execute(
         .any(|s| matches!(s, Step::DeleteMiniCluster))
     {
         let api = Api::<MiniCluster>::namespaced(ctx.client.clone(), mc.namespace_or_default());
-        match api
-            .delete(&mc.name_any(), &pinned(mc.metadata.uid.as_deref()))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-            Err(e) => return Err(e.into()),
+        if let Err(e) = delete_pinned(&api, &mc.name_any(), mc.metadata.uid.as_deref()).await {
+            return Err(e.into());
         }
     }
     Ok(Action::requeue(plan.requeue.unwrap_or(RESYNC)))
@@ -344,14 +339,40 @@ async fn delete<K>(api: &Api<K>, name: &str, uid: Option<&str>) -> Result<(), St
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    if delete_pinned(api, name, uid).await? == Deleted::Replaced {
+        tracing::info!(%name, "not deleted: another object of its name replaced it");
+    }
+    Ok(())
+}
+
+/// What a delete the operator decided did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deleted {
+    /// The object is being deleted.
+    Deleted,
+    /// There was no object of the name.
+    Gone,
+    /// Another object of the name had replaced the one decided on (its UID differs): the
+    /// API server refused the delete (409) and nothing was deleted.
+    Replaced,
+}
+
+/// The delete every step of a plan sends: of `name`, with the UID the plan decided on as a
+/// precondition when known (a background delete), so a decision made on an object that was
+/// since deleted and made again under the same name never deletes the new one.
+pub async fn delete_pinned<K>(
+    api: &Api<K>,
+    name: &str,
+    uid: Option<&str>,
+) -> Result<Deleted, kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     match api.delete(name, &pinned(uid)).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 && uid.is_some() => {
-            tracing::info!(%name, "not deleted: another object of its name replaced it");
-            Ok(())
-        }
-        Err(e) => Err(e.into()),
+        Ok(_) => Ok(Deleted::Deleted),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Deleted::Gone),
+        Err(kube::Error::Api(s)) if s.code == 409 && uid.is_some() => Ok(Deleted::Replaced),
+        Err(e) => Err(e),
     }
 }
 

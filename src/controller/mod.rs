@@ -43,6 +43,7 @@ use tokio::sync::watch;
 use crate::api::MiniCluster;
 use crate::metrics::{self, Health, Metrics};
 
+pub use apply::{Deleted, delete_pinned};
 pub use cluster_domain::discover_cluster_domain;
 pub use context::{Context, FIELD_MANAGER, UPDATE_MANAGER};
 

@@ -529,6 +529,77 @@ async fn a_second_cluster_on_an_archive_in_use_waits_and_starts_when_the_first_g
     Ok(())
 }
 
+/// Every delete the operator decides (an unused ConfigMap or Service, the JobSet and the
+/// services Job after the TTL, the MiniCluster itself with `spec.cleanup`) is sent pinned to
+/// the UID it was decided on. Against the real API server: a decision made on an object that
+/// was since deleted and made again under the same name (a reconcile pending while a user
+/// re-creates a MiniCluster of the same name) deletes nothing, and the new object stays;
+/// pinned to the new one's UID, the same delete goes through.
+#[tokio::test]
+async fn a_delete_decided_on_a_replaced_object_leaves_the_new_one_of_the_same_name() -> Result<()> {
+    use flux_operator::controller::{Deleted, delete_pinned};
+    let ns = TestNamespace::create("pinned-deletes").await?;
+    install_crd(&ns.client).await?;
+
+    let mcs: Api<MiniCluster> = ns.api();
+    let first = mcs
+        .create(&PostParams::default(), &hello(&ns.name, 2)?)
+        .await?;
+    let decided_on = first.metadata.uid.clone();
+    mcs.delete(&first.name_any(), &Default::default()).await?;
+    wait_gone("the first MiniCluster", TIMEOUT, &mcs, &first.name_any()).await?;
+    let again = mcs
+        .create(&PostParams::default(), &hello(&ns.name, 2)?)
+        .await?;
+    let name = again.name_any();
+    assert_eq!(
+        delete_pinned(&mcs, &name, decided_on.as_deref()).await?,
+        Deleted::Replaced
+    );
+    let kept = mcs.get(&name).await?;
+    assert_eq!(kept.metadata.uid, again.metadata.uid, "the new one stays");
+    assert!(kept.metadata.deletion_timestamp.is_none());
+
+    // The same for a ConfigMap of the operator's.
+    let cms: Api<ConfigMap> = ns.api();
+    let cm = |data: &str| -> Result<ConfigMap> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "hello-world-config"}, "data": {"v": data}
+        }))?)
+    };
+    let old = cms.create(&PostParams::default(), &cm("old")?).await?;
+    cms.delete("hello-world-config", &Default::default())
+        .await?;
+    wait_gone("the old ConfigMap", TIMEOUT, &cms, "hello-world-config").await?;
+    let new = cms.create(&PostParams::default(), &cm("new")?).await?;
+    assert_eq!(
+        delete_pinned(&cms, "hello-world-config", old.metadata.uid.as_deref()).await?,
+        Deleted::Replaced
+    );
+    assert_eq!(
+        cms.get("hello-world-config").await?.metadata.uid,
+        new.metadata.uid
+    );
+
+    // Pinned to the object that is there, the delete goes through; then there is none.
+    assert_eq!(
+        delete_pinned(&cms, "hello-world-config", new.metadata.uid.as_deref()).await?,
+        Deleted::Deleted
+    );
+    wait_gone("the new ConfigMap", TIMEOUT, &cms, "hello-world-config").await?;
+    assert_eq!(
+        delete_pinned(&cms, "hello-world-config", new.metadata.uid.as_deref()).await?,
+        Deleted::Gone
+    );
+    assert_eq!(
+        delete_pinned(&mcs, &name, again.metadata.uid.as_deref()).await?,
+        Deleted::Deleted
+    );
+    ns.cleanup().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn cleanup_deletes_the_finished_minicluster() -> Result<()> {
     let Setup {
