@@ -807,6 +807,45 @@ spec:
     - image: rockylinux:9
 ";
     let run = MiniClusterRun::start(minicluster(yaml), Start::default());
+    kept_across_a_restart(&run, &[]);
+}
+
+/// The same with `spec.archive`: the instance restored from the archive at the pod's start
+/// starts again from the state it kept, which is newer, not from the archive (whose one job
+/// is also in the kept history).
+#[test]
+fn with_an_archive_the_kept_state_wins_over_the_archive_on_a_restart_in_the_pod() {
+    let host = tempfile::tempdir().unwrap();
+    let host_dir = host.path().display().to_string();
+    let first = MiniClusterRun::start(
+        minicluster(&with_archive("saved", 1, &host_dir, FLUXION)),
+        Start::default(),
+    );
+    first.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "1");
+    let saved = first.flux_ok("submit --wait true").trim().replace('ƒ', "f");
+    first.shutdown();
+    assert_eq!(first.wait_lead(RUN), 0, "{}", first.debug());
+    drop(first);
+
+    let run = MiniClusterRun::start(
+        minicluster(&with_archive("kept", 1, &host_dir, FLUXION)),
+        Start::default(),
+    );
+    kept_across_a_restart(&run, &[saved.as_str()]);
+    assert!(
+        run.lead_log().contains(
+            "not restoring /state/flux.tar.gz: the instance's own state in this pod is newer"
+        ),
+        "{}",
+        run.lead_log()
+    );
+}
+
+/// In the running interactive `run`: a completed, a running and a held job; past a
+/// checkpoint, `kill -9` of the lead broker; the container restarts and the instance has
+/// them all (and `before`, completed jobs it had already): the running one failed, the held
+/// one pending under its id, and it runs when released.
+fn kept_across_a_restart(run: &MiniClusterRun, before: &[&str]) {
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "1");
     let done = run.flux_ok("submit --wait true").trim().replace('ƒ', "f");
     let running = run.flux_ok("submit sleep 600").trim().replace('ƒ', "f");
@@ -827,9 +866,10 @@ spec:
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(run.lead().restarts(&c), 1, "{}", run.debug());
+    let count = 3 + before.len();
     let states = run
         .wait_flux("jobs -a -no {id},{state},{result}", RUN, |o| {
-            o.lines().count() == 3
+            o.lines().count() == count
         })
         .replace('ƒ', "f");
     let state_of = |id: &str| {
@@ -839,7 +879,9 @@ spec:
             .unwrap_or_else(|| panic!("{id} is gone: {states}"))
             .to_string()
     };
-    assert_eq!(state_of(&done), "INACTIVE,COMPLETED", "{states}");
+    for id in before.iter().copied().chain([done.as_str()]) {
+        assert_eq!(state_of(id), "INACTIVE,COMPLETED", "{id}: {states}");
+    }
     assert_eq!(state_of(&running), "INACTIVE,FAILED", "{states}");
     assert_eq!(state_of(&held), "SCHED,", "{states}");
     assert!(
