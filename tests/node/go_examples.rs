@@ -35,16 +35,19 @@ async fn check_output(
     setup(&ns, &tests)?;
     apply(&ns.name, &dir.join("minicluster.yaml"))?;
 
-    // Its "first pod" is the first in name order: with JobSet names, the lead broker's.
+    // Its "first pod" is the first in name order: with JobSet names, the lead broker's. The
+    // two Jobs create their pods in either order, so wait until the lead's exists.
     let first = wait_for(
-        "the MiniCluster's pods",
+        "the MiniCluster's pods, the lead's among them",
         Duration::from_secs(120),
         || async {
             let names = kubectl_in(
                 &ns.name,
                 &["get", "pod", "-o", "jsonpath={.items..metadata.name}"],
             )?;
-            Ok(names.split_whitespace().next().map(str::to_string))
+            let names: Vec<&str> = names.split_whitespace().collect();
+            let lead_made = names.iter().any(|n| n.starts_with("flux-sample-lead-"));
+            Ok(lead_made.then(|| names[0].to_string()))
         },
     )
     .await?;
