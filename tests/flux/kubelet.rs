@@ -886,12 +886,7 @@ impl Pod {
         // A container that is still starting gets until the timeout to run.
         let deadline = Instant::now() + timeout;
         let pid = loop {
-            let pid = self
-                .containers
-                .lock()
-                .unwrap()
-                .get(container)
-                .and_then(|r| r.pid1);
+            let pid = self.pid1(container);
             match pid {
                 Some(pid) => break pid,
                 None if Instant::now() < deadline
@@ -1026,17 +1021,7 @@ impl Pod {
     /// Delete the pod as the kubelet does: SIGTERM to every container's PID 1, SIGKILL after
     /// the grace period, then the sandbox goes (volumes, address, DNS name).
     pub fn delete(&self, grace: Duration) {
-        self.stopping.store(true, Ordering::SeqCst);
-        let pids: Vec<i32> = self
-            .containers
-            .lock()
-            .unwrap()
-            .values()
-            .filter_map(|r| r.pid1)
-            .collect();
-        for p in &pids {
-            unsafe_kill(*p, "TERM");
-        }
+        self.begin_deletion();
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline
             && self
@@ -1049,6 +1034,26 @@ impl Pod {
             std::thread::sleep(Duration::from_millis(50));
         }
         self.kill_and_tear_down();
+    }
+
+    /// The start of a deletion, as the kubelet's: no container is restarted any more, and
+    /// every container's PID 1 gets SIGTERM.
+    fn begin_deletion(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        for r in self.containers.lock().unwrap().values() {
+            if let Some(p) = r.pid1 {
+                unsafe_kill(p, "TERM");
+            }
+        }
+    }
+
+    /// The host PID of `container`'s PID 1 while it runs.
+    fn pid1(&self, container: &str) -> Option<i32> {
+        self.containers
+            .lock()
+            .unwrap()
+            .get(container)
+            .and_then(|r| r.pid1)
     }
 
     /// The end of a deletion once the grace period is over: SIGKILL to every container's PID
@@ -1069,12 +1074,7 @@ impl Pod {
     /// (program file name, first arguments), as `kill` typed in the container would. Err if
     /// there is none.
     pub fn kill_in(&self, container: &str, command: &[&str], signal: &str) -> Result<(), String> {
-        let root = self
-            .containers
-            .lock()
-            .unwrap()
-            .get(container)
-            .and_then(|r| r.pid1);
+        let root = self.pid1(container);
         let pid = root
             .and_then(|root| descendant_running(root, command))
             .ok_or_else(|| format!("no {command:?} runs in {container}"))?;
@@ -1095,23 +1095,8 @@ impl Pod {
         now: impl Fn() -> bool,
         timeout: Duration,
     ) -> Result<(), String> {
-        self.stopping.store(true, Ordering::SeqCst);
-        let pids: Vec<i32> = self
-            .containers
-            .lock()
-            .unwrap()
-            .values()
-            .filter_map(|r| r.pid1)
-            .collect();
-        for p in &pids {
-            unsafe_kill(*p, "TERM");
-        }
-        let root = self
-            .containers
-            .lock()
-            .unwrap()
-            .get(container)
-            .and_then(|r| r.pid1);
+        self.begin_deletion();
+        let root = self.pid1(container);
         let deadline = Instant::now() + timeout;
         let mut caught = false;
         while let Some(root) = root

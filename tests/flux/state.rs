@@ -474,20 +474,8 @@ fn saves_are_sealed_and_reported_a_cut_or_changed_archive_is_refused_and_a_full_
         } else {
             let _ = std::fs::remove_file(&manifest);
         }
-        let how = Start {
-            lead: false,
-            only_followers: Some(vec![]),
-            ..Start::default()
-        };
-        let mut run = MiniClusterRun::start(minicluster(&yaml(&format!("bad-{i}"))), how);
-        let failure = run.start_lead_allowing_init_failure();
-        assert!(failure.is_some(), "{what}: the init container passed");
-        let restore = restore_status(&run).expect("a report of the failure");
+        let restore = refused_before_any_broker(&yaml(&format!("bad-{i}")), &archive, what);
         assert!(restore.error.contains(error), "{what}: {restore:?}");
-        assert!(
-            !run.lead_log().contains("starting the lead broker"),
-            "{what}"
-        );
         assert_eq!(
             std::fs::read(&archive).unwrap(),
             bytes,
@@ -678,28 +666,42 @@ fn a_compressed_archive_cut_or_changed_is_refused_with_and_without_its_manifest(
         } else {
             let _ = std::fs::remove_file(&manifest);
         }
-        let how = Start {
-            lead: false,
-            only_followers: Some(vec![]),
-            ..Start::default()
-        };
-        let mut run = MiniClusterRun::start(minicluster(&yaml(&format!("gz-{i}"))), how);
-        assert!(
-            run.start_lead_allowing_init_failure().is_some(),
-            "{what}: the init container passed"
-        );
-        let restore = restore_status(&run).expect("a report of the failure");
+        let restore = refused_before_any_broker(&yaml(&format!("gz-{i}")), &archive, what);
         assert!(restore.error.contains(error), "{what}: {restore:?}");
-        assert!(
-            !run.lead_log().contains("starting the lead broker"),
-            "{what}"
-        );
         assert_eq!(
             std::fs::read(&archive).unwrap(),
             bytes,
             "{what}: left as it was"
         );
     }
+}
+
+/// Start a MiniCluster of `yaml` whose lead must refuse the archive at `archive`: its archive
+/// init container fails, no broker starts, and the restore report says why (returned).
+fn refused_before_any_broker(yaml: &str, archive: &std::path::Path, what: &str) -> RestoreStatus {
+    let before = std::fs::read(archive).ok();
+    let how = Start {
+        lead: false,
+        only_followers: Some(vec![]),
+        ..Start::default()
+    };
+    let mut run = MiniClusterRun::start(minicluster(yaml), how);
+    assert!(
+        run.start_lead_allowing_init_failure().is_some(),
+        "{what}: the init container passed"
+    );
+    let restore = restore_status(&run).expect("a report of the failure");
+    assert!(
+        !run.lead_log().contains("starting the lead broker"),
+        "{what}"
+    );
+    drop(run);
+    assert_eq!(
+        std::fs::read(archive).ok(),
+        before,
+        "{what}: left as it was"
+    );
+    restore
 }
 
 /// The lead pod killed in the middle of its save (its grace period over while `flux dump`
@@ -755,17 +757,8 @@ fn a_lead_killed_in_its_dump_leaves_the_save_before_and_the_next_restore_refuses
     );
     assert!(partial.exists(), "the cut dump is left beside it");
 
-    let how = Start {
-        lead: false,
-        only_followers: Some(vec![]),
-        ..Start::default()
-    };
-    let mut third = MiniClusterRun::start(minicluster(&yaml("third")), how);
-    assert!(
-        third.start_lead_allowing_init_failure().is_some(),
-        "the restore of the older save was refused"
-    );
-    let restore = restore_status(&third).expect("a report of the refusal");
+    let restore =
+        refused_before_any_broker(&yaml("third"), &archive, "the restore of the older save");
     for words in [
         "the last save was cut off",
         "/state/.partial-flux.tar",
@@ -774,8 +767,6 @@ fn a_lead_killed_in_its_dump_leaves_the_save_before_and_the_next_restore_refuses
     ] {
         assert!(restore.error.contains(words), "{words:?}: {restore:?}");
     }
-    assert!(!third.lead_log().contains("starting the lead broker"));
-    drop(third);
     assert_eq!(std::fs::read(&archive).unwrap(), saved, "left as it was");
 
     std::fs::remove_file(&partial).unwrap();

@@ -31,7 +31,9 @@ pub(super) fn holder<'a>(input: &Inputs<'a>, facts: &Facts<'_>) -> Option<&'a Mi
 
 /// Whether `other`, on the same archive, holds it against `me`.
 fn holds(other: &MiniCluster, me: &MiniCluster) -> bool {
-    let status = other.status.clone().unwrap_or_default();
+    let Some(status) = other.status.as_ref() else {
+        return created(other) < created(me);
+    };
     if status.completion_time.is_some() {
         return false;
     }
