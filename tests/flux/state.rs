@@ -858,9 +858,12 @@ fn kept_across_a_restart(run: &MiniClusterRun, before: &[&str]) {
     }
     assert_eq!(run.lead().restarts(&c), 1, "{}", run.debug());
     let count = 3 + before.len();
+    // The restarted job manager fails the running job once its exec service says hello,
+    // a moment after the instance answers: wait for every job to be listed and that job
+    // to have left RUN.
     let states = run
         .wait_flux("jobs -a -no {id},{state},{result}", RUN, |o| {
-            o.lines().count() == count
+            o.lines().count() == count && !o.lines().any(|l| l.contains(",RUN,"))
         })
         .replace('ƒ', "f");
     let state_of = |id: &str| {
