@@ -28,6 +28,8 @@ pub const POD_SUFFIX_LEN: usize = 6;
 pub const NAME_LABEL: &str = "flux-framework.org/minicluster";
 /// Label on pods telling the lead broker from the followers (`lead` or `workers`).
 pub const ROLE_LABEL: &str = "flux-framework.org/role";
+/// Label on every object the operator makes: who manages it.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Kueue's queue label; copied from the MiniCluster (or its jobLabels) to the JobSet.
 pub const KUEUE_QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
 /// Kueue's workload priority class label.

@@ -753,6 +753,7 @@ pub enum RestartPolicy {
 pub struct FluxSpec {
     /// The flux view init container that brings Flux into the pods.
     #[serde(default)]
+    #[garde(dive)]
     pub container: FluxContainer,
     /// Architecture of the view (accepted for compatibility; the image decides).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -879,8 +880,9 @@ fn default_log_level() -> i32 {
 }
 
 /// The flux view init container.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema, Validate)]
 #[serde(rename_all = "camelCase")]
+#[garde(allow_unvalidated)]
 pub struct FluxContainer {
     /// The application image already has Flux: no view.
     #[serde(default)]
@@ -888,6 +890,7 @@ pub struct FluxContainer {
     /// Name of the init container.
     #[serde(default = "default_view_name")]
     #[schemars(length(min = 1, max = 63))]
+    #[garde(custom(dns_label_or_empty))]
     pub name: String,
     /// The view image.
     #[serde(default = "default_view_image")]
@@ -895,7 +898,8 @@ pub struct FluxContainer {
     pub image: String,
     /// Where the view is copied in every container.
     #[serde(default = "default_view_mount")]
-    #[schemars(regex(pattern = r"^/.*"))]
+    #[schemars(length(max = 4096), regex(pattern = r"^/.*"))]
+    #[garde(custom(absolute_path_or_empty))]
     pub mount_path: String,
     /// Python path of the view's Flux bindings (derived from the view when empty).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -1053,12 +1057,22 @@ fn env_names<V>(map: &BTreeMap<String, V>, _: &()) -> garde::Result {
     Ok(())
 }
 
+/// An absolute path with no `.` or `..` component, or nothing: what a mount is pointed at
+/// must be where it says (`/data/../etc` is `/etc`, which the operator's clash checks would
+/// not see).
 fn absolute_path_or_empty(value: &str, _: &()) -> garde::Result {
-    if value.is_empty() || value.starts_with('/') {
-        Ok(())
-    } else {
-        Err(garde::Error::new(format!(
-            "{value:?} must be an absolute path"
-        )))
+    if value.is_empty() {
+        return Ok(());
     }
+    if !value.starts_with('/') {
+        return Err(garde::Error::new(format!(
+            "{value:?} must be an absolute path"
+        )));
+    }
+    if value.split('/').any(|part| part == "." || part == "..") {
+        return Err(garde::Error::new(format!(
+            "{value:?} has a '.' or '..' component: write the path it means"
+        )));
+    }
+    Ok(())
 }

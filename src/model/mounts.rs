@@ -171,6 +171,10 @@ pub fn check_mount_paths(
         }
         let key = clean(&path).to_string();
         let vfield = format!("{}.path", key_field(&format!("{field}.volumes"), vname));
+        if let Some(message) = nested_in_operator_mount(&key, v.read_only, operator) {
+            errors.push(FieldError::new(vfield, message));
+            continue;
+        }
         match seen.get(&key) {
             None => {
                 seen.insert(key, Some(vname));
@@ -189,4 +193,36 @@ pub fn check_mount_paths(
             )),
         }
     }
+}
+
+/// Why a user volume at `path` cannot nest with the operator's mounts in this container: a
+/// volume inside one of them would cover part of the broker config, certificate, socket or
+/// flux view; a read-only volume around one leaves the runtime no way to make its mount
+/// point. `None` when it does not nest (an equal path is the clash check's).
+fn nested_in_operator_mount(
+    path: &str,
+    read_only: bool,
+    operator: &[VolumeMount],
+) -> Option<String> {
+    let within = |inner: &str, outer: &str| {
+        let outer = outer.trim_end_matches('/');
+        inner.len() > outer.len() + 1
+            && inner.starts_with(outer)
+            && inner[outer.len()..].starts_with('/')
+    };
+    operator.iter().find_map(|m| {
+        if within(path, &m.mount_path) {
+            Some(format!(
+                "{path:?} is inside {:?}, where the operator mounts its own volume in this container (the broker config, certificate, socket, state or flux view); pick a path outside it",
+                m.mount_path
+            ))
+        } else if read_only && within(&m.mount_path, path) {
+            Some(format!(
+                "{path:?} is read-only and holds {:?}, where the operator mounts its own volume in this container: the runtime could not make that mount point; mount it elsewhere or not read-only",
+                m.mount_path
+            ))
+        } else {
+            None
+        }
+    })
 }

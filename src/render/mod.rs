@@ -160,7 +160,7 @@ pub fn common_labels(mc: &MiniCluster) -> BTreeMap<String, String> {
     BTreeMap::from([
         (NAME_LABEL.to_string(), mc.name().to_string()),
         (
-            "app.kubernetes.io/managed-by".to_string(),
+            crate::api::MANAGED_BY_LABEL.to_string(),
             "flux-operator".to_string(),
         ),
     ])

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use super::err;
 use super::texts::check_texts;
 use crate::api::validation::{FieldError, key_field};
-use crate::api::{MiniCluster, MiniClusterContainer, NAME_LABEL, ROLE_LABEL, is_dns_label};
+use crate::api::{MiniCluster, MiniClusterContainer, is_dns_label};
 use crate::model::containers::{ARCHIVE_INIT, Companion, default_container_name, runs_flux};
 use crate::model::mounts::{
     RESERVED_VOLUMES, check_mount_paths, companion_mounts, flux_container_mounts,
@@ -31,14 +31,6 @@ pub(super) fn check(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
                 spec.flux.container.name
             ),
         ));
-    }
-    for key in [NAME_LABEL, ROLE_LABEL] {
-        if spec.pod.labels.contains_key(key) {
-            errors.push(err(
-                "spec.pod.labels",
-                format!("{key} is set by the operator: its Services and status select pods by it"),
-            ));
-        }
     }
     let reserved = reserved_names(mc, errors);
     let mut names = BTreeSet::new();

@@ -30,6 +30,7 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
     }
     spec::sizes(mc, &mut errors);
     spec::name(mc, &mut errors);
+    spec::labels(mc, &mut errors);
     containers::check(mc, &mut errors);
     containers::tasks_fit(mc, &mut errors);
     texts::check_flux_texts(mc, &mut errors);

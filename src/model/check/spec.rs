@@ -7,7 +7,7 @@ use super::err;
 use crate::api::validation::{FieldError, api_path, key_field, longest_pod_name};
 use crate::api::{
     KUEUE_PODSET_GROUP, KUEUE_PREFERRED_TOPOLOGY, KUEUE_QUEUE_LABEL, KUEUE_REQUIRED_TOPOLOGY,
-    MAX_POD_NAME, MiniCluster, is_dns_label,
+    MANAGED_BY_LABEL, MAX_POD_NAME, MiniCluster, NAME_LABEL, ROLE_LABEL, is_dns_label,
 };
 use crate::model::certificate::Certificate;
 
@@ -185,6 +185,39 @@ pub(super) fn placement(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
                 key_field("spec.pod.annotations", key),
                 "is set by spec.placement: remove it from spec.pod.annotations",
             ));
+        }
+    }
+}
+
+/// Labels that are not the user's: the operator selects its objects and pods by its own, and
+/// the Job and JobSet controllers select theirs by theirs (a Job whose pod template takes its
+/// selector label is refused when the JobSet creates it).
+const CONTROLLER_LABEL_PREFIXES: &[&str] = &["jobset.sigs.k8s.io/", "batch.kubernetes.io/"];
+const CONTROLLER_LABELS: &[&str] = &["controller-uid", "job-name", MANAGED_BY_LABEL];
+
+/// `spec.jobLabels` (on the JobSet) and `spec.pod.labels` (on every pod) do not take the
+/// operator's or the controllers' labels.
+pub(super) fn labels(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
+    for (field, labels) in [
+        ("spec.jobLabels", &mc.spec.job_labels),
+        ("spec.pod.labels", &mc.spec.pod.labels),
+    ] {
+        for key in labels.keys() {
+            if key == NAME_LABEL || key == ROLE_LABEL {
+                errors.push(err(
+                    field,
+                    format!(
+                        "{key} is set by the operator: its Services and status select pods by it"
+                    ),
+                ));
+            } else if CONTROLLER_LABELS.contains(&key.as_str())
+                || CONTROLLER_LABEL_PREFIXES.iter().any(|p| key.starts_with(p))
+            {
+                errors.push(err(
+                    field,
+                    format!("{key} is set by the operator or the Job and JobSet controllers, which select their objects by it"),
+                ));
+            }
         }
     }
 }

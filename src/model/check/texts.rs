@@ -36,11 +36,61 @@ pub(super) fn check_texts(
         no_nul(prefix, &commands.prefix, errors);
     }
     for (name, value) in &c.environment {
-        no_nul(
-            key_field(&format!("{field}.environment"), name),
-            value,
+        let vfield = key_field(&format!("{field}.environment"), name);
+        no_nul(vfield.clone(), value, errors);
+        script_safe_variable(vfield, name, Some(value), errors);
+    }
+    for name in c.secrets.keys() {
+        script_safe_variable(
+            key_field(&format!("{field}.secrets"), name),
+            name,
+            None,
             errors,
         );
+    }
+}
+
+/// Variables that change how bash reads and runs the operator's scripts (word splitting,
+/// files it sources, options, the trace prompt it expands), the instance's URI, and the
+/// operator's own: set from a spec they would turn its entrypoints into something else.
+const SCRIPT_VARIABLES: &[&str] = &[
+    "IFS",
+    "BASH_ENV",
+    "ENV",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "CDPATH",
+    "GLOBIGNORE",
+    "PS4",
+    "BASH_XTRACEFD",
+    "POSIXLY_CORRECT",
+    "FLUX_URI",
+];
+
+/// Refuses an environment variable `name` the scripts depend on ([`SCRIPT_VARIABLES`],
+/// `FLUX_OPERATOR_*`), and a `PATH` (`value`, unknown from a Secret) without `/usr/bin` or
+/// `/bin`, where the entrypoints find `mkdir`, `cp` and the like. Any other `PATH` is the
+/// user's to set.
+fn script_safe_variable(
+    field: String,
+    name: &str,
+    value: Option<&str>,
+    errors: &mut Vec<FieldError>,
+) {
+    if SCRIPT_VARIABLES.contains(&name) || name.starts_with("FLUX_OPERATOR_") {
+        errors.push(super::err(
+            field,
+            format!(
+                "{name} is not for a MiniCluster to set: the operator's entrypoints depend on it (shell options, word splitting, the instance's URI or the operator's own variables)"
+            ),
+        ));
+    } else if name == "PATH"
+        && value.is_some_and(|v| !v.split(':').any(|d| matches!(d, "/usr/bin" | "/bin")))
+    {
+        errors.push(super::err(
+            field,
+            "a PATH must keep /usr/bin or /bin: the operator's entrypoints run mkdir, cp and the like from there",
+        ));
     }
 }
 
@@ -64,6 +114,8 @@ pub(super) fn check_flux_texts(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
         no_nul(format!("spec.flux.{name}"), text, errors);
     }
     for (name, value) in &flux.environment {
-        no_nul(key_field("spec.flux.environment", name), value, errors);
+        let field = key_field("spec.flux.environment", name);
+        no_nul(field.clone(), value, errors);
+        script_safe_variable(field, name, Some(value), errors);
     }
 }

@@ -851,3 +851,130 @@ fn the_archive_must_be_on_a_writable_volume_that_outlives_the_pod() {
         }
     }
 }
+
+/// Refused and accepted: each case's error fields (empty when accepted).
+fn outcomes(cases: Vec<(&'static str, MiniCluster)>) -> Vec<(&'static str, Vec<String>)> {
+    cases.into_iter().map(|(n, mc)| (n, fields(&mc))).collect()
+}
+
+fn with_volume(path: &str, read_only: bool) -> MiniCluster {
+    let mut mc = manifest(HELLO);
+    let volume = ContainerVolume {
+        path: path.into(),
+        claim_name: "data".into(),
+        read_only,
+        ..Default::default()
+    };
+    mc.spec.containers[0].volumes.insert("d".into(), volume);
+    mc
+}
+
+#[test]
+fn a_mount_path_with_dot_dot_or_nesting_with_the_operators_mounts_is_refused_naming_the_volume() {
+    let path = "spec.containers[0].volumes.d.path";
+    let want = |bad: bool| if bad { vec![path.to_string()] } else { vec![] };
+    let cases = [
+        ("/data", false, false),
+        ("/mnt", false, false),
+        ("/data/../mnt/flux", false, true),
+        ("/data/./x", false, true),
+        ("/mnt/flux/inside", false, true),
+        ("/etc/flux-operator/curve/x", false, true),
+        ("/run/flux-operator/sock", false, true),
+        ("/opt/software/bin", false, true),
+        ("/mnt", true, true),
+        ("/opt", true, true),
+        ("/opt/data", true, false),
+        ("/mnt/fluxdata", true, false),
+    ];
+    for (p, read_only, bad) in cases {
+        let mc = with_volume(p, read_only);
+        assert_eq!(
+            fields(&mc),
+            want(bad),
+            "{p} read-only {read_only}: {:?}",
+            validate(&mc)
+        );
+    }
+    let mut mc = manifest(HELLO);
+    mc.spec.flux.container.mount_path = "/mnt/../etc".into();
+    assert_eq!(fields(&mc), ["spec.flux.container.mountPath"]);
+}
+
+#[test]
+fn environment_names_the_entrypoints_depend_on_are_refused_naming_the_variable() {
+    let with = |name: &str, value: &str| {
+        let mut mc = manifest(HELLO);
+        mc.spec.containers[0]
+            .environment
+            .insert(name.into(), value.into());
+        mc
+    };
+    let field = |name: &str| format!("spec.containers[0].environment.{name}");
+    for name in [
+        "IFS",
+        "BASH_ENV",
+        "ENV",
+        "SHELLOPTS",
+        "PS4",
+        "FLUX_URI",
+        "FLUX_OPERATOR_ROLE",
+    ] {
+        assert_eq!(fields(&with(name, "x")), [field(name)], "{name}");
+    }
+    assert_eq!(fields(&with("PATH", "/opt/conda/bin")), [field("PATH")]);
+    for (name, value) in [
+        ("PATH", "/opt/conda/bin:/usr/local/bin:/usr/bin:/bin"),
+        ("LD_LIBRARY_PATH", "/opt/lib"),
+        ("HOME", "/home/me"),
+        ("FLUX_SHELL_RC", "x"),
+    ] {
+        assert!(fields(&with(name, value)).is_empty(), "{name}={value}");
+    }
+    let mut mc = manifest(HELLO);
+    mc.spec.flux.environment.insert("IFS".into(), ",".into());
+    mc.spec.containers[0].secrets.insert(
+        "BASH_ENV".into(),
+        SecretKeyRef {
+            name: "s".into(),
+            key: "k".into(),
+        },
+    );
+    assert_eq!(
+        fields(&mc),
+        [
+            "spec.containers[0].secrets.BASH_ENV",
+            "spec.flux.environment.IFS"
+        ]
+    );
+}
+
+#[test]
+fn job_and_pod_labels_cannot_take_the_operators_or_the_controllers_labels() {
+    for key in [
+        NAME_LABEL,
+        "app.kubernetes.io/managed-by",
+        "jobset.sigs.k8s.io/jobset-name",
+        "batch.kubernetes.io/controller-uid",
+        "job-name",
+    ] {
+        let mut mc = manifest(HELLO);
+        mc.spec.job_labels.insert(key.into(), "x".into());
+        mc.spec.pod.labels.insert(key.into(), "x".into());
+        assert_eq!(fields(&mc), ["spec.jobLabels", "spec.pod.labels"], "{key}");
+        assert!(validate(&mc)[0].message.contains(key), "{key}");
+    }
+    let mut mc = manifest(HELLO);
+    mc.spec.job_labels.insert("team".into(), "a".into());
+    mc.spec
+        .job_labels
+        .insert(KUEUE_QUEUE_LABEL.into(), "q".into());
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+}
+
+#[test]
+fn a_flux_view_container_name_that_is_not_a_dns_label_is_refused_naming_the_field() {
+    let mut mc = manifest(HELLO);
+    mc.spec.flux.container.name = "Flux_View".into();
+    assert_eq!(fields(&mc), ["spec.flux.container.name"]);
+}
