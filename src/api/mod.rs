@@ -7,6 +7,7 @@
 //! reported as an `InvalidSpec` condition; [`validation`] holds the one error type. The CRD
 //! in `crds/` is generated from these types.
 
+pub mod bounds;
 mod spec;
 mod status;
 pub mod validation;

@@ -59,6 +59,7 @@ pub const DEFAULT_DEADLINE_SECONDS: i64 = 31_500_000;
 )]
 #[serde(rename_all = "camelCase")]
 #[garde(allow_unvalidated)]
+#[schemars(transform = crate::api::bounds::bound)]
 #[x_kube(
     validation = kube::core::Rule::new("!has(self.maxSize) || self.size <= self.maxSize")
         .message("spec.size must not exceed spec.maxSize").field_path(".size"),
@@ -481,27 +482,35 @@ pub struct LifeCycle {
 pub struct Commands {
     /// Before anything else.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 65536))]
     pub init: String,
     /// On every broker, before Flux starts.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 65536))]
     pub pre: String,
     /// On the lead broker only, before Flux starts.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 65536))]
     pub broker_pre: String,
     /// On the followers only, before Flux starts.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 65536))]
     pub worker_pre: String,
     /// In a container that does not run Flux, before its command.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 65536))]
     pub service_pre: String,
     /// After Flux exits (or the command, in a container that does not run Flux).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 65536))]
     pub post: String,
     /// Words put before the lead's `flux start` (e.g. a profiler).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 65536))]
     pub prefix: String,
     /// A whole script used as the command.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 65536))]
     pub script: String,
 }
 
@@ -806,6 +815,7 @@ pub struct FluxSpec {
     pub bursting: Bursting,
     /// A whole broker config (TOML) that replaces the generated one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 65536))]
     pub broker_config: String,
     /// Extra environment for Flux (exported before the broker starts).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

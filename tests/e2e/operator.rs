@@ -403,6 +403,28 @@ async fn api_server_refuses_invalid_specs() -> Result<()> {
         "{msg}"
     );
 
+    // Bounded input: a text past its bound, and programs past their sum.
+    let mut mc = example("hello-world", &ns.name)?;
+    mc.spec.containers[0]
+        .environment
+        .insert("BIG".into(), "x".repeat(5000));
+    let msg = refused(mc).await?;
+    assert!(
+        msg.contains("spec.containers[0].environment.BIG") && msg.contains("4096"),
+        "{msg}"
+    );
+    let mut mc = example("hello-world", &ns.name)?;
+    let program = "x".repeat(65536);
+    let c = &mut mc.spec.containers[0];
+    (
+        c.commands.init,
+        c.commands.pre,
+        c.commands.post,
+        c.commands.worker_pre,
+    ) = (program.clone(), program.clone(), program.clone(), program);
+    let msg = refused(mc).await?;
+    assert!(msg.contains("at most 262144 characters together"), "{msg}");
+
     // Immutable fields: `size` may change (within maxSize), `tasks` may not.
     let mut elastic = example("hello-world", &ns.name)?;
     elastic.spec.max_size = Some(6);

@@ -34,6 +34,7 @@ pub fn validate(mc: &MiniCluster) -> Vec<FieldError> {
     containers::check(mc, &mut errors);
     containers::tasks_fit(mc, &mut errors);
     texts::check_flux_texts(mc, &mut errors);
+    texts::programs_fit(mc, &mut errors);
     network::check(mc, &mut errors);
     spec::flux_files(mc, &mut errors);
     spec::placement(mc, &mut errors);

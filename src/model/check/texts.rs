@@ -119,3 +119,18 @@ pub(super) fn check_flux_texts(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
         script_safe_variable(field, name, Some(value), errors);
     }
 }
+
+/// The programs of the whole spec fit [`MAX_PROGRAMS`](crate::api::bounds::MAX_PROGRAMS)
+/// (the CEL rule the API server runs; `render` reads a file the API server never saw).
+pub(super) fn programs_fit(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
+    use crate::api::bounds::{MAX_PROGRAMS, programs_size};
+    let size = programs_size(&mc.spec);
+    if size > MAX_PROGRAMS {
+        errors.push(super::err(
+            "spec",
+            format!(
+                "the commands, hooks, scripts and broker config are {size} characters together, more than {MAX_PROGRAMS}: put longer programs in a ConfigMap volume"
+            ),
+        ));
+    }
+}

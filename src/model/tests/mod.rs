@@ -978,3 +978,18 @@ fn a_flux_view_container_name_that_is_not_a_dns_label_is_refused_naming_the_fiel
     mc.spec.flux.container.name = "Flux_View".into();
     assert_eq!(fields(&mc), ["spec.flux.container.name"]);
 }
+
+#[test]
+fn programs_beyond_their_sum_are_refused_naming_the_spec_as_the_api_servers_rule_does() {
+    use crate::api::bounds::{MAX_PROGRAM, MAX_PROGRAMS};
+    let mut mc = manifest(HELLO);
+    let long = "x".repeat(MAX_PROGRAM as usize);
+    mc.spec.containers[0].commands.init = long.clone();
+    mc.spec.containers[0].commands.post = long.clone();
+    mc.spec.containers[0].commands.pre = long.clone();
+    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+    mc.spec.containers[0].commands.worker_pre = long;
+    let (field, message) = only_error(&mc);
+    assert_eq!(field, "spec");
+    assert!(message.contains(&MAX_PROGRAMS.to_string()), "{message}");
+}

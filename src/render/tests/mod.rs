@@ -507,8 +507,13 @@ fn examples_render_as_committed() {
 
 #[test]
 fn config_map_past_one_mebibyte_is_refused_naming_the_field() {
+    // Within the spec's bound on programs (in characters), past 1 MiB in bytes: four
+    // programs of 64 Ki four-byte characters.
     let mut mc = hello(2);
-    mc.spec.containers[0].command = "x".repeat(MAX_CONFIG_MAP_BYTES);
+    let long = "🚀".repeat(MAX_CONFIG_MAP_BYTES / 16);
+    let c = &mut mc.spec.containers[0];
+    c.command = long.clone();
+    (c.commands.init, c.commands.pre, c.commands.post) = (long.clone(), long.clone(), long);
     let e = config_map(&crate::fixtures::cluster(&mc)).expect_err("too large");
     assert_eq!(e.field(), Some("spec.containers"));
     assert!(e.to_string().contains("1 MiB"), "{e}");
