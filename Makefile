@@ -138,6 +138,8 @@ go-operator-build:
 crds:
 	cargo run --quiet -- crd > crds/flux-framework.org_miniclusters.yaml
 	cp crds/flux-framework.org_miniclusters.yaml charts/flux-operator/crds/
+	{ echo '{{- if .Values.podSecurity.enabled }}'; cat manifests/pod-security.yaml; echo '{{- end }}'; } \
+		> charts/flux-operator/templates/pod-security.yaml
 
 # Starts a fresh cluster, runs the e2e tests, and stops the cluster even when they fail.
 test-e2e: e2e-build

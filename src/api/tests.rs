@@ -13,3 +13,18 @@ fn committed_crd_is_generated_from_the_types() {
         "crds/ is stale: run `make crds` and commit the result"
     );
 }
+
+#[test]
+fn the_charts_pod_security_policy_is_the_manifests() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let read = |path: &str| std::fs::read_to_string(format!("{root}/{path}")).expect(path);
+    let chart = read("charts/flux-operator/templates/pod-security.yaml");
+    let wrapped = format!(
+        "{{{{- if .Values.podSecurity.enabled }}}}\n{}{{{{- end }}}}\n",
+        read("manifests/pod-security.yaml")
+    );
+    assert!(
+        chart == wrapped,
+        "the chart's pod-security.yaml is stale: run `make crds` and commit the result"
+    );
+}

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PodSecurityContext, SeccompProfile, Secret, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 use sha2::{Digest, Sha256};
@@ -229,3 +229,27 @@ pub fn curve_secret(mc: &MiniCluster, certificate_text: &str) -> Secret {
 
 #[cfg(test)]
 mod tests;
+
+/// The pods' service account token: mounted only when asked for
+/// (`spec.pod.automountServiceAccountToken`) or when the pods run as a named account
+/// (`spec.pod.serviceAccountName`); Flux needs none, and a token in every pod is a
+/// credential every job can read.
+pub fn automount_token(mc: &MiniCluster) -> Option<bool> {
+    let pod = &mc.spec.pod;
+    pod.automount_service_account_token
+        .or_else(|| pod.service_account_name.is_empty().then_some(false))
+}
+
+/// The pods' security context: the user's (`spec.pod.securityContext`), with the
+/// container runtime's default seccomp profile unless it names one (Kubernetes' own default
+/// is no filter at all; Flux and MPI need none of the system calls it blocks).
+pub fn pod_security_context(mc: &MiniCluster) -> PodSecurityContext {
+    let mut context = mc.spec.pod.security_context.clone().unwrap_or_default();
+    context
+        .seccomp_profile
+        .get_or_insert_with(|| SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            localhost_profile: None,
+        });
+    context
+}

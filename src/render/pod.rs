@@ -94,7 +94,7 @@ pub fn pod_template(cluster: &Cluster<'_>, role: Role, config_map: &str) -> PodT
             termination_grace_period_seconds: crate::flux::termination_grace_seconds(mc, role),
             share_process_namespace: spec.share_process_namespace.then_some(true),
             service_account_name: non_empty(&pod.service_account_name),
-            automount_service_account_token: pod.automount_service_account_token,
+            automount_service_account_token: super::automount_token(mc),
             node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.clone()),
             affinity: affinity(mc),
             tolerations: (!pod.tolerations.is_empty()).then(|| pod.tolerations.clone()),
@@ -107,7 +107,7 @@ pub fn pod_template(cluster: &Cluster<'_>, role: Role, config_map: &str) -> PodT
                 requests: Some(pod.resources.clone()),
                 ..Default::default()
             }),
-            security_context: pod.security_context.clone(),
+            security_context: Some(super::pod_security_context(mc)),
             resource_claims: (!spec.resource_claims.is_empty())
                 .then(|| spec.resource_claims.clone()),
             image_pull_secrets: pull_secrets,

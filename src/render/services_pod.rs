@@ -119,7 +119,7 @@ fn services_pod_spec(cluster: &Cluster<'_>, name: String, config_map: &str) -> P
             .to_string(),
         ),
         service_account_name: non_empty(&pod.service_account_name),
-        automount_service_account_token: pod.automount_service_account_token,
+        automount_service_account_token: super::automount_token(mc),
         node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.clone()),
         affinity: node_affinity(mc).map(|n| Affinity {
             node_affinity: Some(n),
@@ -129,7 +129,7 @@ fn services_pod_spec(cluster: &Cluster<'_>, name: String, config_map: &str) -> P
         scheduler_name: non_empty(&pod.scheduler_name),
         runtime_class_name: non_empty(&pod.runtime_class_name),
         dns_policy: non_empty(&pod.dns_policy),
-        security_context: pod.security_context.clone(),
+        security_context: Some(super::pod_security_context(mc)),
         image_pull_secrets: pull_secrets(
             spec.services.iter().map(|s| s.image_pull_secret.as_str()),
         ),

@@ -19,6 +19,7 @@ mod kueue;
 mod lifecycle;
 mod operator;
 mod placement;
+mod pod_security;
 mod prometheus;
 mod queued;
 mod reliability;

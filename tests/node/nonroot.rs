@@ -52,3 +52,40 @@ async fn brokers_run_as_the_pods_non_root_user_and_so_does_the_job() -> Result<(
     ns.cleanup().await;
     Ok(())
 }
+
+/// examples/restricted.yaml in a namespace that enforces the restricted Pod Security level:
+/// the chart's admission policy takes it, Kubernetes' own Pod Security admission admits every
+/// pod the operator renders for it (the view's init container, the brokers, with the
+/// RuntimeDefault seccomp profile the operator adds and no service account token), and the
+/// job runs as the unprivileged user.
+#[tokio::test]
+async fn the_restricted_example_runs_where_the_restricted_level_is_enforced() -> Result<()> {
+    let ns = namespace("restricted").await?;
+    kubectl_in(
+        &ns.name,
+        &[
+            "label",
+            "namespace",
+            &ns.name,
+            "pod-security.kubernetes.io/enforce=restricted",
+        ],
+    )?;
+    crate::cluster::apply(&ns.name, &crate::cluster::example("restricted"))?;
+    wait_phase(&ns.name, "restricted", "Succeeded").await?;
+    for role in ["lead", "workers"] {
+        for pod in pods(&ns.name, "restricted", role)? {
+            let spec = &pod["spec"];
+            assert_eq!(
+                spec["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+                "{role}: {spec}"
+            );
+            assert_eq!(spec["automountServiceAccountToken"], false, "{role}: {spec}");
+        }
+    }
+    let lead = lead_pod(&ns.name, "restricted")?;
+    let logs = kubectl_in(&ns.name, &["logs", &lead, "-c", "restricted"])?;
+    let ids: Vec<&str> = logs.lines().filter(|l| l.trim() == "1000").collect();
+    assert_eq!(ids.len(), 2, "both tasks as uid 1000:\n{logs}");
+    ns.cleanup().await;
+    Ok(())
+}
