@@ -1414,3 +1414,181 @@ fn flux_view_sh_puts_flux_on_path_and_points_at_the_broker_for_any_mount_path() 
         );
     }
 }
+
+/// Pieces of text that break scripts that take it as code: quotes, newlines, expansions,
+/// backticks, leading dashes, template syntax, unicode, control characters.
+const HOSTILE: &[&str] = &[
+    "'",
+    "\"",
+    "\n",
+    "\r",
+    "\t",
+    " ",
+    "$(id)",
+    "`id`",
+    "${X}",
+    "$HOME",
+    "-rf",
+    "--",
+    "-n",
+    "\\",
+    "*",
+    "?",
+    "[a]",
+    ";",
+    "&&",
+    "|",
+    "#",
+    "!",
+    "~",
+    "%s",
+    "{{ x }}",
+    "{% if x %}",
+    "é🚀",
+    "\u{7f}",
+    "\u{1b}[0m",
+];
+
+/// A hostile text: 1 to 5 pieces of [`HOSTILE`] or plain words, now and then very long.
+fn hostile_text() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    let piece = prop_oneof![
+        3 => proptest::sample::select(HOSTILE).prop_map(String::from),
+        1 => "[a-z]{1,6}",
+        1 => "[a-z]{1,6}".prop_map(|w| w.repeat(700)),
+    ];
+    proptest::collection::vec(piece, 1..5).prop_map(|p| p.concat())
+}
+
+/// A fixed-seed runner of `cases` cases (`PROPTEST_CASES` / `PROPTEST_RNG_SEED` explore).
+fn hostile_runner(cases: u32) -> proptest::test_runner::TestRunner {
+    use proptest::test_runner::{Config, RngSeed};
+    let defaults = Config::default();
+    proptest::test_runner::TestRunner::new(Config {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(cases),
+        rng_seed: match std::env::var("PROPTEST_RNG_SEED") {
+            Ok(seed) => RngSeed::Fixed(seed.parse().unwrap_or(31)),
+            Err(_) => RngSeed::Fixed(31),
+        },
+        failure_persistence: None,
+        ..defaults
+    })
+}
+
+/// Every field that reaches a script holds `texts[i]`, in a cluster with a companion.
+fn with_hostile_fields(texts: &[String]) -> MiniCluster {
+    let mut mc = with_command("mc", 2, &texts[0]);
+    let c = &mut mc.spec.containers[0];
+    c.name = "app".into();
+    c.working_dir = format!("/w/{}", texts[1]);
+    c.batch = texts[2].len() % 2 == 0;
+    c.logs = texts[2].clone();
+    c.environment.insert("V".into(), texts[3].clone());
+    let k = &mut c.commands;
+    (k.init, k.pre, k.broker_pre, k.worker_pre) = (
+        texts[4].clone(),
+        texts[5].clone(),
+        texts[6].clone(),
+        texts[7].clone(),
+    );
+    (k.post, k.prefix) = (texts[8].clone(), texts[9].clone());
+    let mut companion = c.clone();
+    companion.name = "side".into();
+    companion.run_flux = false;
+    companion.commands.service_pre = texts[10].clone();
+    companion.commands.prefix = String::new();
+    mc.spec.containers[0].run_flux = true;
+    mc.spec.containers.push(companion);
+    let flux = &mut mc.spec.flux;
+    (flux.wrap, flux.option_flags, flux.submit_command) =
+        (texts[11].clone(), texts[12].clone(), texts[13].clone());
+    flux.environment.insert("W".into(), texts[14].clone());
+    flux.container.python_path = texts[15].clone();
+    mc
+}
+
+/// A script of the operator's own, not a file holding the user's program (a hook, the
+/// script, the batch lines, a companion's hook: `<prefix>.<name>.<hook>.sh`).
+fn operator_script(name: &str) -> bool {
+    use crate::flux::scripts::files::{BATCH, SCRIPT};
+    name.ends_with(".sh")
+        && !name.starts_with("hook-")
+        && name != SCRIPT
+        && name != BATCH
+        && name.split('.').count() != 4
+}
+
+/// Whatever text the fields hold, what is accepted renders scripts bash can read whole:
+/// user strings are data in them, never code of the script.
+#[test]
+fn every_rendered_script_parses_whatever_text_the_fields_hold() {
+    use proptest::prelude::*;
+    let accepted = std::cell::Cell::new(0);
+    let strategy = proptest::collection::vec(hostile_text(), 16);
+    let result = hostile_runner(48).run(&strategy, |texts| {
+        let mc = with_hostile_fields(&texts);
+        if !crate::model::validate(&mc).is_empty() {
+            return Ok(()); // refused, naming its fields (model tests)
+        }
+        accepted.set(accepted.get() + 1);
+        let files = crate::flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
+        for (name, text) in files.iter().filter(|(n, _)| operator_script(n)) {
+            let out = Command::new("bash")
+                .args(["-n", "-c", text])
+                .output()
+                .unwrap();
+            prop_assert!(
+                out.status.success(),
+                "{name} does not parse: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    });
+    result.unwrap();
+    assert!(
+        accepted.get() > 10,
+        "only {} specs accepted",
+        accepted.get()
+    );
+}
+
+/// Words written quoted as a shell writes them (`'...'`, a `'` as `'\''`), whatever they
+/// hold, reach the command as exactly those words: given to `flux submit` as they are, or
+/// as the text `bash -c` runs (which, run here, prints exactly those words).
+#[test]
+fn quoted_words_reach_the_command_unchanged_whatever_they_hold() {
+    use proptest::prelude::*;
+    let quote = |w: &str| format!("'{}'", w.replace('\'', r"'\''"));
+    let strategy = proptest::collection::vec(hostile_text(), 1..4);
+    let result = hostile_runner(24).run(&strategy, |words| {
+        let head = [s("printf"), s("%s\\0")];
+        let command = head
+            .iter()
+            .chain(&words)
+            .map(|w| quote(w))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mc = with_command("mc", 2, &command);
+        prop_assume!(crate::model::validate(&mc).is_empty());
+        let pod = Pod::new(&mc);
+        let out = pod.run("lead.sh", &[]);
+        prop_assert!(out.status.success(), "{}", stderr(&out));
+        let submit = &pod.flux_calls()[1];
+        let argv = &submit[submit.iter().position(|w| w == "--watch").unwrap() + 1..];
+        let received: Vec<String> = if argv[0] == "bash" && argv[1] == "-c" {
+            let out = Command::new("bash").args(&argv[1..3]).output().unwrap();
+            let text = String::from_utf8(out.stdout).unwrap();
+            text.split_terminator('\0').map(String::from).collect()
+        } else {
+            prop_assert_eq!(&argv[..2], &head[..]);
+            argv[2..].to_vec()
+        };
+        prop_assert_eq!(received, words, "{:?}", command);
+        Ok(())
+    });
+    result.unwrap();
+}
