@@ -110,8 +110,9 @@ pub fn flux_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
 /// wrapper), the run directory (read-only: the broker socket) and the flux view, as the Go
 /// operator mounts its view into every container (also with `noWrapEntrypoint`, for
 /// `kubectl exec`). In the services pod, which has neither broker nor view: the ConfigMap when
-/// the container is wrapped. Never the CURVE Secret or the key directory: a companion cannot
-/// read the secret key.
+/// the container is wrapped. Never the CURVE Secret or the key directory: no companion mounts
+/// the secret key (one running as the broker's user or root reaches it through the socket,
+/// as the instance's owner: docs/security.md).
 pub fn companion_mounts(mc: &MiniCluster, companion: Companion) -> Vec<VolumeMount> {
     if !companion.in_broker_pods() {
         return if is_wrapped(mc, companion) {
