@@ -39,8 +39,13 @@ GUARD=FLUX-E2E-GUARD
 # whatever their configuration says (fixed paths); stop removes those start found missing.
 HOST_DIRS=(/var/log/containers /var/lib/kubelet /var/lib/cni /run/containerd)
 # Kernel settings the kubelet, kube-proxy or this script change; stop restores them.
-SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops net.ipv4.ip_forward
-         net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables)
+SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
+         kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward
+         net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables
+         net.netfilter.nf_conntrack_max net.netfilter.nf_conntrack_tcp_timeout_established
+         net.netfilter.nf_conntrack_tcp_timeout_close_wait)
+# The filter table's chain that forwards only what comes from or goes to the pods' bridge.
+FORWARD_GUARD=FLUX-E2E-FORWARD
 
 kubectl() { command "$E2E_BIN/kubectl" --kubeconfig "$E2E_KUBECONFIG" --cache-dir "$E2E_STATE/kube-cache" "$@"; }
 ctr() { command ctr --address "$node/containerd/containerd.sock" --namespace k8s.io "$@"; }
@@ -80,7 +85,31 @@ record_host() {
   done
 }
 
+# Refuses to start when the pods' or the Services' range overlaps a route the host already
+# has (not ours): the node would take that network over, and stop could not give it back.
+routes_free() {
+  local taken
+  taken=$(ip -4 route show | awk -v b="$BRIDGE" '$1 != "default" && $0 !~ (" dev " b " ") {print $1}')
+  python3 - "$POD_CIDR" "$SERVICE_CIDR" $taken <<'PY' || die "node: the pods' ($POD_CIDR) or the Services' ($SERVICE_CIDR) range overlaps a route of this host; nothing was changed"
+import ipaddress, sys
+ours = [ipaddress.ip_network(n) for n in sys.argv[1:3]]
+for route in sys.argv[3:]:
+    net = ipaddress.ip_network(route, strict=False)
+    for mine in ours:
+        if net.overlaps(mine):
+            print(f"node: host route {route} overlaps {mine}", file=sys.stderr)
+            sys.exit(1)
+PY
+}
+
 network_guards() {
+  # Forwarding is on for the pods only: what neither comes from nor goes to their bridge is
+  # not forwarded (this machine is no router for anyone else while the node runs).
+  iptables -t filter -N "$FORWARD_GUARD" 2> /dev/null || iptables -t filter -F "$FORWARD_GUARD"
+  iptables -t filter -A "$FORWARD_GUARD" -i "$BRIDGE" -j RETURN
+  iptables -t filter -A "$FORWARD_GUARD" -o "$BRIDGE" -j RETURN
+  iptables -t filter -A "$FORWARD_GUARD" -j DROP
+  iptables -t filter -C FORWARD -j "$FORWARD_GUARD" 2> /dev/null || iptables -t filter -I FORWARD -j "$FORWARD_GUARD"
   # Pods reach each other, this host and the Services; nothing else.
   iptables -t mangle -N "$GUARD" 2> /dev/null || iptables -t mangle -F "$GUARD"
   iptables -t mangle -A "$GUARD" -s "$POD_CIDR" ! -o "$BRIDGE" -j DROP
@@ -141,10 +170,14 @@ port: $kubelet_port
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: $kubelet_health
-# Test cluster only: kwokctl gives the API server no kubelet client certificate, so logs,
-# exec and port-forward reach the kubelet anonymously.
-authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
+# No one in anonymously: the API server (logs, exec, port-forward) comes with its kubelet
+# client certificate, signed by the cluster's CA (e2e/up.sh); anyone else needs a token the
+# API server accepts and the rights it grants (TokenReview and SubjectAccessReview).
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $KWOK_WORKDIR/clusters/$E2E_CLUSTER/pki/ca.crt}
+authorization: {mode: Webhook}
 clusterDomain: cluster.local
 clusterDNS: [$DNS_IP]
 # No search domains or resolver of the host's in pods: only the cluster's names resolve.
@@ -243,6 +276,7 @@ start() {
   echo "$ip" > "$node/ip"
   trap 'log "node: start FAILED in phase \"$_phase_name\"; logs in $logs; e2e/down.sh cleans up"' ERR
   phase "real node: network"
+  routes_free
   record_host
   network_guards
   write_configs "$ip" "$dns_port" "$ready_port" "$kubelet_port" "$kubelet_health" "$proxy_health" "$proxy_metrics"
@@ -326,8 +360,9 @@ stop() {
     while iptables -t filter -D "$chain" -j KUBE-FIREWALL 2> /dev/null; do :; done
   done
   while iptables -t mangle -D FORWARD -j "$GUARD" 2> /dev/null; do :; done
+  while iptables -t filter -D FORWARD -j "$FORWARD_GUARD" 2> /dev/null; do :; done
   for table in filter nat mangle; do
-    for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-PROXY-CANARY KUBE-IPTABLES-HINT "$GUARD"; do
+    for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-PROXY-CANARY KUBE-IPTABLES-HINT "$GUARD" "$FORWARD_GUARD"; do
       drop_chain "$table" "$chain"
     done
   done

@@ -14,8 +14,18 @@ teardown() {
   local rc=$?
   trap - EXIT INT TERM
   "$here/down.sh" || log "down.sh reported a problem"
+  # The real node changes this machine (kernel settings, routes, links, iptables): after
+  # down, all of it must be as it was before up.
+  if [ -n "$host_before" ] && ! "$here/host-state.sh" --compare "$host_before" <("$here/host-state.sh" /dev/stdout); then
+    [ "$rc" -ne 0 ] || rc=1
+  fi
   exit "$rc"
 }
+host_before=""
+if [ "${E2E_REAL_NODE:-}" = 1 ]; then
+  host_before=$(mktemp)
+  "$here/host-state.sh" "$host_before"
+fi
 trap teardown EXIT
 # On INT/TERM, stop the command too, then tear down (through the EXIT trap).
 child=""

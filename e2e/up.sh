@@ -116,6 +116,12 @@ componentsPatches:
     value: InternalIP,Hostname
   - key: enable-admission-plugins
     value: PodNodeSelector,PodTolerationRestriction
+  # The real node's kubelet takes no anonymous requests: the API server shows it the
+  # cluster's admin certificate (signed by the cluster's CA, which the kubelet trusts).
+  - key: kubelet-client-certificate
+    value: $KWOK_WORKDIR/clusters/$E2E_CLUSTER/pki/admin.crt
+  - key: kubelet-client-key
+    value: $KWOK_WORKDIR/clusters/$E2E_CLUSTER/pki/admin.key
 - name: kube-controller-manager
   extraArgs:
   - key: leader-elect

@@ -65,3 +65,68 @@ async fn pods_on_the_real_node_have_no_way_out_of_this_machine() -> Result<()> {
     );
     Ok(())
 }
+
+/// The kubelet takes no anonymous request: `curl` of its pod list with no credentials is
+/// refused (401), while the API server, which shows it the cluster's client certificate,
+/// still reaches it (`kubectl logs` of the operator, through the API server). Forwarding is
+/// on for the pods' bridge only: whatever else would cross this machine is dropped.
+#[tokio::test]
+async fn the_kubelet_refuses_anonymous_requests_and_forwards_only_for_the_pods() -> Result<()> {
+    installed_operator()?;
+    let node =
+        crate::cluster::get_json("default", &format!("node/{}", crate::cluster::node_name()))?;
+    let ip = node["status"]["addresses"]
+        .as_array()
+        .context("node addresses")?
+        .iter()
+        .find(|a| a["type"] == "InternalIP")
+        .and_then(|a| a["address"].as_str())
+        .context("node InternalIP")?
+        .to_string();
+    let port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        .as_u64()
+        .context("kubelet port")?;
+    let out = Command::new("curl")
+        .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}"])
+        .arg(format!("https://{ip}:{port}/pods"))
+        .output()
+        .context("running curl")?;
+    assert_eq!(String::from_utf8(out.stdout)?, "401", "anonymous /pods");
+    let logs = kubectl_in(
+        OPERATOR_NAMESPACE,
+        &["logs", "deployment/flux-operator", "--tail=1"],
+    )?;
+    ensure!(
+        !logs.trim().is_empty(),
+        "no operator log through the API server"
+    );
+
+    let guard = iptables(&["-t", "filter", "-S", "FLUX-E2E-FORWARD"])?;
+    for rule in [
+        format!("-A FLUX-E2E-FORWARD -i {BRIDGE} -j RETURN"),
+        format!("-A FLUX-E2E-FORWARD -o {BRIDGE} -j RETURN"),
+        "-A FLUX-E2E-FORWARD -j DROP".to_string(),
+    ] {
+        ensure!(guard.lines().any(|l| l == rule), "no `{rule}` in:\n{guard}");
+    }
+    // kube-proxy's FORWARD rules come first (it puts them there); none of them accepts a
+    // new connection, so what is new and neither from nor to the pods reaches the guard.
+    let forward = iptables(&["-t", "filter", "-S", "FORWARD"])?;
+    let rules: Vec<&str> = forward
+        .lines()
+        .filter(|l| l.starts_with("-A FORWARD"))
+        .collect();
+    let guard_at = rules
+        .iter()
+        .position(|l| *l == "-A FORWARD -j FLUX-E2E-FORWARD")
+        .with_context(|| format!("no jump to the guard in:\n{forward}"))?;
+    for rule in &rules[..guard_at] {
+        ensure!(
+            !rule.ends_with("-j ACCEPT")
+                || rule.contains("RELATED,ESTABLISHED")
+                || rule.contains("--mark"),
+            "{rule} accepts before the guard:\n{forward}"
+        );
+    }
+    Ok(())
+}
