@@ -79,7 +79,10 @@ async fn the_restricted_example_runs_where_the_restricted_level_is_enforced() ->
                 spec["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
                 "{role}: {spec}"
             );
-            assert_eq!(spec["automountServiceAccountToken"], false, "{role}: {spec}");
+            assert_eq!(
+                spec["automountServiceAccountToken"], false,
+                "{role}: {spec}"
+            );
         }
     }
     let lead = lead_pod(&ns.name, "restricted")?;
