@@ -128,7 +128,7 @@ pub(super) fn observe_durations(
     let live = sightings.get(mc);
     let observe = |family, secs: Option<f64>| {
         if let Some(secs) = secs {
-            Metrics::observe(family, ns, secs);
+            metrics.observe(family, ns, secs);
         }
     };
 

@@ -8,11 +8,14 @@
 //! one-second resolution. Each duration is observed once per MiniCluster: the status field
 //! that records the moment (`readyTime`, `teardownTime`, ...) is the marker that it was
 //! counted. Labels carry the namespace, never the MiniCluster name, to keep cardinality
-//! bounded.
+//! bounded, and a namespace's series go [`PRUNE_AFTER`] after its last MiniCluster did, so
+//! namespaces that come and go do not pile up series for ever.
 
 mod server;
 
-use std::sync::{Arc, OnceLock};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::Store;
 use prometheus_client::collector::Collector;
@@ -54,6 +57,10 @@ pub struct ErrorLabels {
 
 type Durations = Family<NamespaceLabels, Histogram, fn() -> Histogram>;
 
+/// How long a namespace keeps its lifecycle series after its last MiniCluster is gone: long
+/// enough for any scrape to read the last observations.
+pub const PRUNE_AFTER: Duration = Duration::from_secs(600);
+
 /// Upper bounds of the lifecycle histograms' buckets: 0.1 s to 10 minutes.
 pub const LIFECYCLE_BUCKETS: [f64; 14] = [
     0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0,
@@ -93,6 +100,8 @@ pub struct Metrics {
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     /// MiniClusters by namespace and phase, counted from the watch cache at each scrape.
     phases: Arc<PhaseGauge>,
+    /// Namespaces with lifecycle series, and when each was last known to have a MiniCluster.
+    namespaces: Mutex<BTreeMap<String, Instant>>,
 }
 
 impl Default for Metrics {
@@ -119,6 +128,7 @@ impl Metrics {
             reconcile_decide: Histogram::new(exponential_buckets(0.000_01, 2.0, 20)),
             reconcile_errors: Family::default(),
             phases: Arc::default(),
+            namespaces: Mutex::default(),
             registry: Registry::default(),
         };
         let sub = &mut registry;
@@ -182,19 +192,70 @@ impl Metrics {
 
     /// The metrics in Prometheus' text format.
     pub fn encode(&self) -> String {
+        self.prune_at(Instant::now());
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
 
-    /// Record one observation for a namespace.
-    pub fn observe(family: &Durations, namespace: &str, seconds: f64) {
+    /// Record one observation for a namespace (one of this value's duration families).
+    pub fn observe(&self, family: &Durations, namespace: &str, seconds: f64) {
+        let now = Instant::now();
+        self.lock_namespaces()
+            .entry(namespace.to_string())
+            .and_modify(|last| *last = (*last).max(now))
+            .or_insert(now);
         family
             .get_or_create(&NamespaceLabels {
                 namespace: namespace.to_string(),
             })
             .observe(seconds.max(0.0));
+    }
+
+    fn lock_namespaces(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Instant>> {
+        self.namespaces.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn durations(&self) -> [&Durations; 6] {
+        [
+            &self.jobset_created,
+            &self.lead_ready,
+            &self.cluster_up,
+            &self.admission_to_up,
+            &self.admission_wait,
+            &self.teardown,
+        ]
+    }
+
+    /// Drop the lifecycle series of every namespace that has had no MiniCluster in the
+    /// watch cache for [`PRUNE_AFTER`] at `now`. Without a cache nothing is known absent.
+    fn prune_at(&self, now: Instant) {
+        let Some(store) = self.phases.store.get() else {
+            return;
+        };
+        let present: BTreeSet<String> = store
+            .state()
+            .iter()
+            .filter_map(|mc| mc.metadata.namespace.clone())
+            .collect();
+        let mut namespaces = self.lock_namespaces();
+        namespaces.retain(|namespace, last| {
+            if present.contains(namespace) {
+                *last = (*last).max(now);
+                return true;
+            }
+            if now.saturating_duration_since(*last) < PRUNE_AFTER {
+                return true;
+            }
+            let labels = NamespaceLabels {
+                namespace: namespace.clone(),
+            };
+            for family in self.durations() {
+                family.remove(&labels);
+            }
+            false
+        });
     }
 
     /// Count MiniClusters by phase from this cache at every scrape (set once, when the
@@ -248,7 +309,7 @@ mod tests {
     #[test]
     fn cluster_up_observation_is_exported_by_namespace() {
         let m = Metrics::new();
-        Metrics::observe(&m.cluster_up, "science", 12.5);
+        m.observe(&m.cluster_up, "science", 12.5);
         let text = m.encode();
         assert!(
             text.contains("flux_operator_minicluster_up_seconds_count{namespace=\"science\"} 1"),
@@ -263,7 +324,7 @@ mod tests {
     #[test]
     fn lifecycle_buckets_resolve_sub_second_up_to_ten_minutes() {
         let m = Metrics::new();
-        Metrics::observe(&m.cluster_up, "science", 0.3);
+        m.observe(&m.cluster_up, "science", 0.3);
         let text = m.encode();
         for (le, count) in [
             ("0.1", 0),
@@ -288,5 +349,42 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("flux_operator_miniclusters{"), "{text}");
+    }
+
+    #[test]
+    fn a_namespace_without_miniclusters_loses_its_series_after_the_grace_and_not_before() {
+        use kube::runtime::{reflector, watcher};
+        let m = Metrics::new();
+        let (store, mut writer) = reflector::store::<MiniCluster>();
+        let mc = crate::fixtures::with_command("kept", 2, "true");
+        writer.apply_watcher_event(&watcher::Event::Apply(mc.clone()));
+        m.count_phases_from(store);
+        m.observe(&m.cluster_up, "default", 1.0);
+        m.observe(&m.cluster_up, "gone", 2.0);
+        let series = |m: &Metrics| {
+            let text = m.encode();
+            ["default", "gone"].map(|ns| {
+                text.contains(&format!(
+                    "minicluster_up_seconds_count{{namespace=\"{ns}\"}}"
+                ))
+            })
+        };
+        assert_eq!(series(&m), [true, true]);
+        let later = Instant::now() + PRUNE_AFTER + Duration::from_secs(1);
+        m.prune_at(later);
+        assert_eq!(
+            series(&m),
+            [true, false],
+            "gone: no MiniCluster for the grace"
+        );
+        // The namespace that keeps its MiniCluster keeps its series however long it waits.
+        m.prune_at(later + PRUNE_AFTER * 3);
+        assert_eq!(series(&m), [true, false]);
+        // Its MiniCluster gone too, it goes after the grace.
+        writer.apply_watcher_event(&watcher::Event::Delete(mc));
+        m.prune_at(later + PRUNE_AFTER * 3 + Duration::from_secs(1));
+        assert_eq!(series(&m), [true, false]);
+        m.prune_at(later + PRUNE_AFTER * 5);
+        assert_eq!(series(&m), [false, false]);
     }
 }

@@ -8,6 +8,9 @@
 //!   beats every second, and `/healthz` fails when the last beat is older than
 //!   [`LIVENESS_STALL`]. An unreachable API server or a lost election does not fail it
 //!   (restarting would not help); a runtime that cannot run its tasks does.
+//!
+//! A client has [`HEADER_READ_TIMEOUT`] to send its request's headers and the server
+//! [`REQUEST_TIMEOUT`] to answer: a slow or stalled client cannot hold connections open.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,6 +24,11 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 
 use super::SharedMetrics;
+
+/// How long a client may take to send a request's headers before its connection is closed.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a request may take before it is answered 408.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `/healthz` fails when the heartbeat is older than this.
 pub const LIVENESS_STALL: Duration = Duration::from_secs(30);
@@ -117,16 +125,65 @@ pub async fn serve(
     health: Health,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = Router::new()
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!(%addr, "serving metrics and health endpoints");
+    serve_on(
+        listener,
+        router(metrics, health),
+        HEADER_READ_TIMEOUT,
+        shutdown,
+    )
+    .await;
+    Ok(())
+}
+
+fn router(metrics: SharedMetrics, health: Health) -> Router {
+    Router::new()
         .route("/metrics", get(metrics_handler))
         .route("/healthz", get(live_handler))
         .route("/readyz", get(ready_handler))
-        .with_state(AppState { metrics, health });
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "serving metrics and health endpoints");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+        .with_state(AppState { metrics, health })
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
+}
+
+/// Accept HTTP/1 connections on `listener` for `app`, each with `header_read` to send its
+/// headers (axum's own server sets no timer, so hyper's header timeout never fires there),
+/// until `shutdown`; then finish the requests in flight.
+async fn serve_on(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    header_read: Duration,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    tracing::warn!(%error, "accepting a connection to the metrics endpoint");
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_read)
+            .serve_connection(TokioIo::new(stream), service.clone());
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            // A client that goes away or is too slow ends its own connection only.
+            let _ = connection.await;
+        });
+    }
+    graceful.shutdown().await;
 }
 
 async fn metrics_handler(State(state): State<AppState>) -> impl IntoResponse {
@@ -220,5 +277,39 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let stalled = h.stalled_for(Instant::now());
         assert!(stalled < Duration::from_millis(1200), "{stalled:?}");
+    }
+
+    /// A client that opens a connection and never finishes its request's headers is cut off
+    /// after the header timeout; one that sends them is answered.
+    #[tokio::test]
+    async fn a_client_that_never_finishes_its_headers_is_cut_off() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = router(Arc::new(super::super::Metrics::new()), Health::default());
+        let timeout = Duration::from_millis(300);
+        tokio::spawn(serve_on(listener, app, timeout, std::future::pending()));
+
+        let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), slow.read_to_end(&mut buf)).await;
+        assert!(
+            read.is_ok(),
+            "the slow client's connection was still open after 5 s"
+        );
+        assert!(started.elapsed() >= timeout, "{:?}", started.elapsed());
+
+        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        client
+            .write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     }
 }
