@@ -88,9 +88,9 @@ record_host() {
 # Refuses to start when the pods' or the Services' range overlaps a route the host already
 # has (not ours): the node would take that network over, and stop could not give it back.
 routes_free() {
-  local taken
-  taken=$(ip -4 route show | awk -v b="$BRIDGE" '$1 != "default" && $0 !~ (" dev " b " ") {print $1}')
-  python3 - "$POD_CIDR" "$SERVICE_CIDR" $taken <<'PY' || die "node: the pods' ($POD_CIDR) or the Services' ($SERVICE_CIDR) range overlaps a route of this host; nothing was changed"
+  local -a taken
+  mapfile -t taken < <(ip -4 route show | awk -v b="$BRIDGE" '$1 != "default" && $0 !~ (" dev " b " ") {print $1}')
+  python3 - "$POD_CIDR" "$SERVICE_CIDR" "${taken[@]}" <<'PY' || die "node: the pods' ($POD_CIDR) or the Services' ($SERVICE_CIDR) range overlaps a route of this host; nothing was changed"
 import ipaddress, sys
 ours = [ipaddress.ip_network(n) for n in sys.argv[1:3]]
 for route in sys.argv[3:]:

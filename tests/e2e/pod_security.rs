@@ -204,12 +204,11 @@ async fn a_privileged_or_unlabeled_namespace_allows_what_a_pod_there_may_do() ->
     Ok(())
 }
 
+/// A change to a MiniCluster's spec (its JSON).
+type Change = fn(&mut serde_json::Value);
+
 /// The restricted example changed by `change` (applied to its JSON), named `name`.
-fn restricted_but(
-    ns: &TestNamespace,
-    name: &str,
-    change: fn(&mut serde_json::Value),
-) -> Result<MiniCluster> {
+fn restricted_but(ns: &TestNamespace, name: &str, change: Change) -> Result<MiniCluster> {
     let mut value = serde_json::to_value(example("restricted", &ns.name)?)?;
     value["metadata"]["name"] = json!(name);
     change(&mut value["spec"]);
@@ -229,7 +228,7 @@ async fn a_restricted_namespace_takes_the_restricted_example_and_refuses_root_es
         message.contains("Pod Security level restricted"),
         "{message}"
     );
-    let cases: [(&str, fn(&mut serde_json::Value), &str); 4] = [
+    let cases: [(&str, Change, &str); 4] = [
         (
             "escalating",
             |s| s["containers"][0]["securityContext"]["allowPrivilegeEscalation"] = json!(true),

@@ -1484,7 +1484,7 @@ fn with_hostile_fields(texts: &[String]) -> MiniCluster {
     let c = &mut mc.spec.containers[0];
     c.name = "app".into();
     c.working_dir = format!("/w/{}", texts[1]);
-    c.batch = texts[2].len() % 2 == 0;
+    c.batch = texts[2].len().is_multiple_of(2);
     c.logs = texts[2].clone();
     c.environment.insert("V".into(), texts[3].clone());
     let k = &mut c.commands;

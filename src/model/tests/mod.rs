@@ -852,11 +852,6 @@ fn the_archive_must_be_on_a_writable_volume_that_outlives_the_pod() {
     }
 }
 
-/// Refused and accepted: each case's error fields (empty when accepted).
-fn outcomes(cases: Vec<(&'static str, MiniCluster)>) -> Vec<(&'static str, Vec<String>)> {
-    cases.into_iter().map(|(n, mc)| (n, fields(&mc))).collect()
-}
-
 fn with_volume(path: &str, read_only: bool) -> MiniCluster {
     let mut mc = manifest(HELLO);
     let volume = ContainerVolume {
