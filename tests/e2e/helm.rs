@@ -61,6 +61,15 @@ pub fn helm_template(namespace: &str, set: &[&str]) -> Result<String> {
     run(&mut cmd)
 }
 
+/// Kinds of the install that live outside namespaces.
+const CLUSTER_SCOPED: &[&str] = &[
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+];
+
 /// Objects by `Kind namespace/name`, without Helm's own labels.
 fn by_key(objects: Vec<Value>) -> BTreeMap<String, Value> {
     objects
@@ -74,9 +83,16 @@ fn by_key(objects: Vec<Value>) -> BTreeMap<String, Value> {
                     labels.remove(l);
                 }
             }
+            // kubectl's kustomize sets its namespace on kinds it does not know to be
+            // cluster-scoped (the admission policy); the API server drops it there.
+            let kind = o["kind"].as_str().unwrap_or_default().to_string();
+            if CLUSTER_SCOPED.contains(&kind.as_str())
+                && let Some(meta) = o["metadata"].as_object_mut()
+            {
+                meta.remove("namespace");
+            }
             let key = format!(
-                "{} {}/{}",
-                o["kind"].as_str().unwrap_or_default(),
+                "{kind} {}/{}",
                 o["metadata"]["namespace"].as_str().unwrap_or_default(),
                 o["metadata"]["name"].as_str().unwrap_or_default()
             );
