@@ -18,6 +18,8 @@
 #                     kubectl apply to the first job done, and teardown (~20 min)
 #   make bench-hpc    LAMMPS and an MPI ping-pong in this operator's MiniCluster, the Go
 #                     operator's, and as plain processes under mpirun (~20 min)
+#   make bench-large-specs  the operator's memory with 100-300 MiniClusters at the spec's
+#                     bounds, 3 rounds (~15 min)
 #   make lint         cargo fmt --check, clippy with warnings denied, shellcheck (CI runs it)
 #   make crds         regenerate crds/ (and the Helm chart's copy) from the Rust types
 #   make vendor-crds  refresh vendor-crds/ from the pinned JobSet and Kueue modules
@@ -38,7 +40,7 @@ CARGO_E2E := cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_T
 
 SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
-.PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness bench-state \
+.PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness bench-state bench-large-specs \
         test-e2e-running test-kueue-oldest test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
         bench bench-node bench-hpc bench-flux go-operator-build images operator-release test-node test-node-running \
         test-demo
@@ -105,6 +107,11 @@ bench-flux: flux-build
 # (e2e/bench-state.sh; root, Flux from e2e/build-flux.sh).
 bench-state: flux-build
 	e2e/bench-state.sh
+
+# The operator's memory with many MiniClusters at the spec's bounds (e2e/bench-large-specs.py;
+# its own cluster, KWOK nodes only, torn down after).
+bench-large-specs: e2e-build operator-release
+	e2e/run-tests.sh e2e/bench-large-specs.py
 
 # The side-by-side benchmark (benches/operators.rs; not part of `make test`): its own fresh
 # cluster (BENCH_STATE, BENCH_CLUSTER; 12 nodes, room for 1024 pods), always torn down by

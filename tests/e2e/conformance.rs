@@ -731,13 +731,14 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
             "InvalidSpec",
         ),
         (
-            // Commands whose ConfigMap would pass 1 MiB: refused before the Secret.
+            // Commands whose ConfigMap would pass 1 MiB: refused before the Secret. Within
+            // the API server's bounds (262144 characters of programs), past 1 MiB in bytes:
+            // four-byte characters.
             "big",
-            serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9"}],
-                // Each value lands in the ConfigMap twice: 9 x 60 kB x 2 > 1 MiB.
-                "flux": {"environment": (0..9)
-                    .map(|i| (format!("V{i}"), "x".repeat(60_000)))
-                    .collect::<BTreeMap<_, _>>()}}),
+            serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9",
+                "command": "true",
+                "commands": {"init": "🚀".repeat(65_536), "pre": "🚀".repeat(65_536),
+                    "post": "🚀".repeat(65_536), "workerPre": "🚀".repeat(65_532)}}]}),
             "spec.containers: the commands, scripts and broker config make the ConfigMap",
             "InvalidSpec",
         ),
