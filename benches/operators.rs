@@ -894,6 +894,7 @@ impl Bench {
                 ])
                 .args(["--log-format", "text", "--metrics-addr"])
                 .arg(format!("127.0.0.1:{metrics_port}"))
+                .arg("--metrics-insecure-loopback")
                 .env(
                     "RUST_LOG",
                     std::env::var("BENCH_RUST_LOG").unwrap_or_else(|_| "info".into()),

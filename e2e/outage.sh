@@ -22,7 +22,7 @@ kubectl create namespace "$ns" > /dev/null
 "$operator" crd | kubectl apply --server-side -f - > /dev/null
 port=$(free_port 18480)
 WATCH_NAMESPACE=$ns "$operator" run --cluster-domain cluster.local --leader-election=false \
-  --metrics-addr "127.0.0.1:$port" --log-format text > "$E2E_STATE/logs/outage-operator.log" 2>&1 &
+  --metrics-addr "127.0.0.1:$port" --metrics-insecure-loopback --log-format text > "$E2E_STATE/logs/outage-operator.log" 2>&1 &
 op=$!
 cleanup() {
   kill "$op" 2> /dev/null || true

@@ -29,7 +29,6 @@ mod tests;
 mod trigger;
 mod watches;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,9 +56,9 @@ const PRUNE: Duration = Duration::from_secs(60);
 /// Settings of `flux-operator run`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Config {
-    /// Address of the metrics and health endpoints.
-    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
-    pub metrics_addr: SocketAddr,
+    /// The metrics and health endpoints: address, TLS, authentication.
+    #[command(flatten)]
+    pub endpoints: metrics::Endpoints,
     /// The cluster's DNS domain for broker addresses. Discovered from /etc/resolv.conf when
     /// running in a pod; required otherwise.
     #[arg(long, env = "CLUSTER_DOMAIN")]
@@ -104,12 +103,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         tracing::info!("shutdown requested");
         let _ = stop_tx.send(true);
     });
-    let server = tokio::spawn(metrics::serve(
-        config.metrics_addr,
+    let server = metrics::Server::bind(
+        &config.endpoints,
+        client.clone(),
         metrics.clone(),
         health.clone(),
-        wait_true(stop_rx.clone()),
-    ));
+    )
+    .await?;
+    let server = tokio::spawn(server.run(wait_true(stop_rx.clone())));
     let heartbeat = tokio::spawn(health.clone().heartbeat());
     let ns = config.namespace.as_deref();
     // Readiness: from the start, on a standby as on the leader.

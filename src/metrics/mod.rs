@@ -1,4 +1,6 @@
-//! Prometheus metrics (text format on `/metrics`) and the HTTP endpoints.
+//! Prometheus metrics (text format on `/metrics`) and the HTTP endpoints: `/metrics` over
+//! HTTPS for bearers of a token allowed to read it ([`auth`]), `/healthz` and `/readyz` for
+//! probes ([`Server`]).
 //!
 //! Lifecycle durations have sub-second resolution: they are measured on the operator's
 //! monotonic clock between the moments it saw the two transitions itself (it saw the
@@ -11,7 +13,10 @@
 //! bounded, and a namespace's series go [`PRUNE_AFTER`] after its last MiniCluster did, so
 //! namespaces that come and go do not pile up series for ever.
 
+pub mod auth;
+mod listen;
 mod server;
+mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -28,7 +33,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-pub use server::{Health, LIVENESS_STALL, serve};
+pub use listen::{Endpoints, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, REQUEST_TIMEOUT, Server};
+pub use server::{Health, LIVENESS_STALL};
 
 use crate::api::{MiniCluster, Phase};
 

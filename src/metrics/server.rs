@@ -9,26 +9,27 @@
 //!   [`LIVENESS_STALL`]. An unreachable API server or a lost election does not fail it
 //!   (restarting would not help); a runtime that cannot run its tasks does.
 //!
-//! A client has [`HEADER_READ_TIMEOUT`] to send its request's headers and the server
-//! [`REQUEST_TIMEOUT`] to answer: a slow or stalled client cannot hold connections open.
+//! - `/metrics` answers a bearer of a token the API server authenticates and allows `get` on
+//!   the non-resource URL `/metrics` ([`super::auth`]): 401 without a valid token, 403 when
+//!   its user is not allowed, 500 when the API server cannot say. With
+//!   `--metrics-insecure-loopback` (loopback only) it answers anyone.
+//!
+//! How connections are taken, and their limits: [`super::listen`].
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::SharedMetrics;
-
-/// How long a client may take to send a request's headers before its connection is closed.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a request may take before it is answered 408.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+use super::auth::{self, Authorizer, Decision};
+use super::listen::REQUEST_TIMEOUT;
 
 /// `/healthz` fails when the heartbeat is older than this.
 pub const LIVENESS_STALL: Duration = Duration::from_secs(30);
@@ -118,28 +119,18 @@ struct AppState {
     health: Health,
 }
 
-/// Serve the endpoints until `shutdown` resolves.
-pub async fn serve(
-    addr: SocketAddr,
+/// The endpoints; `/metrics` behind `auth` when there is one.
+pub(super) fn router(
     metrics: SharedMetrics,
     health: Health,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "serving metrics and health endpoints");
-    serve_on(
-        listener,
-        router(metrics, health),
-        HEADER_READ_TIMEOUT,
-        shutdown,
-    )
-    .await;
-    Ok(())
-}
-
-fn router(metrics: SharedMetrics, health: Health) -> Router {
+    auth: Option<Arc<Authorizer>>,
+) -> Router {
+    let mut metrics_route = get(metrics_handler);
+    if let Some(auth) = auth {
+        metrics_route = metrics_route.layer(middleware::from_fn_with_state(auth, require_reader));
+    }
     Router::new()
-        .route("/metrics", get(metrics_handler))
+        .route("/metrics", metrics_route)
         .route("/healthz", get(live_handler))
         .route("/readyz", get(ready_handler))
         .with_state(AppState { metrics, health })
@@ -149,41 +140,47 @@ fn router(metrics: SharedMetrics, health: Health) -> Router {
         ))
 }
 
-/// Accept HTTP/1 connections on `listener` for `app`, each with `header_read` to send its
-/// headers (axum's own server sets no timer, so hyper's header timeout never fires there),
-/// until `shutdown`; then finish the requests in flight.
-async fn serve_on(
-    listener: tokio::net::TcpListener,
-    app: Router,
-    header_read: Duration,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) {
-    use hyper_util::rt::{TokioIo, TokioTimer};
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let service = hyper_util::service::TowerToHyperService::new(app);
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    tracing::warn!(%error, "accepting a connection to the metrics endpoint");
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let connection = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(header_read)
-            .serve_connection(TokioIo::new(stream), service.clone());
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            // A client that goes away or is too slow ends its own connection only.
-            let _ = connection.await;
-        });
+/// Let the request through only for a bearer the API server allows to read `/metrics`.
+async fn require_reader(
+    State(auth): State<Arc<Authorizer>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(auth::bearer)
+        .map(str::to_owned);
+    let Some(token) = token else {
+        return unauthorized();
+    };
+    match auth.decide(&token).await {
+        Ok(Decision::Allowed) => next.run(request).await,
+        Ok(Decision::Unauthenticated) => unauthorized(),
+        Ok(Decision::Forbidden) => (
+            StatusCode::FORBIDDEN,
+            "forbidden: this token's user may not get /metrics\n",
+        )
+            .into_response(),
+        Err(error) => {
+            tracing::warn!(%error, "reviewing a token for /metrics");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the API server could not review this token\n",
+            )
+                .into_response()
+        }
     }
-    graceful.shutdown().await;
+}
+
+fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, "Bearer")],
+        "unauthorized: send a Kubernetes bearer token allowed to get /metrics\n",
+    )
+        .into_response()
 }
 
 async fn metrics_handler(State(state): State<AppState>) -> impl IntoResponse {
@@ -277,39 +274,5 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let stalled = h.stalled_for(Instant::now());
         assert!(stalled < Duration::from_millis(1200), "{stalled:?}");
-    }
-
-    /// A client that opens a connection and never finishes its request's headers is cut off
-    /// after the header timeout; one that sends them is answered.
-    #[tokio::test]
-    async fn a_client_that_never_finishes_its_headers_is_cut_off() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let app = router(Arc::new(super::super::Metrics::new()), Health::default());
-        let timeout = Duration::from_millis(300);
-        tokio::spawn(serve_on(listener, app, timeout, std::future::pending()));
-
-        let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
-        slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
-            .await
-            .unwrap();
-        let started = Instant::now();
-        let mut buf = Vec::new();
-        let read = tokio::time::timeout(Duration::from_secs(5), slow.read_to_end(&mut buf)).await;
-        assert!(
-            read.is_ok(),
-            "the slow client's connection was still open after 5 s"
-        );
-        assert!(started.elapsed() >= timeout, "{:?}", started.elapsed());
-
-        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
-        client
-            .write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = String::new();
-        client.read_to_string(&mut answer).await.unwrap();
-        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     }
 }

@@ -53,7 +53,10 @@ impl Operator {
                 "--log-format",
                 "text",
             ])
+            // Plain HTTP on loopback, no token: the tests read /metrics and the probes
+            // directly (tests/e2e/prometheus.rs tests the endpoint as installed).
             .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+            .arg("--metrics-insecure-loopback")
             .env("RUST_LOG", "info,flux_operator=debug");
         let child = spawn_logged(&mut command, log_file).context("starting the operator binary")?;
         Ok(Self {
