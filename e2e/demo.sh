@@ -14,6 +14,7 @@ root=$(cd "$here/.." && pwd)
 finish() {
   local rc=$?
   trap - EXIT INT TERM
+  [ -z "${port_forward:-}" ] || kill "$port_forward" 2> /dev/null || true
   if [ "$rc" -ne 0 ] && [ -n "${KUBECONFIG:-}" ]; then
     log "demo failed (exit $rc); the operator's log:"
     k -n flux-operator logs deployment/flux-operator --tail=30 >&2 2> /dev/null || true
@@ -84,14 +85,25 @@ say "the MiniCluster reached Succeeded; its Events"
 k -n demo get minicluster hello-world
 k -n demo get events --field-selector involvedObject.kind=MiniCluster --sort-by=.metadata.creationTimestamp
 
-say "the operator's metrics (through the API server's proxy to its Service)"
-metrics_path=/api/v1/namespaces/flux-operator/services/flux-operator-metrics:metrics/proxy/metrics
+say "the operator's metrics (HTTPS, with the token of an account bound to flux-operator-metrics-reader)"
+# /metrics answers only a bearer the API server authenticates and allows `get` on /metrics;
+# the API server's proxy forwards no token, so the demo reads it through a port-forward.
+k -n demo create serviceaccount metrics-reader > /dev/null
+k create clusterrolebinding demo-metrics-reader --clusterrole=flux-operator-metrics-reader \
+  --serviceaccount=demo:metrics-reader > /dev/null
+token=$(k -n demo create token metrics-reader)
+metrics_port=$(free_port 18580)
+k -n flux-operator port-forward service/flux-operator-metrics "$metrics_port:8080" \
+  > "$E2E_STATE/logs/demo-port-forward.log" 2>&1 &
+port_forward=$!
+# The certificate is self-signed (-k); the token goes on standard input, not the command line.
+scrape() { curl -fsSk --max-time 5 -H @- "https://127.0.0.1:$metrics_port/metrics" <<< "Authorization: Bearer $token"; }
 deadline=$((SECONDS + 60))
-until k get --raw "$metrics_path" 2> /dev/null | grep -q '^flux_operator_minicluster_teardown_seconds_count'; do
+until scrape 2> /dev/null | grep -q '^flux_operator_minicluster_teardown_seconds_count'; do
   [ $SECONDS -lt $deadline ] || { log "no teardown observation in the operator's metrics"; exit 1; }
   sleep 1
 done
-metrics=$(k get --raw "$metrics_path")
+metrics=$(scrape)
 grep -E '^flux_operator_minicluster_(up|teardown)_seconds_(count|sum)' <<< "$metrics"
 echo
 echo "measured by the operator between the moments it saw each transition:"

@@ -156,6 +156,9 @@ fn helm_lint_passes_with_defaults_and_every_option() -> Result<()> {
             "logFormat=text",
             "clusterDomain=example.org",
             "metrics.port=9090",
+            "metrics.readers[0].name=prometheus-k8s",
+            "metrics.readers[0].namespace=monitoring",
+            "metrics.certSecret=flux-operator-metrics-tls",
         ],
         &["leaderElection.enabled=false", "replicaCount=1"],
     ];
@@ -263,7 +266,10 @@ async fn helm_template_applies_with_server_side_dry_run() -> Result<()> {
         "customresourcedefinition.apiextensions.k8s.io/miniclusters.flux-framework.org",
         "serviceaccount/flux-operator",
         "clusterrole.rbac.authorization.k8s.io/flux-operator",
-        "clusterrolebinding.rbac.authorization.k8s.io/flux-operator",
+        "clusterrolebinding.rbac.authorization.k8s.io/flux-operator ",
+        "clusterrole.rbac.authorization.k8s.io/flux-operator-metrics-auth",
+        "clusterrolebinding.rbac.authorization.k8s.io/flux-operator-metrics-auth",
+        "clusterrole.rbac.authorization.k8s.io/flux-operator-metrics-reader",
         "role.rbac.authorization.k8s.io/flux-operator-leader-election",
         "rolebinding.rbac.authorization.k8s.io/flux-operator-leader-election",
         "deployment.apps/flux-operator",
@@ -273,10 +279,29 @@ async fn helm_template_applies_with_server_side_dry_run() -> Result<()> {
     }
     let watch = format!("watchNamespace={}", ns.name);
     let one = dry_run_apply(&helm_template(&ns.name, &[&watch, "logFormat=text"])?)?;
+    // Bound cluster-wide then: only the two reviews /metrics asks for (cluster-scoped).
+    let cluster_wide: Vec<&str> = one
+        .lines()
+        .filter(|l| l.starts_with("clusterrolebinding"))
+        .collect();
     assert!(
         one.contains("rolebinding.rbac.authorization.k8s.io/flux-operator ")
-            && !one.contains("clusterrolebinding"),
+            && cluster_wide.len() == 1
+            && cluster_wide[0].contains("/flux-operator-metrics-auth "),
         "{one}"
+    );
+    // Scrapers listed in metrics.readers get the reader role.
+    let readers = dry_run_apply(&helm_template(
+        &ns.name,
+        &[
+            "metrics.readers[0].name=prometheus",
+            &format!("metrics.readers[0].namespace={}", ns.name),
+        ],
+    )?)?;
+    assert!(
+        readers
+            .contains("clusterrolebinding.rbac.authorization.k8s.io/flux-operator-metrics-reader"),
+        "{readers}"
     );
     ns.cleanup().await;
     Ok(())

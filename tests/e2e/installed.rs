@@ -92,9 +92,19 @@ impl Installed {
         Self::start_with(ns, kustomize_manifests()?).await
     }
 
-    /// The same with the objects of another install (the Helm chart's).
+    /// The same with the objects of another install (the Helm chart's), its endpoints on
+    /// plain HTTP on loopback (`METRICS_INSECURE_LOOPBACK`), as the other tests read them.
     pub async fn start_with(ns: &mut TestNamespace, objects: Vec<Value>) -> Result<Self> {
-        let role = ns.unique_name("operator");
+        Self::launch(ns, objects, false).await
+    }
+
+    /// The same with the endpoints as installed: HTTPS, `/metrics` behind the API server's
+    /// TokenReview and SubjectAccessReview, made with the operator's own token.
+    pub async fn start_https(ns: &mut TestNamespace, objects: Vec<Value>) -> Result<Self> {
+        Self::launch(ns, objects, true).await
+    }
+
+    async fn launch(ns: &mut TestNamespace, objects: Vec<Value>, https: bool) -> Result<Self> {
         let mut rbac = Vec::new();
         let mut deployment = None;
         for mut o in objects {
@@ -102,13 +112,10 @@ impl Installed {
                 "ServiceAccount" | "Role" | "RoleBinding" => {
                     o["metadata"]["namespace"] = json!(ns.name);
                 }
-                "ClusterRole" => {
-                    o["metadata"]["name"] = json!(role);
-                    ns.track_cluster_object(&cluster_rbac("ClusterRole"), &role);
-                }
-                "ClusterRoleBinding" => {
-                    o["metadata"]["name"] = json!(role);
-                    ns.track_cluster_object(&cluster_rbac("ClusterRoleBinding"), &role);
+                kind @ ("ClusterRole" | "ClusterRoleBinding") => {
+                    let name = ns.unique_name(o["metadata"]["name"].as_str().unwrap_or_default());
+                    ns.track_cluster_object(&cluster_rbac(kind), &name);
+                    o["metadata"]["name"] = json!(name);
                 }
                 "Deployment" => {
                     deployment = Some(o);
@@ -117,7 +124,11 @@ impl Installed {
                 _ => continue,
             }
             if o.pointer("/roleRef/kind") == Some(&json!("ClusterRole")) {
-                o["roleRef"]["name"] = json!(role);
+                let name = o["roleRef"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                o["roleRef"]["name"] = json!(ns.unique_name(&name));
             }
             if let Some(subjects) = o.get_mut("subjects").and_then(Value::as_array_mut) {
                 for s in subjects {
@@ -127,8 +138,10 @@ impl Installed {
             rbac.push(o);
         }
         ensure!(
-            rbac.len() == 5,
-            "expected a ServiceAccount, a ClusterRole, a Role and two bindings: {rbac:?}"
+            rbac.len() == 8,
+            "expected a ServiceAccount, the operator's ClusterRole and Role and their \
+             bindings, the metrics-auth ClusterRole and its binding, the metrics-reader \
+             ClusterRole: {rbac:?}"
         );
         let deployment = deployment.context("no Deployment in manifests/")?;
         let list = json!({"apiVersion": "v1", "kind": "List", "items": rbac});
@@ -195,6 +208,9 @@ impl Installed {
             ),
             ("KUBECONFIG".to_string(), kubeconfig.display().to_string()),
         ]);
+        if !https {
+            env.push(("METRICS_INSECURE_LOOPBACK".to_string(), "true".to_string()));
+        }
         let log = std::env::temp_dir().join(format!("flux-operator-{}-installed.log", ns.name));
         let log_file = std::fs::File::create(&log)?;
         let mut command = Command::new(env!("CARGO_BIN_EXE_flux-operator"));
@@ -493,8 +509,9 @@ async fn operator_installed_by_helm_for_one_namespace_needs_nothing_outside_it()
     let rendered = crate::helm::helm_template(&ns.name, &[&watch])?;
     let objects = yaml_documents(&rendered)?;
     assert!(
-        objects.iter().all(|o| kind(o) != "ClusterRoleBinding"),
-        "a namespaced install binds no ClusterRole cluster-wide"
+        objects.iter().all(|o| kind(o) != "ClusterRoleBinding"
+            || o["metadata"]["name"] == "flux-operator-metrics-auth"),
+        "a namespaced install binds nothing cluster-wide but the metrics endpoint's reviews"
     );
     let operator = Installed::start_with(&mut ns, objects).await?;
 
