@@ -398,6 +398,54 @@ mod tests {
         assert!(!answer.contains("flux_operator"), "{answer}");
     }
 
+    /// An API server that takes connections and never answers: the token's review hangs,
+    /// and the request is answered 408 when its time is up, not held.
+    #[tokio::test]
+    async fn a_request_whose_token_review_hangs_is_answered_408_in_time() {
+        let silent_api = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let api_url = format!("http://{}", silent_api.local_addr().unwrap());
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = silent_api.accept().await {
+                held.push(stream);
+            }
+        });
+        let client = kube::Client::try_from(kube::Config::new(api_url.parse().unwrap())).unwrap();
+        let auth = Some(Arc::new(Authorizer::new(client)));
+        let limit = Duration::from_millis(500);
+        let app = super::super::server::router_answering_within(
+            Arc::new(Metrics::new()),
+            Health::default(),
+            auth,
+            limit,
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let pending = std::future::pending();
+        tokio::spawn(serve_on(
+            listener,
+            None,
+            app,
+            Duration::from_secs(5),
+            pending,
+        ));
+
+        let started = Instant::now();
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        client
+            .write_all(
+                b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\
+                  Connection: close\r\n\r\n",
+            )
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), client.read_to_string(&mut answer));
+        read.await.expect("no answer within 5 s").unwrap();
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(started.elapsed() >= limit, "{:?}", started.elapsed());
+    }
+
     #[tokio::test]
     async fn plain_http_on_loopback_serves_metrics_without_a_token() {
         let addr = start(false, Duration::from_secs(5)).await;

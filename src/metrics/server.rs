@@ -125,6 +125,17 @@ pub(super) fn router(
     health: Health,
     auth: Option<Arc<Authorizer>>,
 ) -> Router {
+    router_answering_within(metrics, health, auth, REQUEST_TIMEOUT)
+}
+
+/// [`router`], each request answered 408 when it takes longer than `timeout` (the token's
+/// reviews included).
+pub(super) fn router_answering_within(
+    metrics: SharedMetrics,
+    health: Health,
+    auth: Option<Arc<Authorizer>>,
+    timeout: Duration,
+) -> Router {
     let mut metrics_route = get(metrics_handler);
     if let Some(auth) = auth {
         metrics_route = metrics_route.layer(middleware::from_fn_with_state(auth, require_reader));
@@ -136,7 +147,7 @@ pub(super) fn router(
         .with_state(AppState { metrics, health })
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
-            REQUEST_TIMEOUT,
+            timeout,
         ))
 }
 
