@@ -90,7 +90,8 @@ def one_round(round_no, steps):
     log = open(os.path.join(tempfile.gettempdir(), f"{ns}-operator.log"), "w")
     proc = subprocess.Popen(
         [OPERATOR, "run", "--namespace", ns, "--leader-election=false", "--log-format", "text",
-         "--metrics-addr", f"127.0.0.1:{port}", "--cluster-domain", "cluster.local"],
+         "--metrics-addr", f"127.0.0.1:{port}", "--metrics-insecure-loopback",
+         "--cluster-domain", "cluster.local"],
         stdout=log, stderr=subprocess.STDOUT)
     figures = {}
     try:

@@ -15,6 +15,8 @@ use crate::common::{TestNamespace, sum_samples, wait_for};
 
 /// Where the operator is installed (the chart's documented `helm install` namespace).
 pub const OPERATOR_NAMESPACE: &str = "flux-operator";
+/// The ServiceAccount the tests read `/metrics` as (the chart's `metrics.readers`).
+const METRICS_READER: &str = "metrics-reader";
 /// How long a MiniCluster of real brokers may take to reach a phase on this machine.
 pub const PHASE_TIMEOUT: Duration = Duration::from_secs(240);
 
@@ -100,6 +102,17 @@ fn install() -> Result<()> {
         kubectl(["create", "namespace", OPERATOR_NAMESPACE])?;
     }
     on_real_node(OPERATOR_NAMESPACE)?;
+    if kubectl_in(
+        OPERATOR_NAMESPACE,
+        &["get", "serviceaccount", METRICS_READER],
+    )
+    .is_err()
+    {
+        kubectl_in(
+            OPERATOR_NAMESPACE,
+            &["create", "serviceaccount", METRICS_READER],
+        )?;
+    }
     let mut helm = Command::new(bin("helm"));
     helm.args(["upgrade", "--install", "flux-operator"])
         .arg(root().join("charts/flux-operator"))
@@ -108,6 +121,10 @@ fn install() -> Result<()> {
             OPERATOR_NAMESPACE,
             "--set",
             "image.pullPolicy=IfNotPresent",
+            "--set",
+            &format!("metrics.readers[0].name={METRICS_READER}"),
+            "--set",
+            &format!("metrics.readers[0].namespace={OPERATOR_NAMESPACE}"),
         ]);
     run(helm)?;
     kubectl_in(
@@ -280,13 +297,62 @@ pub fn operator_pods() -> Result<Vec<Value>> {
     Ok(list["items"].as_array().cloned().unwrap_or_default())
 }
 
-/// The installed operator's `/metrics`, through the API server's proxy to its Service.
+/// The installed operator's `/metrics`, read as a scraper does: over HTTPS with the token of
+/// an account the chart lets read it (the API server's proxy cannot carry a token).
 pub fn operator_metrics() -> Result<String> {
-    kubectl([
-        "get",
-        "--raw",
-        "/api/v1/namespaces/flux-operator/services/flux-operator-metrics:metrics/proxy/metrics",
-    ])
+    pod_metrics("service/flux-operator-metrics")
+}
+
+/// `/metrics` of TARGET (`pod/<name>` or `service/<name>` in the operator's namespace), through
+/// `kubectl port-forward` and `curl` with the reader's token (given on standard input, never
+/// on a command line).
+pub fn pod_metrics(target: &str) -> Result<String> {
+    use std::io::{BufRead, Write};
+    let token = kubectl_in(OPERATOR_NAMESPACE, &["create", "token", METRICS_READER])?;
+    let mut forward = Command::new(bin("kubectl"))
+        .args(["-n", OPERATOR_NAMESPACE, "port-forward", target, ":metrics"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("kubectl port-forward")?;
+    let result = (|| {
+        // Kept open until the request is done: kubectl writes a line per connection, and
+        // a closed pipe would end it mid-request.
+        let mut output =
+            std::io::BufReader::new(forward.stdout.take().context("port-forward output")?);
+        let mut line = String::new();
+        output.read_line(&mut line)?;
+        // "Forwarding from 127.0.0.1:PORT -> 8080"
+        let port = line
+            .split_whitespace()
+            .nth(2)
+            .and_then(|a| a.rsplit(':').next())
+            .with_context(|| format!("port-forward said {line:?}"))?
+            .to_string();
+        let mut curl = Command::new("curl")
+            .args(["-sSfk", "--max-time", "10", "-H", "@-"])
+            .arg(format!("https://127.0.0.1:{port}/metrics"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .context("curl")?;
+        curl.stdin
+            .take()
+            .context("curl stdin")?
+            .write_all(format!("Authorization: Bearer {}\n", token.trim()).as_bytes())?;
+        let out = curl.wait_with_output()?;
+        ensure!(
+            out.status.success(),
+            "curl /metrics of {target}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        drop(output);
+        Ok(String::from_utf8(out.stdout)?)
+    })();
+    let _ = forward.kill();
+    let _ = forward.wait();
+    result
 }
 
 /// The count and sum of `flux_operator_minicluster_<NAME>_seconds` for NAMESPACE (0 if none).

@@ -11,7 +11,7 @@ use anyhow::Result;
 use serde_json::Value;
 
 use crate::cluster::{
-    Lead, OPERATOR_NAMESPACE, apply_yaml, get_json, kubectl, kubectl_in, namespace, operator_pods,
+    Lead, OPERATOR_NAMESPACE, apply_yaml, get_json, kubectl_in, namespace, operator_pods,
     wait_phase,
 };
 use crate::common::{sum_samples, wait_for};
@@ -78,9 +78,9 @@ async fn reconciling(old: &str) -> Result<String> {
         Ok(ready_operator_pods()?.into_iter().find(|p| p != old))
     })
     .await?;
-    let path = format!("/api/v1/namespaces/{OPERATOR_NAMESPACE}/pods/{pod}:8080/proxy/metrics");
+    let target = format!("pod/{pod}");
     wait_for("the new operator's first reconciles", MINUTE, || async {
-        let text = kubectl(["get", "--raw", &path])?;
+        let text = crate::cluster::pod_metrics(&target)?;
         let done = sum_samples(&text, "flux_operator_reconcile_duration_seconds_count", &[]);
         Ok(done.filter(|d| *d > 0.0))
     })
