@@ -123,3 +123,25 @@ pub(crate) fn archive_on_host(mc: &mut MiniCluster, path: &str) {
         },
     );
 }
+
+/// A proptest configuration that CI repeats: `cases` cases from the fixed `seed`, unless
+/// `PROPTEST_CASES` or `PROPTEST_RNG_SEED` are set, which proptest then reads itself (to
+/// explore other specs or run more of them). No failure files are written.
+pub(crate) fn fixed_proptest_config(cases: u32, seed: u64) -> proptest::test_runner::Config {
+    use proptest::test_runner::{Config, RngSeed};
+    let defaults = Config::default();
+    Config {
+        cases: if std::env::var_os("PROPTEST_CASES").is_some() {
+            defaults.cases
+        } else {
+            cases
+        },
+        rng_seed: if std::env::var_os("PROPTEST_RNG_SEED").is_some() {
+            defaults.rng_seed
+        } else {
+            RngSeed::Fixed(seed)
+        },
+        failure_persistence: None,
+        ..defaults
+    }
+}

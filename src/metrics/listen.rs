@@ -296,6 +296,16 @@ mod tests {
         assert!(both.check().is_err(), "a certificate for plain HTTP");
     }
 
+    /// One plain HTTP GET of `path` on its own connection: the whole answer.
+    async fn plain_request(addr: SocketAddr, path: &str) -> String {
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        client.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).await.unwrap();
+        answer
+    }
+
     #[tokio::test]
     async fn a_client_that_never_finishes_its_headers_is_cut_off() {
         let timeout = Duration::from_millis(300);
@@ -313,13 +323,7 @@ mod tests {
         );
         assert!(started.elapsed() >= timeout, "{:?}", started.elapsed());
 
-        let mut client = TcpStream::connect(addr).await.unwrap();
-        client
-            .write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = String::new();
-        client.read_to_string(&mut answer).await.unwrap();
+        let answer = plain_request(addr, "/readyz").await;
         assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     }
 
@@ -449,13 +453,7 @@ mod tests {
     #[tokio::test]
     async fn plain_http_on_loopback_serves_metrics_without_a_token() {
         let addr = start(false, Duration::from_secs(5)).await;
-        let mut client = TcpStream::connect(addr).await.unwrap();
-        client
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = String::new();
-        client.read_to_string(&mut answer).await.unwrap();
+        let answer = plain_request(addr, "/metrics").await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         assert!(
             answer.contains("# TYPE flux_operator_miniclusters gauge"),

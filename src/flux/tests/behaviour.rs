@@ -1460,22 +1460,9 @@ fn hostile_text() -> impl proptest::strategy::Strategy<Value = String> {
     proptest::collection::vec(piece, 1..5).prop_map(|p| p.concat())
 }
 
-/// A fixed-seed runner of `cases` cases (`PROPTEST_CASES` / `PROPTEST_RNG_SEED` explore).
+/// A runner of `cases` cases from a fixed seed ([`crate::fixtures::fixed_proptest_config`]).
 fn hostile_runner(cases: u32) -> proptest::test_runner::TestRunner {
-    use proptest::test_runner::{Config, RngSeed};
-    let defaults = Config::default();
-    proptest::test_runner::TestRunner::new(Config {
-        cases: std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(cases),
-        rng_seed: match std::env::var("PROPTEST_RNG_SEED") {
-            Ok(seed) => RngSeed::Fixed(seed.parse().unwrap_or(31)),
-            Err(_) => RngSeed::Fixed(31),
-        },
-        failure_persistence: None,
-        ..defaults
-    })
+    proptest::test_runner::TestRunner::new(crate::fixtures::fixed_proptest_config(cases, 31))
 }
 
 /// Every field that reaches a script holds `texts[i]`, in a cluster with a companion.

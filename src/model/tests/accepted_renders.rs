@@ -17,7 +17,7 @@ use proptest::collection::{btree_map, vec};
 use proptest::option;
 use proptest::prelude::*;
 use proptest::sample::select;
-use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
+use proptest::test_runner::{TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
 
 use crate::api::MiniCluster;
@@ -471,21 +471,7 @@ fn has_nul(value: &Value) -> bool {
 
 #[test]
 fn every_spec_validation_accepts_renders_and_every_refusal_names_api_fields() {
-    let defaults = Config::default();
-    let config = Config {
-        cases: if std::env::var_os("PROPTEST_CASES").is_some() {
-            defaults.cases
-        } else {
-            CASES
-        },
-        rng_seed: if std::env::var_os("PROPTEST_RNG_SEED").is_some() {
-            defaults.rng_seed
-        } else {
-            RngSeed::Fixed(SEED)
-        },
-        failure_persistence: None,
-        ..defaults
-    };
+    let config = crate::fixtures::fixed_proptest_config(CASES, SEED);
     let cases = config.cases as usize;
     let env = Environment {
         cluster_domain: "cluster.local".to_string(),
