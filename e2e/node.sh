@@ -16,7 +16,10 @@
 # Traffic never leaves this machine: the bridge does not masquerade, a mangle rule drops
 # anything from the pod range that is not for the bridge, the Service range is routed to the
 # bridge (where nothing answers for it), and CoreDNS answers only the cluster domain
-# (NXDOMAIN for anything else).
+# (NXDOMAIN for anything else). Nothing else reaches in: the API server, the kubelet and
+# CoreDNS listen on this machine's address for the pods, and an INPUT rule drops what comes
+# to them from anywhere but this machine and the pods' bridge (the rest of the control plane
+# listens on loopback only, e2e/up.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -46,6 +49,8 @@ SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
          net.netfilter.nf_conntrack_tcp_timeout_close_wait)
 # The filter table's chain that forwards only what comes from or goes to the pods' bridge.
 FORWARD_GUARD=FLUX-E2E-FORWARD
+# The filter table's chain that keeps other machines from what listens beyond loopback.
+INPUT_GUARD=FLUX-E2E-INPUT
 
 kubectl() { command "$E2E_BIN/kubectl" --kubeconfig "$E2E_KUBECONFIG" --cache-dir "$E2E_STATE/kube-cache" "$@"; }
 ctr() { command ctr --address "$node/containerd/containerd.sock" --namespace k8s.io "$@"; }
@@ -102,7 +107,18 @@ for route in sys.argv[3:]:
 PY
 }
 
-network_guards() {
+network_guards() { # KUBELET_PORT DNS_PORT
+  # What must listen beyond loopback (the API server, the kubelet, CoreDNS: the pods reach
+  # them at this machine's address) answers only this machine and the pods' bridge.
+  local api_port
+  api_port=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  api_port=${api_port##*:}
+  iptables -t filter -N "$INPUT_GUARD" 2> /dev/null || iptables -t filter -F "$INPUT_GUARD"
+  iptables -t filter -A "$INPUT_GUARD" -i lo -j RETURN
+  iptables -t filter -A "$INPUT_GUARD" -i "$BRIDGE" -j RETURN
+  iptables -t filter -A "$INPUT_GUARD" -p tcp -m multiport --dports "$api_port,$1,$2" -j DROP
+  iptables -t filter -A "$INPUT_GUARD" -p udp --dport "$2" -j DROP
+  iptables -t filter -C INPUT -j "$INPUT_GUARD" 2> /dev/null || iptables -t filter -I INPUT -j "$INPUT_GUARD"
   # Forwarding is on for the pods only: what neither comes from nor goes to their bridge is
   # not forwarded (this machine is no router for anyone else while the node runs).
   iptables -t filter -N "$FORWARD_GUARD" 2> /dev/null || iptables -t filter -F "$FORWARD_GUARD"
@@ -278,7 +294,7 @@ start() {
   phase "real node: network"
   routes_free
   record_host
-  network_guards
+  network_guards "$kubelet_port" "$dns_port"
   write_configs "$ip" "$dns_port" "$ready_port" "$kubelet_port" "$kubelet_health" "$proxy_health" "$proxy_metrics"
 
   phase "real node: containerd and images"
@@ -361,8 +377,9 @@ stop() {
   done
   while iptables -t mangle -D FORWARD -j "$GUARD" 2> /dev/null; do :; done
   while iptables -t filter -D FORWARD -j "$FORWARD_GUARD" 2> /dev/null; do :; done
+  while iptables -t filter -D INPUT -j "$INPUT_GUARD" 2> /dev/null; do :; done
   for table in filter nat mangle; do
-    for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-PROXY-CANARY KUBE-IPTABLES-HINT "$GUARD" "$FORWARD_GUARD"; do
+    for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-PROXY-CANARY KUBE-IPTABLES-HINT "$GUARD" "$FORWARD_GUARD" "$INPUT_GUARD"; do
       drop_chain "$table" "$chain"
     done
   done

@@ -72,6 +72,10 @@ mkdir -p "$E2E_STATE" "$pids" "$logs" "$certs" "$KWOK_WORKDIR"
 phase "assemble kwok stages"
 node_ip=$(host_ip)
 node_ip=${node_ip:-127.0.0.1}
+# The control plane listens on loopback only; with a real node the API server listens on
+# every address (its pods reach it at this machine's), behind e2e/node.sh's INPUT guard.
+api_bind=127.0.0.1
+[ "$REAL_NODE" != 1 ] || api_bind=0.0.0.0
 # A stages file holding any Stage replaces all of kwok's default stages, so it
 # carries the node and pod basics from the kwok module itself, minus the default
 # pod-complete (it would finish every Job pod at once) and the default pod-delete (see
@@ -102,6 +106,7 @@ stages=$E2E_STATE/kwok-stages.yaml
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 options:
+  bindAddress: 127.0.0.1
   kubeApiserverCertSANs: ["10.0.0.1", "$node_ip"]
 componentsPatches:
 - name: kwok-controller
@@ -112,6 +117,10 @@ componentsPatches:
     value: kwok.x-k8s.io/node=fake
 - name: kube-apiserver
   extraArgs:
+  - key: bind-address
+    value: $api_bind
+  - key: advertise-address
+    value: $node_ip
   - key: kubelet-preferred-address-types
     value: InternalIP,Hostname
   - key: enable-admission-plugins

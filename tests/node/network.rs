@@ -130,3 +130,203 @@ async fn the_kubelet_refuses_anonymous_requests_and_forwards_only_for_the_pods()
     }
     Ok(())
 }
+
+/// The processes the harness starts on this machine's network (`e2e/up.sh`, `e2e/node.sh`),
+/// as `ss` names them (the kernel's 15-character command names).
+const HARNESS: &[&str] = &[
+    "etcd",
+    "kube-apiserver",
+    "kube-controller",
+    "kube-scheduler",
+    "kwok-controller",
+    "kubelet",
+    "kube-proxy",
+    "coredns",
+    "containerd",
+    "jobset",
+    "kueue",
+];
+
+/// The guard `e2e/node.sh` puts first in INPUT for what must listen beyond loopback.
+const INPUT_GUARD: &str = "FLUX-E2E-INPUT";
+
+/// Every socket the harness listens on is bound to loopback, or is one the pods must reach
+/// (the API server, the kubelet, CoreDNS) and sits behind the INPUT guard, which drops what
+/// comes neither from this machine nor from the pods' bridge. Probed from a network
+/// namespace that stands for another machine on the network: a port nothing listens on
+/// refuses it (so it does reach this machine), the API server's and the kubelet's ports
+/// do not answer it, while both answer this machine.
+#[tokio::test]
+async fn the_test_cluster_answers_only_this_machine_and_its_pods() -> Result<()> {
+    installed_operator()?;
+    // No guard chain reads as an empty one (the listeners below then say what is open).
+    let guard = iptables(&["-t", "filter", "-S", INPUT_GUARD]).unwrap_or_default();
+    // kube-proxy puts its INPUT rules first (none accepts); nothing before the guard does.
+    let input = iptables(&["-t", "filter", "-S", "INPUT"])?;
+    let rules: Vec<&str> = input.lines().filter(|l| l.starts_with("-A INPUT")).collect();
+    let guard_at = rules
+        .iter()
+        .position(|l| *l == format!("-A INPUT -j {INPUT_GUARD}"))
+        .with_context(|| format!("no jump to {INPUT_GUARD} in:\n{input}"))?;
+    for rule in &rules[..guard_at] {
+        ensure!(
+            !rule.ends_with("-j ACCEPT"),
+            "{rule} accepts before the guard:\n{input}"
+        );
+    }
+    let guarded = |proto: &str, port: &str| {
+        guard.lines().any(|l| {
+            l.contains(&format!("-p {proto}"))
+                && l.ends_with("-j DROP")
+                && l.split(['=', ' ', ',']).any(|w| w == port)
+        })
+    };
+    let listeners = String::from_utf8(
+        Command::new("ss")
+            .args(["-Hltunp"])
+            .output()
+            .context("running ss")?
+            .stdout,
+    )?;
+    let mut open = Vec::new();
+    for line in listeners.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (Some(proto), Some(local), Some(users)) = (words.first(), words.get(4), words.last())
+        else {
+            continue;
+        };
+        if !HARNESS
+            .iter()
+            .any(|p| users.contains(&format!("((\"{p}\"")))
+        {
+            continue;
+        }
+        let (addr, port) = local.rsplit_once(':').context("address:port")?;
+        let loopback = addr.starts_with("127.") || addr == "[::1]";
+        if !loopback && !guarded(proto, port) {
+            open.push(line.to_string());
+        }
+    }
+    ensure!(
+        open.is_empty(),
+        "listening beyond loopback, unguarded:\n{}\nguard:\n{guard}",
+        open.join("\n")
+    );
+
+    let node =
+        crate::cluster::get_json("default", &format!("node/{}", crate::cluster::node_name()))?;
+    let ip = node["status"]["addresses"]
+        .as_array()
+        .context("node addresses")?
+        .iter()
+        .find(|a| a["type"] == "InternalIP")
+        .and_then(|a| a["address"].as_str())
+        .context("node InternalIP")?
+        .to_string();
+    let kubelet = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        .as_u64()
+        .context("kubelet port")?;
+    let server = crate::cluster::kubectl([
+        "config",
+        "view",
+        "--minify",
+        "-o",
+        "jsonpath={.clusters[0].cluster.server}",
+    ])?;
+    let api = server
+        .trim()
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse::<u16>().ok())
+        .with_context(|| format!("the API server's port in {server}"))?;
+
+    let outsider = Outsider::new()?;
+    // curl's exit codes: 7 refused (reached, nothing there), 28 timed out (dropped).
+    assert_eq!(
+        outsider.curl(&ip, 9)?,
+        7,
+        "the outsider reaches {ip} at all"
+    );
+    for (what, port) in [("the API server", api), ("the kubelet", kubelet as u16)] {
+        assert_eq!(
+            outsider.curl(&ip, port)?,
+            28,
+            "{what} on {ip}:{port} answered another machine"
+        );
+        let here = Command::new("curl")
+            .args(["-sk", "-o", "/dev/null", "--max-time", "5"])
+            .arg(format!("https://{ip}:{port}/"))
+            .status()?;
+        assert_eq!(
+            here.code(),
+            Some(0),
+            "{what} on {ip}:{port} from this machine"
+        );
+    }
+    Ok(())
+}
+
+/// A network namespace joined to this machine by a veth pair and nothing else: another
+/// machine on the network, as far as this machine's firewall can tell. Removed on drop.
+struct Outsider;
+
+const OUTSIDER: &str = "flux-e2e-outsider";
+
+impl Outsider {
+    fn new() -> Result<Self> {
+        let _ = Command::new("ip")
+            .args(["netns", "delete", OUTSIDER])
+            .status();
+        let this = Outsider;
+        for args in [
+            vec!["netns", "add", OUTSIDER],
+            vec![
+                "link", "add", "fxe-out0", "type", "veth", "peer", "name", "fxe-out1", "netns",
+                OUTSIDER,
+            ],
+            vec!["addr", "add", "198.51.100.1/30", "dev", "fxe-out0"],
+            vec!["link", "set", "fxe-out0", "up"],
+            vec![
+                "-n",
+                OUTSIDER,
+                "addr",
+                "add",
+                "198.51.100.2/30",
+                "dev",
+                "fxe-out1",
+            ],
+            vec!["-n", OUTSIDER, "link", "set", "fxe-out1", "up"],
+            vec!["-n", OUTSIDER, "link", "set", "lo", "up"],
+            vec![
+                "-n",
+                OUTSIDER,
+                "route",
+                "add",
+                "default",
+                "via",
+                "198.51.100.1",
+            ],
+        ] {
+            let status = Command::new("ip").args(&args).status()?;
+            ensure!(status.success(), "ip {args:?}: {status}");
+        }
+        Ok(this)
+    }
+
+    /// curl's exit code for an HTTPS request from the outsider to IP:PORT.
+    fn curl(&self, ip: &str, port: u16) -> Result<i32> {
+        let status = Command::new("ip")
+            .args(["netns", "exec", OUTSIDER, "curl", "-sk", "-o", "/dev/null"])
+            .args(["--connect-timeout", "3", "--max-time", "5"])
+            .arg(format!("https://{ip}:{port}/"))
+            .status()?;
+        status.code().context("curl killed")
+    }
+}
+
+impl Drop for Outsider {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "delete", OUTSIDER])
+            .status();
+    }
+}
