@@ -518,13 +518,13 @@ async fn a_second_cluster_on_an_archive_in_use_waits_and_starts_when_the_first_g
         || async { Ok(jobsets.get_opt("second").await?) },
     )
     .await?;
-    let second = mcs.get("second").await?;
-    assert_eq!(
-        mc_condition(&second, "Blocked").map(|c| c.0).as_deref(),
-        Some("False"),
-        "no longer held: {:?}",
-        second.status
-    );
+    // The status is written after the JobSet is applied, in the same reconcile.
+    wait_for("the second cluster no longer Blocked", TIMEOUT, || async {
+        let second = mcs.get("second").await?;
+        let blocked = mc_condition(&second, "Blocked").map(|c| c.0);
+        Ok((blocked.as_deref() == Some("False")).then_some(()))
+    })
+    .await?;
     ns.cleanup().await;
     Ok(())
 }
