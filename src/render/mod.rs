@@ -106,6 +106,7 @@ pub fn desired(cluster: &Cluster<'_>) -> Result<Desired, Error> {
         cluster,
         &config_map.metadata.name.clone().unwrap_or_default(),
     );
+    jobset_fits(&jobset)?;
     Ok(Desired {
         network_services: network_services(cluster).into_iter().map(stamped).collect(),
         services_job: services_job(
@@ -212,6 +213,30 @@ pub fn config_map(cluster: &Cluster<'_>) -> Result<ConfigMap, Error> {
 
 /// The API server refuses a ConfigMap whose data (keys and values) passes 1 MiB.
 pub const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;
+
+/// The most a rendered JobSet may hold, in bytes of JSON: the bound on the spec as a whole.
+/// The API server stores an object of at most 1.5 MiB (etcd's request limit); the JobSet
+/// carries the containers twice (the lead's and the followers' pod templates) and gains a
+/// status, so a spec that passes this is refused before anything is created rather than
+/// left half-made.
+pub const MAX_JOBSET_BYTES: usize = 1024 * 1024;
+
+fn jobset_fits(js: &crate::jobset::JobSet) -> Result<(), Error> {
+    let size = serde_json::to_vec(js).map_or(usize::MAX, |json| json.len());
+    if size <= MAX_JOBSET_BYTES {
+        return Ok(());
+    }
+    Err(Error::Spec(FieldError::new(
+        "spec",
+        format!(
+            "the spec makes the JobSet {} {size} bytes, more than the {MAX_JOBSET_BYTES} \
+             (1 MiB) a MiniCluster may render: the containers' environment, commands and \
+             volumes are in both the lead's and the followers' pod templates; move large \
+             values to a ConfigMap or Secret",
+            js.metadata.name.as_deref().unwrap_or_default()
+        ),
+    )))
+}
 
 /// The Secret holding the CURVE certificate in Flux's text format.
 pub fn curve_secret(mc: &MiniCluster, certificate_text: &str) -> Secret {

@@ -742,6 +742,16 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
             "spec.containers: the commands, scripts and broker config make the ConfigMap",
             "InvalidSpec",
         ),
+        (
+            // Every field within its bound, the spec as a whole too large: 160 values of
+            // 4096 characters are in both pod templates, a JobSet past 1 MiB.
+            "whole",
+            serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9",
+                "environment": (0..160).map(|i| (format!("V{i}"), "x".repeat(4096)))
+                    .collect::<serde_json::Map<_, _>>()}]}),
+            "spec: the spec makes the JobSet",
+            "InvalidSpec",
+        ),
     ] {
         api.patch(name, &pp, &Patch::Apply(&mc(name, spec)?))
             .await?;

@@ -22,5 +22,6 @@ mod placement;
 mod pod_security;
 mod prometheus;
 mod queued;
+mod quota;
 mod reliability;
 mod restart;

@@ -163,7 +163,10 @@ async fn the_test_cluster_answers_only_this_machine_and_its_pods() -> Result<()>
     let guard = iptables(&["-t", "filter", "-S", INPUT_GUARD]).unwrap_or_default();
     // kube-proxy puts its INPUT rules first (none accepts); nothing before the guard does.
     let input = iptables(&["-t", "filter", "-S", "INPUT"])?;
-    let rules: Vec<&str> = input.lines().filter(|l| l.starts_with("-A INPUT")).collect();
+    let rules: Vec<&str> = input
+        .lines()
+        .filter(|l| l.starts_with("-A INPUT"))
+        .collect();
     let guard_at = rules
         .iter()
         .position(|l| *l == format!("-A INPUT -j {INPUT_GUARD}"))

@@ -522,6 +522,32 @@ fn config_map_past_one_mebibyte_is_refused_naming_the_field() {
 }
 
 #[test]
+fn a_spec_whose_jobset_passes_one_mebibyte_is_refused_whole_before_anything_is_made() {
+    // Each field within its bound (values of 4096 characters, 256 of them), the whole
+    // too large: the environment is in both pod templates.
+    let mut mc = hello(2);
+    let value = "x".repeat(4096);
+    let env = &mut mc.spec.containers[0].environment;
+    env.extend((0..160).map(|i| (format!("V{i}"), value.clone())));
+    assert!(crate::model::validate(&mc).is_empty());
+    let e = desired(&crate::fixtures::cluster(&mc)).expect_err("too large");
+    assert_eq!(e.field(), Some("spec"));
+    assert!(e.to_string().contains("1 MiB"), "{e}");
+    // Half of it renders, and its JobSet is within the bound.
+    mc.spec.containers[0]
+        .environment
+        .retain(|k, _| k.strip_prefix('V').and_then(|i| i.parse::<u32>().ok()) < Some(80));
+    let js = desired(&crate::fixtures::cluster(&mc))
+        .expect("fits")
+        .jobset;
+    let size = serde_json::to_vec(&js).unwrap().len();
+    assert!(
+        (MAX_JOBSET_BYTES / 2..=MAX_JOBSET_BYTES).contains(&size),
+        "{size}"
+    );
+}
+
+#[test]
 fn empty_dir_without_path_is_shared_memory_as_in_the_go_operator() {
     let mut mc = hello(2);
     let v: crate::api::ContainerVolume =
