@@ -747,7 +747,7 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
             // 4096 characters are in both pod templates, a JobSet past 1 MiB.
             "whole",
             serde_json::json!({"size": 2, "containers": [{"image": "rockylinux:9",
-                "environment": (0..160).map(|i| (format!("V{i}"), "x".repeat(4096)))
+                "environment": (0..160).map(|i| (format!("V{i}"), "x".repeat(4096).into()))
                     .collect::<serde_json::Map<_, _>>()}]}),
             "spec: the spec makes the JobSet",
             "InvalidSpec",
