@@ -11,6 +11,10 @@ It runs ROUNDS rounds (a fresh operator and namespace each) and prints each roun
 and the min/median/max per step, against the chart's memory limit (256 MiB).
 
     e2e/bench-large-specs.py [STEPS] [ROUNDS]     (default 100,200,300 and 3)
+
+With BENCH_SPEC=whole each spec also fills its environment until its JobSet is near the
+bound on the spec as a whole (1 MiB, src/render/mod.rs): the largest MiniCluster the
+operator renders.
 Needs KUBECONFIG of the test cluster and the release build (make operator-release).
 """
 
@@ -29,6 +33,10 @@ TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(CACHE, "target"))
 OPERATOR = os.path.join(TARGET, "release/flux-operator")
 LIMIT_MIB = 256
 PROGRAM = 65536  # one hook at its bound; four fill the spec's 262144
+WHOLE = os.environ.get("BENCH_SPEC") == "whole"
+# 4096-character values (each field's bound); 110 of them, in both pod templates, bring
+# the JobSet to about 0.9 MiB.
+ENVIRONMENT = {f"V{i}": "x" * 4096 for i in range(110)} if WHOLE else {}
 
 
 def kubectl(*args, stdin=None):
@@ -49,6 +57,7 @@ def minicluster(name):
                 "image": "ubuntu:noble",
                 "command": "true",
                 "commands": {"init": hook, "pre": hook, "post": hook, "workerPre": hook[:-16]},
+                "environment": ENVIRONMENT,
             }],
         },
     }
@@ -130,7 +139,10 @@ def main():
     kubectl("wait", "--for=condition=Established", "crd/miniclusters.flux-framework.org")
     load = os.getloadavg()[0]
     results = [one_round(r, steps) for r in range(1, rounds + 1)]
-    print(f"\nMiniClusters with 262144 characters of programs each (suspended), one namespace;"
+    what = "262144 characters of programs"
+    if WHOLE:
+        what += f" and {len(ENVIRONMENT)} environment values of 4096"
+    print(f"\nMiniClusters with {what} each (suspended), one namespace;"
           f" {rounds} rounds; load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     print("| MiniClusters | RSS min / median / max, MiB | peak RSS min / median / max, MiB | chart limit |")
     print("|--:|--:|--:|--:|")
