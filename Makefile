@@ -19,7 +19,7 @@
 #   make bench-hpc    LAMMPS and an MPI ping-pong in this operator's MiniCluster, the Go
 #                     operator's, and as plain processes under mpirun (~20 min)
 #   make bench-large-specs  the operator's memory with 100-300 MiniClusters at the spec's
-#                     bounds, 3 rounds (~15 min)
+#                     bounds, 3 rounds (~15 min); BENCH_SPEC=whole: near the whole-spec bound
 #   make lint         cargo fmt --check, clippy with warnings denied, shellcheck (CI runs it)
 #   make crds         regenerate crds/ (and the Helm chart's copy) from the Rust types
 #   make vendor-crds  refresh vendor-crds/ from the pinned JobSet and Kueue modules
