@@ -15,6 +15,14 @@
 //!   stamps it (`t_inactive`). The job is submitted through `kubectl exec` in the lead pod
 //!   once its container runs and Flux reports N nodes up.
 //! - **down**: from `kubectl delete minicluster` to no pod left in the namespace.
+//! - **where the time goes** (issue 32): each step from the apply, first seen by a watch on
+//!   the namespace (`arms/timeline.rs`): the JobSet, the first Job, all N pods created,
+//!   scheduled, their init containers (the flux view) started and done, every container
+//!   running, the lead broker's start (Flux's `broker.starttime`), all pods Ready, all brokers
+//!   up (the job's `t_submit`) and the job done (`t_inactive`); medians per size and arm.
+//!
+//! `BENCH_NODE_SECCOMP=1` adds a third arm: this operator with the pods' seccomp profile
+//! `Unconfined` (`spec.pod.securityContext`), against its default `RuntimeDefault`.
 
 use std::collections::BTreeMap;
 
@@ -26,36 +34,62 @@ mod arms;
 mod cluster;
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "arms/timeline.rs"]
+mod timeline;
 
 use arms::{
     Arm, Bench, LIMIT, delete_and_time, load, now, push_go_certificate, running_lead, stats,
 };
 use cluster::{apply_yaml, kubectl_in, on_real_node};
 use common::{TestNamespace, built_go_operator, client, wait_for};
+use timeline::{PodSteps, Seen, Timeline};
 
 const MC: &str = "bench";
 const VIEW: &str = "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble";
 
-fn minicluster(arm: Arm, size: u32) -> Result<String> {
+/// One arm of the benchmark: an operator, and for this one the seccomp profile it renders.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+struct Variant {
+    arm: Arm,
+    unconfined: bool,
+}
+
+impl Variant {
+    fn title(self) -> String {
+        match (self.arm, self.unconfined) {
+            (arm, false) => arm.title().to_string(),
+            (arm, true) => format!("{}, seccomp Unconfined", arm.title()),
+        }
+    }
+}
+
+fn minicluster(v: Variant, size: u32) -> Result<String> {
     let mut yaml = format!(
         "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: {MC}\n\
          spec:\n  size: {size}\n  interactive: true\n  containers:\n    - image: ubuntu:noble\n\
          \x20 flux:\n    container:\n      image: {VIEW}\n"
     );
-    if arm == Arm::Go {
+    if v.unconfined {
+        yaml.push_str(
+            "  pod:\n    securityContext:\n      seccompProfile:\n        type: Unconfined\n",
+        );
+    }
+    if v.arm == Arm::Go {
         push_go_certificate(&mut yaml, MC)?;
     }
     Ok(yaml)
 }
 
-/// up and down, in seconds, for one MiniCluster of SIZE under ARM.
-async fn run(bench: &mut Bench, arm: Arm, size: u32) -> Result<Run> {
+/// up and down, in seconds, for one MiniCluster of SIZE under V.
+async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
+    let arm = v.arm;
     bench.use_crd(arm).await?;
     let ns = TestNamespace::create(&format!("bench-{}", size)).await?;
     on_real_node(&ns.name)?;
     let _operator = bench.start(arm, &ns.name).await?;
-    let yaml = minicluster(arm, size)?;
+    let yaml = minicluster(v, size)?;
     let (socket, prefix) = arm.socket_and_lead(MC);
+    let timeline = Timeline::start(&bench.client, &ns.name).await;
 
     let t0 = now();
     apply_yaml(&ns.name, &yaml)?;
@@ -89,6 +123,13 @@ async fn run(bench: &mut Bench, arm: Arm, size: u32) -> Result<Run> {
         joined: submitted - started,
         job: done - submitted,
     };
+    let steps = steps(
+        &timeline.seen(),
+        size as usize,
+        t0,
+        [started, submitted, done],
+    );
+    drop(timeline);
 
     let down = delete_and_time(&ns.name, MC).await?;
     ns.cleanup().await;
@@ -96,7 +137,49 @@ async fn run(bench: &mut Bench, arm: Arm, size: u32) -> Result<Run> {
         phases.up > 0.0,
         "the job ended before the apply: {phases:?}"
     );
-    Ok(Run { phases, down })
+    Ok(Run {
+        phases,
+        down,
+        steps,
+    })
+}
+
+/// The steps of the breakdown, in the order they happen.
+const STEPS: [&str; 11] = [
+    "JobSet",
+    "first Job",
+    "pods",
+    "scheduled",
+    "init started",
+    "init done",
+    "running",
+    "lead broker",
+    "Ready",
+    "all up",
+    "job done",
+];
+
+/// Seconds from the apply (T0) to each of [`STEPS`]; NaN where a step was not seen (the Go
+/// operator makes no JobSet).
+fn steps(seen: &Seen, n: usize, t0: f64, [started, submitted, done]: [f64; 3]) -> Vec<f64> {
+    let all = |step: fn(&PodSteps) -> Option<f64>| seen.all(n, step);
+    let first_job = seen.jobs.values().copied().reduce(f64::min);
+    [
+        seen.jobset,
+        first_job,
+        all(|p| p.created),
+        all(|p| p.scheduled),
+        all(|p| p.init_started),
+        all(|p| p.init_done),
+        all(|p| p.running),
+        Some(started),
+        all(|p| p.ready),
+        Some(submitted),
+        Some(done),
+    ]
+    .into_iter()
+    .map(|t| t.map_or(f64::NAN, |t| t - t0))
+    .collect()
 }
 
 /// Where the time to the first job went, in seconds.
@@ -114,11 +197,13 @@ struct Phases {
     job: f64,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Run {
     phases: Phases,
     /// `kubectl delete minicluster` to no pod left.
     down: f64,
+    /// Seconds from the apply to each of [`STEPS`].
+    steps: Vec<f64>,
 }
 
 fn env_list(name: &str, default: &str) -> Result<Vec<u32>> {
@@ -142,94 +227,122 @@ async fn main() -> Result<()> {
         crd: None,
     };
     let started = load();
-    // (size, arm) -> its runs, in round order
-    let mut figures: BTreeMap<(u32, Arm), Vec<Run>> = BTreeMap::new();
+    let ours = Variant {
+        arm: Arm::Operator,
+        unconfined: false,
+    };
+    let go = Variant {
+        arm: Arm::Go,
+        unconfined: false,
+    };
+    let mut variants = vec![ours, go];
+    if std::env::var("BENCH_NODE_SECCOMP").is_ok_and(|v| v == "1") {
+        variants.push(Variant {
+            arm: Arm::Operator,
+            unconfined: true,
+        });
+    }
+    // (size, variant) -> its runs, in round order
+    let mut figures: Figures = BTreeMap::new();
     for round in 0..rounds {
         for (i, &size) in sizes.iter().enumerate() {
-            let mut arms = [Arm::Operator, Arm::Go];
-            if (round as usize + i) % 2 == 1 {
-                arms.reverse();
-            }
-            for arm in arms {
-                let r = run(&mut bench, arm, size)
+            let mut order = variants.clone();
+            order.rotate_left((round as usize + i) % order.len());
+            for v in order {
+                let r = run(&mut bench, v, size)
                     .await
-                    .with_context(|| format!("{} size {size} round {}", arm.title(), round + 1))?;
+                    .with_context(|| format!("{} size {size} round {}", v.title(), round + 1))?;
                 let p = r.phases;
                 eprintln!(
                     "round {} size {size} {}: up {:.2} s (lead broker {:.2}, all joined +{:.2}, job +{:.2}), down {:.2} s",
                     round + 1,
-                    arm.title(),
+                    v.title(),
                     p.up,
                     p.lead,
                     p.joined,
                     p.job,
                     r.down
                 );
-                figures.entry((size, arm)).or_default().push(r);
+                figures.entry((size, v)).or_default().push(r);
             }
         }
     }
     bench.use_crd(Arm::Operator).await?;
-    print_table(&figures, &sizes, rounds, &started);
-    Ok(())
-}
-
-fn print_table(
-    figures: &BTreeMap<(u32, Arm), Vec<Run>>,
-    sizes: &[u32],
-    rounds: u32,
-    started: &str,
-) {
     println!(
         "\nReal node, {rounds} interleaved rounds; load average at start {started}, at end {}\n",
         load()
     );
+    print_table(&figures, &sizes, ours, go);
+    if let Some(&unconfined) = variants.get(2) {
+        print_table(&figures, &sizes, ours, unconfined);
+    }
+    print_breakdown(&figures, &sizes, &variants);
+    Ok(())
+}
+
+type Figures = BTreeMap<(u32, Variant), Vec<Run>>;
+
+fn runs(figures: &Figures, size: u32, v: Variant) -> Vec<Run> {
+    figures.get(&(size, v)).cloned().unwrap_or_default()
+}
+
+fn median(mut x: Vec<f64>) -> f64 {
+    x.sort_by(f64::total_cmp);
+    x.get(x.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// up and down of A against B, with the ratio A / B per round.
+fn print_table(figures: &Figures, sizes: &[u32], a: Variant, b: Variant) {
+    let (ta, tb) = (a.title(), b.title());
     println!(
-        "| N | up: operator | up: Go operator | up ratio per round | down: operator | down: Go operator | down ratio per round |"
+        "| N | up: {ta} | up: {tb} | up ratio per round | down: {ta} | down: {tb} | down ratio per round |"
     );
     println!("|--:|--:|--:|--:|--:|--:|--:|");
-    let runs = |size, arm| figures.get(&(size, arm)).cloned().unwrap_or_default();
     let col = |v: &[Run], f: fn(&Run) -> f64| v.iter().map(f).collect::<Vec<_>>();
     for &size in sizes {
-        let (ours, go) = (runs(size, Arm::Operator), runs(size, Arm::Go));
+        let (ours, theirs) = (runs(figures, size, a), runs(figures, size, b));
         let ratios = |f: fn(&Run) -> f64| {
             ours.iter()
-                .zip(&go)
-                .map(|(a, b)| format!("{:.2}", f(a) / f(b)))
+                .zip(&theirs)
+                .map(|(x, y)| format!("{:.2}", f(x) / f(y)))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
         println!(
             "| {size} | {} | {} | {} | {} | {} | {} |",
             stats(&col(&ours, |r| r.phases.up)),
-            stats(&col(&go, |r| r.phases.up)),
+            stats(&col(&theirs, |r| r.phases.up)),
             ratios(|r| r.phases.up),
             stats(&col(&ours, |r| r.down)),
-            stats(&col(&go, |r| r.down)),
+            stats(&col(&theirs, |r| r.down)),
             ratios(|r| r.down),
         );
     }
+    println!();
+}
+
+/// Medians, seconds from the apply, of every step of [`STEPS`] per size and arm.
+fn print_breakdown(figures: &Figures, sizes: &[u32], variants: &[Variant]) {
     println!(
-        "\nWhere the time to the first job goes (medians, s): apply to the lead broker's start, \
-         then to every broker up, then the job\n"
+        "Where the time to the first job goes: seconds from the apply to each step, first seen \
+         by a watch (medians; - where the arm has no such step)\n"
     );
-    println!("| N | operator: lead / joined / job | Go operator: lead / joined / job |");
-    println!("|--:|--:|--:|");
+    println!("| N | arm | {} |", STEPS.join(" | "));
+    println!("|--:|--|{}", "--:|".repeat(STEPS.len()));
     for &size in sizes {
-        let cell = |arm| {
-            let v = runs(size, arm);
-            let median = |f: fn(&Run) -> f64| {
-                let mut x = col(&v, f);
-                x.sort_by(f64::total_cmp);
-                x.get(x.len() / 2).copied().unwrap_or(f64::NAN)
-            };
-            format!(
-                "{:.2} / {:.2} / {:.2}",
-                median(|r| r.phases.lead),
-                median(|r| r.phases.joined),
-                median(|r| r.phases.job)
-            )
-        };
-        println!("| {size} | {} | {} |", cell(Arm::Operator), cell(Arm::Go));
+        for &v in variants {
+            let v_runs = runs(figures, size, v);
+            let cells: Vec<String> = (0..STEPS.len())
+                .map(|i| {
+                    let m = median(v_runs.iter().map(|r| r.steps[i]).collect());
+                    if m.is_nan() {
+                        "-".into()
+                    } else {
+                        format!("{m:.2}")
+                    }
+                })
+                .collect();
+            println!("| {size} | {} | {} |", v.title(), cells.join(" | "));
+        }
     }
 }
