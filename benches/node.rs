@@ -247,7 +247,8 @@ async fn main() -> Result<()> {
     for round in 0..rounds {
         for (i, &size) in sizes.iter().enumerate() {
             let mut order = variants.clone();
-            order.rotate_left((round as usize + i) % order.len());
+            let turn = (round as usize + i) % order.len();
+            order.rotate_left(turn);
             for v in order {
                 let r = run(&mut bench, v, size)
                     .await
