@@ -724,6 +724,34 @@ fn quiet_prints_nothing_of_its_own_and_keeps_the_output_of_post() {
     );
 }
 
+/// The lead's "starting the lead broker" line is the command as it runs, each word quoted
+/// for a shell: a shell given the line back runs the very words flux was called with.
+#[test]
+fn the_lead_logs_its_start_command_quoted_so_a_shell_reads_back_the_same_words() {
+    let command = r#"printf '%s\n' "it's" "a \"b\"" '$HOME' '*' 🚀"#;
+    let mut mc = with_command("mc", 2, command);
+    mc.spec.logging.quiet = false;
+    let pod = Pod::new(&mc);
+    let out = pod.run("lead.sh", &[]);
+    assert_ok(&out);
+    let err = stderr(&out);
+    let line = err
+        .lines()
+        .find_map(|l| l.strip_prefix("flux-operator: starting the lead broker:"))
+        .unwrap_or_else(|| panic!("no start line in:\n{err}"));
+    let words = Command::new("bash")
+        .args(["-c", &format!("printf '%s\\0'{line}")])
+        .output()
+        .expect("bash");
+    let words: Vec<String> = String::from_utf8_lossy(&words.stdout)
+        .split_terminator('\0')
+        .map(String::from)
+        .collect();
+    let called = &pod.flux_calls()[0];
+    assert_eq!(words[0], "flux", "{line}");
+    assert_eq!(&words[1..], &called[..], "{line}");
+}
+
 #[test]
 fn quiet_batch_does_not_print_the_batch_job_id() {
     let mut mc = with_command("mc", 2, "hostname");
