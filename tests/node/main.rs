@@ -25,6 +25,7 @@ mod kueue;
 mod mpi;
 mod network;
 mod nonroot;
+mod plugin;
 mod resources;
 mod restart;
 mod services;
