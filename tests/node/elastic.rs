@@ -57,7 +57,11 @@ async fn kubectl_scale_grows_under_a_waiting_job_and_shrinks_with_a_drain_that_l
     // Jobs on the ranks that will leave (3 and 2: the followers Job drops its highest
     // indices): a short one that ends within the 10 s grace, a long one that cannot. Ranks
     // 0 and 1 are kept busy so the long job lands on rank 2 without a constraint.
-    let short = lead.flux("submit -N1 --requires=rank:3 bash -c 'sleep 5; echo finished'")?;
+    // The short job holds rank 3 until the test releases it (a KVS key), so it is still
+    // running whatever the waits below take, then ends 3 s later, inside the grace.
+    let short = lead.flux(
+        "submit -N1 --requires=rank:3 bash -c 'FLUX_KVS_NAMESPACE=primary flux kvs get --waitcreate e2e.release >/dev/null; sleep 3; echo finished'",
+    )?;
     let blocker = lead.flux("submit -N2 --exclusive --requires=rank:0-1 sleep 600")?;
     lead.wait(&format!("jobs -no {{state}} {blocker}"), "RUN", minute)
         .await?;
@@ -87,6 +91,7 @@ async fn kubectl_scale_grows_under_a_waiting_job_and_shrinks_with_a_drain_that_l
     assert_eq!(leaving.len(), 2, "{leaving:?}");
 
     // Shrink 4 -> 2 and time the leaving pods' end.
+    lead.flux("kvs put e2e.release=1")?;
     let start = Instant::now();
     kubectl_in(
         &ns.name,
