@@ -70,9 +70,8 @@ async fn pods_on_the_real_node_have_no_way_out_of_this_machine() -> Result<()> {
 /// refused (401), while the API server, which shows it the cluster's client certificate,
 /// still reaches it (`kubectl logs` of the operator, through the API server). Forwarding is
 /// on for the pods' bridge only: whatever else would cross this machine is dropped.
-#[tokio::test]
-async fn the_kubelet_refuses_anonymous_requests_and_forwards_only_for_the_pods() -> Result<()> {
-    installed_operator()?;
+/// The real node's InternalIP and its kubelet's port, as the node object says.
+fn kubelet_endpoint() -> Result<(String, u16)> {
     let node =
         crate::cluster::get_json("default", &format!("node/{}", crate::cluster::node_name()))?;
     let ip = node["status"]["addresses"]
@@ -85,7 +84,15 @@ async fn the_kubelet_refuses_anonymous_requests_and_forwards_only_for_the_pods()
         .to_string();
     let port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
         .as_u64()
+        .and_then(|p| u16::try_from(p).ok())
         .context("kubelet port")?;
+    Ok((ip, port))
+}
+
+#[tokio::test]
+async fn the_kubelet_refuses_anonymous_requests_and_forwards_only_for_the_pods() -> Result<()> {
+    installed_operator()?;
+    let (ip, port) = kubelet_endpoint()?;
     let out = Command::new("curl")
         .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}"])
         .arg(format!("https://{ip}:{port}/pods"))
@@ -216,19 +223,7 @@ async fn the_test_cluster_answers_only_this_machine_and_its_pods() -> Result<()>
         open.join("\n")
     );
 
-    let node =
-        crate::cluster::get_json("default", &format!("node/{}", crate::cluster::node_name()))?;
-    let ip = node["status"]["addresses"]
-        .as_array()
-        .context("node addresses")?
-        .iter()
-        .find(|a| a["type"] == "InternalIP")
-        .and_then(|a| a["address"].as_str())
-        .context("node InternalIP")?
-        .to_string();
-    let kubelet = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
-        .as_u64()
-        .context("kubelet port")?;
+    let (ip, kubelet) = kubelet_endpoint()?;
     let server = crate::cluster::kubectl([
         "config",
         "view",
@@ -249,7 +244,7 @@ async fn the_test_cluster_answers_only_this_machine_and_its_pods() -> Result<()>
         7,
         "the outsider reaches {ip} at all"
     );
-    for (what, port) in [("the API server", api), ("the kubelet", kubelet as u16)] {
+    for (what, port) in [("the API server", api), ("the kubelet", kubelet)] {
         assert_eq!(
             outsider.curl(&ip, port)?,
             28,
