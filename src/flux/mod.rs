@@ -147,9 +147,9 @@ use crate::model::Cluster;
 pub use crate::model::containers::{ARCHIVE_INIT, Companion, companions, is_wrapped};
 pub use crate::model::mounts::{CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, SOFTWARE_MOUNT};
 pub use pod::{
-    CPU_LIMIT_FIELD, archive_check_command, broker_joined_command, companion_args,
-    companion_command, companion_variables, curve_secret_mode, flux_container_command,
-    flux_container_variables, socket_exists_command, view_init_command,
+    CPU_LIMIT_FIELD, archive_check_command, companion_args, companion_command, companion_variables,
+    curve_secret_mode, flux_container_command, flux_container_variables, socket_exists_command,
+    view_init_command,
 };
 
 /// The key of the certificate in the CURVE Secret (and its file name).
@@ -171,6 +171,15 @@ pub const SOCKET_PATH: &str = "/run/flux-operator/broker/local";
 pub const RESOURCE_PATH: &str = "/run/flux-operator/broker/R.json";
 /// The TBON port of every broker.
 pub const BROKER_PORT: i32 = 8050;
+/// The port a follower listens on while its broker has joined the instance (`joined.py`,
+/// started by `follower.sh`); the followers' readiness probe connects there.
+pub const JOINED_PORT: i32 = 8051;
+
+/// Whether the broker's socket is at [`SOCKET_PATH`]: unless `flux.disableSocket`, and
+/// always with `spec.archive` (the save and the drain talk to the instance through it).
+pub fn socket_known(cluster: &crate::model::Cluster<'_>) -> bool {
+    !cluster.mc.spec.flux.disable_socket || cluster.archive.is_some()
+}
 /// The Flux container's variable holding its CPU limit in whole CPUs, rounded up (the
 /// downward API's `limits.cpu` with divisor 1; the node's allocatable CPUs without a limit):
 /// each broker's R lists no more cores than this ([`pod::CPU_LIMIT_FIELD`]).

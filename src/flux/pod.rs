@@ -3,7 +3,6 @@
 //! command lines, and what `flux.minimalService` needs ([`check_minimal_service`], the model's). The render module builds the
 //! Kubernetes objects (volumes, mounts, containers, probes, Services) from these.
 
-use super::command::quote;
 use super::scripts::files;
 use super::{CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, Role, SOCKET_PATH};
 use crate::model::Cluster;
@@ -143,40 +142,5 @@ pub fn socket_exists_command() -> Vec<String> {
         "/bin/sh".into(),
         "-c".into(),
         format!("test -S {SOCKET_PATH}"),
-    ]
-}
-
-/// The `flux` the probes run: the view's (not on the container's `PATH`; the entrypoint
-/// only adds it for its own children), or the image's without a view.
-fn probe_flux(cluster: &Cluster<'_>) -> String {
-    let mc = cluster.mc;
-    if !mc.spec.flux.container.disable {
-        let view = &mc.spec.flux.container.mount_path;
-        quote(&format!("{}/view/bin/flux", view.trim_end_matches('/'))).into_owned()
-    } else {
-        "flux".to_string()
-    }
-}
-
-/// The exec command that succeeds once the broker behind [`SOCKET_PATH`] has joined the
-/// instance: `flux uptime` through the socket says the broker is in state `run`. A follower
-/// gets there after its rc1 and after it joined the `broker.online` group, the set the lead's
-/// resource module counts as up; it is not ready while it waits for its parent (before
-/// state init Flux refuses client requests, "Upstream Flux broker is offline"), runs rc1,
-/// or leaves (cleanup and later). Asking only whether the local broker answers (`flux ping`,
-/// before) said ready during rc1, while the lead did not count the rank up yet: on a loaded
-/// machine the real-node test saw a MiniCluster Ready with Flux counting 2 of 3 ranks up.
-/// The price: once the broker is in `run`, `flux uptime` also asks rank 0 for its summary
-/// (`resource.status`, `groups.get broker.online`, the queues: about four requests), so every
-/// follower sends that to the lead each second, and a follower turns unready if the lead
-/// does not answer (a stuck lead). No flux-core command asks only the local broker's state.
-pub fn broker_joined_command(cluster: &Cluster<'_>) -> Vec<String> {
-    vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        format!(
-            "case \"$(FLUX_URI=local://{SOCKET_PATH} {} uptime 2>/dev/null)\" in *' run '*) exit 0 ;; esac; exit 1",
-            probe_flux(cluster)
-        ),
     ]
 }

@@ -16,8 +16,8 @@ use serde::Serialize;
 use super::command::{check_no_nul, command_argv, quote, quote_all, split_words};
 use super::config::{quorum, resource_hosts};
 use super::{
-    ARCHIVE_INIT, BROKER_DIR, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, KEY_MOUNT,
-    RESOURCE_PATH, RUN_MOUNT, SAVE_CANCEL_NOTE, SOCKET_PATH,
+    ARCHIVE_INIT, BROKER_DIR, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, JOINED_PORT,
+    KEY_MOUNT, RESOURCE_PATH, RUN_MOUNT, SAVE_CANCEL_NOTE, SOCKET_PATH,
 };
 use crate::api::{MiniCluster, MiniClusterContainer, RunningJobs, is_dns_label};
 use crate::model::Cluster;
@@ -44,6 +44,9 @@ pub mod files {
     pub const LEAD: &str = "lead.sh";
     /// The follower brokers' entrypoint.
     pub const FOLLOWER: &str = "follower.sh";
+    /// What a follower's readiness probe connects to (`flux python`, a file of its own so
+    /// that it is Python, not Python inside a shell string).
+    pub const JOINED: &str = "joined.py";
     /// The flux view init container's script.
     pub const VIEW_INIT: &str = "view-init.sh";
     /// The archive report init container's script (`spec.archive`).
@@ -97,6 +100,7 @@ const HOOK: &str = include_str!("templates/hook.sh.j2");
 const BROKER: &str = include_str!("templates/broker.sh.j2");
 const LEAD: &str = include_str!("templates/lead.sh.j2");
 const FOLLOWER: &str = include_str!("templates/follower.sh.j2");
+const JOINED: &str = include_str!("templates/joined.py");
 const COMPANION: &str = include_str!("templates/companion.sh.j2");
 const VIEW_INIT: &str = include_str!("templates/view-init.sh.j2");
 const ARCHIVE_CHECK: &str = include_str!("templates/archive-check.sh.j2");
@@ -392,6 +396,9 @@ struct FollowerScript {
     drain_grace: i32,
     /// `spec.flux.completeWorkers`.
     complete_workers: bool,
+    /// [`files::JOINED`] and the port it listens on ([`JOINED_PORT`]).
+    joined_script: &'static str,
+    joined_port: i32,
 }
 
 /// The save before the instance stops (`save.sh`, `spec.archive`).
@@ -557,6 +564,8 @@ pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error>
             broker,
             drain_grace: cluster.mc.drain_grace_seconds(),
             complete_workers: cluster.mc.spec.flux.complete_workers,
+            joined_script: files::JOINED,
+            joined_port: JOINED_PORT,
         };
         return render("follower.sh.j2", &ctx);
     }
@@ -647,7 +656,7 @@ fn broker_context(cluster: &Cluster<'_>, lead: bool) -> Result<BrokerScript, Err
         broker_opts: broker_options(cluster, lead),
         // The save and the drain on SIGTERM talk to the instance through the socket: an
         // archive keeps it even with `disableSocket`.
-        socket: !flux.disable_socket || cluster.archive.is_some(),
+        socket: super::socket_known(cluster),
         wrap: (!flux.wrap.trim().is_empty())
             .then(|| quote(&format!("--wrap={}", flux.wrap.trim())).into_owned()),
     })
@@ -823,7 +832,7 @@ pub fn shell_environment(cluster: &Cluster<'_>) -> String {
             quote(&flux.container.python_path)
         ));
     }
-    if !flux.disable_socket || cluster.archive.is_some() {
+    if super::socket_known(cluster) {
         out.push_str(&format!(
             "FLUX_URI=local://{SOCKET_PATH}\nfluxsocket=$FLUX_URI\nexport FLUX_URI fluxsocket\n"
         ));
@@ -902,6 +911,9 @@ pub fn script_files(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, E
     out.insert(files::LEAD.to_string(), broker_script(cluster, true)?);
     // Also with maxSize 1: it costs nothing and keeps the ConfigMap's shape fixed.
     out.insert(files::FOLLOWER.to_string(), broker_script(cluster, false)?);
+    if super::socket_known(cluster) {
+        out.insert(files::JOINED.to_string(), JOINED.to_string());
+    }
     if !mc.spec.flux.container.disable {
         out.insert(files::VIEW_INIT.to_string(), view_init_script(cluster)?);
     }

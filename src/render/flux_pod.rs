@@ -237,26 +237,34 @@ pub fn lead_readiness_probe(cluster: &Cluster<'_>) -> Probe {
 }
 
 /// Readiness of a follower broker (every pod of the `workers` job): its broker has joined the
-/// instance ([`flux::broker_joined_command`]), so the cluster's `Ready` means every broker is
-/// part of the instance. A follower waiting for its lead is not ready. Probed every second, as the lead
-/// is: the cluster-up time the operator reports is when it saw every broker ready, so the
-/// period is its resolution (at 5 s, found on the real node, a hello-world finished before
-/// its followers were ever seen ready). A broker that fails or leaves turns unready after
-/// `failureThreshold` x `periodSeconds` (15 s); a quick restart does not flap.
+/// instance. `follower.sh` runs `joined.py`, which listens on [`flux::JOINED_PORT`] while the
+/// broker is in state `run` (after its rc1, in the `broker.online` group the lead counts as
+/// up; not while it waits for its parent or leaves), and the kubelet connects there: the
+/// cluster's `Ready` means every broker is part of the instance. A TCP probe starts nothing in
+/// the container; the exec probe before it (`flux uptime` every second in every follower,
+/// about four requests to the lead each) held back the brokers' start on the 2-core node (at
+/// size 8, all brokers up 13 s after the containers started, against 5 s without it).
 ///
-/// `None` with `flux.disableSocket`: the broker then picks its own socket path under
-/// `$TMPDIR`, so there is nothing fixed to ask, and a probe that always succeeds would only
-/// claim something it does not know.
+/// Probed every second, as the lead is: the cluster-up time the operator reports is when it
+/// saw every broker ready, so the period is its resolution (at 5 s, found on the real node,
+/// a hello-world finished before its followers were ever seen ready). A broker that fails
+/// or leaves turns unready after `failureThreshold` x `periodSeconds` (15 s); a quick
+/// restart does not flap.
+///
+/// `None` when the socket's path is not known (`flux.disableSocket` without an archive): the
+/// broker then picks its own socket under `$TMPDIR`, so there is nothing fixed to ask, and a
+/// probe that always succeeds would only claim something it does not know.
 pub fn follower_readiness_probe(cluster: &Cluster<'_>) -> Option<Probe> {
-    if cluster.mc.spec.flux.disable_socket {
+    if !flux::socket_known(cluster) {
         return None;
     }
     Some(Probe {
-        exec: Some(ExecAction {
-            command: Some(flux::broker_joined_command(cluster)),
+        tcp_socket: Some(TCPSocketAction {
+            port: IntOrString::Int(flux::JOINED_PORT),
+            host: None,
         }),
         period_seconds: Some(1),
-        timeout_seconds: Some(2),
+        timeout_seconds: Some(1),
         success_threshold: Some(1),
         failure_threshold: Some(15),
         ..Default::default()

@@ -442,54 +442,27 @@ fn follower_readiness_probe() {
         mc.spec.flux.topology = "kary:2".into();
         let probe =
             flux_pod::follower_readiness_probe(&crate::fixtures::cluster(&mc)).expect("a probe");
-        // Joined: the local broker says it is in state run (rc1 done, in broker.online);
-        // the view's flux, which is not on the container's PATH.
+        // Joined: joined.py listens on its own port while the broker is in state run; not
+        // the TBON port, which a follower binds in a tree.
         assert_eq!(
-            probe.exec.as_ref().unwrap().command.as_deref().unwrap(),
-            [
-                "/bin/sh",
-                "-c",
-                "case \"$(FLUX_URI=local:///run/flux-operator/broker/local /mnt/flux/view/bin/flux uptime 2>/dev/null)\" in *' run '*) exit 0 ;; esac; exit 1"
-            ]
+            probe.tcp_socket.as_ref().unwrap().port,
+            IntOrString::Int(flux::JOINED_PORT)
         );
-        assert!(probe.tcp_socket.is_none() && probe.http_get.is_none());
+        assert_ne!(flux::JOINED_PORT, flux::BROKER_PORT);
         assert_eq!(
-            format!("{}/local", flux::BROKER_DIR),
-            flux::SOCKET_PATH,
-            "the probe asks through the socket the brokers create"
+            probe.tcp_socket.as_ref().unwrap().host,
+            None,
+            "the pod's own address"
         );
+        assert!(probe.exec.is_none() && probe.http_get.is_none());
         // Every second (the resolution of cluster-up), and a quick broker restart (under
         // 15 s) does not flap.
         assert_eq!(probe.period_seconds, Some(1));
-        assert_eq!(probe.timeout_seconds, Some(2));
+        assert_eq!(probe.timeout_seconds, Some(1));
         assert_eq!(probe.failure_threshold, Some(15));
         assert_eq!(probe.success_threshold, Some(1));
         assert_eq!(probe.initial_delay_seconds, None);
     }
-    // Another view mount (quoted), or no view: the image's flux from PATH.
-    let mut mc = with_command("mc", 3, "hostname");
-    mc.spec.flux.container.mount_path = "/opt/my flux/".into();
-    let command = flux_pod::follower_readiness_probe(&crate::fixtures::cluster(&mc))
-        .unwrap()
-        .exec
-        .unwrap()
-        .command
-        .unwrap();
-    assert!(
-        command[2].contains(" '/opt/my flux/view/bin/flux' uptime 2>/dev/null)"),
-        "{command:?}"
-    );
-    mc.spec.flux.container.disable = true;
-    let command = flux_pod::follower_readiness_probe(&crate::fixtures::cluster(&mc))
-        .unwrap()
-        .exec
-        .unwrap()
-        .command
-        .unwrap();
-    assert!(
-        command[2].contains("/local flux uptime 2>/dev/null)"),
-        "{command:?}"
-    );
     // No known socket: no probe rather than one that claims readiness it cannot see.
     let mut mc = with_command("mc", 3, "hostname");
     mc.spec.flux.disable_socket = true;
@@ -497,6 +470,9 @@ fn follower_readiness_probe() {
         flux_pod::follower_readiness_probe(&crate::fixtures::cluster(&mc)),
         None
     );
+    // An archive keeps the socket (the save and the drain use it), so the probe too.
+    crate::fixtures::archive_on_host(&mut mc, "/state/archive.tar.gz");
+    assert!(flux_pod::follower_readiness_probe(&crate::fixtures::cluster(&mc)).is_some());
     // noWaitSocket only concerns companions: the socket is still there.
     let mut mc = with_command("mc", 3, "hostname");
     mc.spec.flux.no_wait_socket = true;
