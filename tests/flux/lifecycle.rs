@@ -271,7 +271,7 @@ spec:
 }
 
 #[test]
-fn readiness_probes_fail_before_the_brokers_are_up_and_pass_after() {
+fn readiness_probes_pass_only_while_the_brokers_are_up_and_joined() {
     // The hooks hold each broker back, so the probes run before and after it starts.
     let yaml = "apiVersion: flux-framework.org/v1alpha2
 kind: MiniCluster
@@ -315,6 +315,27 @@ spec:
     // And the kubelet's own probe loop agrees.
     run.lead().wait_ready(&c, Duration::from_secs(10)).unwrap();
     follower.wait_ready(&c, Duration::from_secs(20)).unwrap();
+
+    // The follower's broker killed: its port closes (the broker left state run), and opens
+    // again once the entrypoint's restart has joined the instance again.
+    follower
+        .kill_in(&c, &["flux-broker"], "KILL")
+        .unwrap_or_else(|e| panic!("{e}\n{}", run.debug()));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while follower.probe_once(&follower_c, &follower_probe) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the follower's probe still passes with its broker killed\n{}",
+            run.debug()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !follower.probe_once(&follower_c, &follower_probe) {
+        assert!(std::time::Instant::now() < deadline, "{}", run.debug());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
     run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }

@@ -28,15 +28,25 @@ def connect(uri):
 
 
 def listen(port):
-    """A listening socket on every address of the pod (IPv6 and IPv4 where both exist)."""
-    if socket.has_dualstack_ipv6():
+    """A listening socket on every address of the pod: IPv6 and IPv4 where the pod has IPv6,
+    IPv4 alone otherwise. (No socket.create_server: the flux view may bring a Python older
+    than 3.8.)"""
+    for family, address in ((socket.AF_INET6, "::"), (socket.AF_INET, "0.0.0.0")):
+        server = None
         try:
-            return socket.create_server(
-                ("", port), family=socket.AF_INET6, dualstack_ipv6=True
-            )
+            server = socket.socket(family, socket.SOCK_STREAM)
+            # A restarted broker's helper binds again while the old port is in TIME_WAIT.
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                server.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            server.bind((address, port))
+            server.listen(16)
+            return server
         except OSError:
-            pass
-    return socket.create_server(("", port))
+            if server is not None:
+                server.close()
+            if family == socket.AF_INET:
+                raise
 
 
 def serve(server):
