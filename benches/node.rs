@@ -214,6 +214,29 @@ fn env_list(name: &str, default: &str) -> Result<Vec<u32>> {
         .collect()
 }
 
+/// The arms run as processes, one at a time: an operator installed in the cluster (the
+/// real-node tests leave the chart's installed) would reconcile every arm's MiniClusters too,
+/// the Go operator's included (same kind), and the figures would mean nothing.
+async fn no_operator_installed(client: &kube::Client) -> Result<()> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let deployments: kube::Api<Deployment> = kube::Api::all(client.clone());
+    let params = kube::api::ListParams::default().labels("app.kubernetes.io/name=flux-operator");
+    for d in deployments.list(&params).await? {
+        let replicas = d.spec.replicas.unwrap_or(1);
+        let (ns, name) = (
+            d.metadata.namespace.unwrap_or_default(),
+            d.metadata.name.unwrap_or_default(),
+        );
+        ensure!(
+            replicas == 0,
+            "the operator is installed in the cluster (Deployment {ns}/{name}, {replicas} replicas) \
+             and would reconcile the benchmark's MiniClusters: `helm uninstall -n {ns} flux-operator` \
+             or `kubectl -n {ns} scale deploy/{name} --replicas=0` first"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     if std::env::args().any(|a| a == "--list") {
@@ -221,8 +244,10 @@ async fn main() -> Result<()> {
     }
     let sizes = env_list("BENCH_NODE_SIZES", "1,2,4,8")?;
     let rounds = env_list("BENCH_NODE_ROUNDS", "3")?[0];
+    let client = client().await?;
+    no_operator_installed(&client).await?;
     let mut bench = Bench {
-        client: client().await?,
+        client,
         go_dir: built_go_operator()?,
         crd: None,
     };

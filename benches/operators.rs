@@ -902,7 +902,11 @@ impl Bench {
                 c
             }
             Arm::Go => {
-                let mut c = Command::new(
+                // It watches every namespace: killed with the bench (see benches/arms), so a
+                // killed bench leaves no manager behind to reconcile the next run's objects.
+                // setpriv execs it: the pid this bench measures is the manager's.
+                let mut c = Command::new("setpriv");
+                c.args(["--pdeathsig", "KILL", "--"]).arg(
                     self.go_dir
                         .as_ref()
                         .context("no Go operator")?

@@ -90,8 +90,14 @@ impl Bench {
             Arm::Go => {
                 let log = std::env::temp_dir().join(format!("go-operator-{ns}.log"));
                 let out = std::fs::File::create(&log)?;
-                let mut manager = Command::new(self.go_dir.join("bin/manager"));
+                // It watches every namespace: if this bench is killed (no Drop), a manager left
+                // behind would reconcile the next run's MiniClusters beside the operator under
+                // test (it happened: a second Job of every size). `setpriv --pdeathsig` makes
+                // the kernel kill it with the bench.
+                let mut manager = Command::new("setpriv");
                 manager
+                    .args(["--pdeathsig", "KILL", "--"])
+                    .arg(self.go_dir.join("bin/manager"))
                     .args(["--metrics-bind-address=0", "--health-probe-bind-address=0"])
                     .arg("-zap-devel=false");
                 let child = spawn_logged(&mut manager, out).context("starting the Go operator")?;
