@@ -241,9 +241,9 @@ pub fn lead_readiness_probe(cluster: &Cluster<'_>) -> Probe {
 /// broker is in state `run` (after its rc1, in the `broker.online` group the lead counts as
 /// up; not while it waits for its parent or leaves), and the kubelet connects there: the
 /// cluster's `Ready` means every broker is part of the instance. A TCP probe starts nothing in
-/// the container; the exec probe before it (`flux uptime` every second in every follower,
-/// about four requests to the lead each) held back the brokers' start on the 2-core node (at
-/// size 8, all brokers up 13 s after the containers started, against 5 s without it).
+/// the container; the exec probe before it ran a runc exec, a shell and `flux uptime` (about
+/// four requests to the lead) every second in every follower, for the cluster's whole life,
+/// beside the jobs it runs.
 ///
 /// Probed every second, as the lead is: the cluster-up time the operator reports is when it
 /// saw every broker ready, so the period is its resolution (at 5 s, found on the real node,

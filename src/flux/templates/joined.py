@@ -4,7 +4,7 @@
 # has joined the instance (rc1 done, in the broker.online group the lead counts as up) and
 # until it leaves. The kubelet's tcpSocket probe connects there: no process is started in
 # the container per probe (an exec probe costs a runc exec and a `flux` client every second
-# in every follower, which slowed the brokers' start on a loaded node).
+# in every follower, for the cluster's whole life, beside the jobs it runs).
 import socket
 import sys
 import threading
