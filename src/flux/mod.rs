@@ -174,16 +174,16 @@ pub const BROKER_PORT: i32 = 8050;
 /// The port a follower listens on while its broker has joined the instance (`joined.py`,
 /// started by `follower.sh`); the followers' readiness probe connects there.
 pub const JOINED_PORT: i32 = 8051;
-
-/// Whether the broker's socket is at [`SOCKET_PATH`]: unless `flux.disableSocket`, and
-/// always with `spec.archive` (the save and the drain talk to the instance through it).
-pub fn socket_known(cluster: &crate::model::Cluster<'_>) -> bool {
-    !cluster.mc.spec.flux.disable_socket || cluster.archive.is_some()
-}
 /// The Flux container's variable holding its CPU limit in whole CPUs, rounded up (the
 /// downward API's `limits.cpu` with divisor 1; the node's allocatable CPUs without a limit):
 /// each broker's R lists no more cores than this ([`pod::CPU_LIMIT_FIELD`]).
 pub const CPU_LIMIT_VARIABLE: &str = "FLUX_OPERATOR_CPU_LIMIT";
+
+/// Whether the broker's socket is at [`SOCKET_PATH`]: unless `flux.disableSocket`, and
+/// always with `spec.archive` (the save and the drain talk to the instance through it).
+pub fn socket_known(cluster: &Cluster<'_>) -> bool {
+    !cluster.mc.spec.flux.disable_socket || cluster.archive.is_some()
+}
 
 /// Which broker a pod runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
