@@ -40,7 +40,7 @@ CARGO_E2E := cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_T
 
 SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
-.PHONY: setup e2e-build up down vendor-crds test test-unit test-e2e test-e2e-harness bench-state bench-large-specs \
+.PHONY: setup e2e-build e2e-build-background e2e-tests-build up down vendor-crds test test-unit test-e2e test-e2e-harness bench-state bench-large-specs \
         test-e2e-running test-kueue-oldest test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
         bench bench-node bench-hpc bench-flux go-operator-build images operator-release test-node test-node-running \
         test-demo
@@ -51,6 +51,12 @@ setup:
 e2e-build:
 	e2e/build.sh
 
+# The same build, detached at idle CPU and I/O priority: `make test` starts it first, so it
+# runs on what the tiers before the e2e tier leave idle (downloads, waits); `make e2e-build`
+# waits for it. `e2e/build.sh --stop-background` stops it.
+e2e-build-background:
+	e2e/build.sh --background
+
 up: e2e-build images
 	E2E_REAL_NODE=1 e2e/up.sh
 
@@ -60,11 +66,15 @@ down:
 vendor-crds: e2e-build
 	e2e/vendor-crds.sh
 
-# The README's two commands: each installs and builds what a fresh machine lacks.
-demo: setup e2e-build images
+# The README's two commands: each installs and builds what a fresh machine lacks (the Go
+# components in the background while the images build).
+demo: setup e2e-build-background images e2e-build
 	e2e/demo.sh
 
-test: setup test-unit test-flux test-e2e test-kueue-oldest test-node test-demo test-outage test-side-by-side
+# What needs no Go component (the first tiers, the release build and the images, the e2e
+# tests' build) comes first.
+test: setup e2e-build-background test-unit test-flux images e2e-tests-build test-e2e test-kueue-oldest test-node test-demo \
+      test-outage test-side-by-side
 
 # The operator's release binary, which the operator image carries.
 operator-release:
@@ -149,15 +159,18 @@ crds:
 		> charts/flux-operator/templates/pod-security.yaml
 
 # Starts a fresh cluster, runs the e2e tests, and stops the cluster even when they fail.
-test-e2e: e2e-build
+# The e2e and real-node tests' build, which needs no cluster (before the Go components in
+# `make test`).
+e2e-tests-build:
 	cargo build --features e2e --tests
+
+test-e2e: e2e-tests-build e2e-build
 	e2e/run-tests.sh $(CARGO_E2E)
 
 # The Kueue tests (admission, quota, eviction, resize, topology placement) again on a
 # cluster of their own running the oldest Kueue the README claims (KUEUE_OLDEST_VERSION).
 KUEUE_TESTS ?= kueue queued placement
-test-kueue-oldest: e2e-build
-	cargo build --features e2e --tests
+test-kueue-oldest: e2e-tests-build e2e-build
 	source e2e/versions.env && E2E_KUEUE_VERSION=$$KUEUE_OLDEST_VERSION \
 	  E2E_STATE=$(cache)/cluster-kueue-oldest E2E_CLUSTER=flux-operator-kueue-oldest \
 	  e2e/run-tests.sh cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_THREADS) $(KUEUE_TESTS)

@@ -2,6 +2,13 @@
 # Build every component of the offline test control plane from its Go module, at the
 # versions pinned in versions.env, into a cache directory outside the clone.
 # A stamp of versions, flags and Go version makes a warm machine rebuild nothing.
+#
+#   e2e/build.sh                    build what is stale; if a build is already under way
+#                                   (--background), wait for it first
+#   e2e/build.sh --background       start the build detached, at idle CPU and I/O priority,
+#                                   and return: `make test` and CI start it first so the
+#                                   downloads and idle cores of the early tiers serve it
+#   e2e/build.sh --stop-background  stop a detached build (CI does on exit)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -25,35 +32,59 @@ stamp_of() { # name, then whatever defines the build
   printf '%s\n' "$@" "$(go env GOVERSION)" | sha256sum | cut -c1-16
 }
 
-# build_if_stale NAME KEY... -- COMMAND...: run COMMAND unless NAME's stamp matches KEY.
-build_if_stale() {
-  local name=$1; shift
+# split_key NAME KEY... -- COMPONENT: sets name, want (the stamp KEY makes) and component.
+split_key() {
+  name=$1; shift
   local key=()
   while [ "$1" != "--" ]; do key+=("$1"); shift; done
-  shift
-  local want; want=$(stamp_of "${key[@]}")
-  local stampf="$E2E_BIN/.stamp-$name"
-  if [ -f "$stampf" ] && [ "$(cat "$stampf")" = "$want" ]; then
+  want=$(stamp_of "${key[@]}") component=$2
+}
+
+fresh() { [ -f "$E2E_BIN/.stamp-$name" ] && [ "$(cat "$E2E_BIN/.stamp-$name")" = "$want" ]; }
+
+# build_if_stale NAME KEY... -- COMPONENT: run build_COMPONENT unless NAME's stamp matches KEY.
+build_if_stale() {
+  local name want component
+  split_key "$@"
+  if fresh; then
     log "build: $name is up to date"
     return 0
   fi
   local t0=$SECONDS
   log "build: $name ..."
-  "$@"
-  echo "$want" > "$stampf"
+  "build_$component"
+  echo "$want" > "$E2E_BIN/.stamp-$name"
   log "build: $name done in $((SECONDS - t0))s"
+}
+
+# fetch_if_stale NAME KEY... -- COMPONENT: download the modules build_COMPONENT will
+# need, in the background of this shell, unless NAME is fresh. A failure here is the
+# build's to report.
+fetch_if_stale() {
+  local name want component
+  split_key "$@"
+  fresh || { fetching=1 "build_$component" > /dev/null 2>&1 || true; } &
+}
+
+# go_build LDFLAGS OUT PKG...: build PKG into OUT; with $fetching set, only download the
+# modules that build needs (`go list -deps` loads every package's source, compiles nothing).
+go_build() {
+  local ldflags=$1 out=$2
+  shift 2
+  if [ -n "${fetching:-}" ]; then go list -e -deps "$@" > /dev/null
+  else go build -trimpath -ldflags "$ldflags" -o "$out" "$@"; fi
 }
 
 build_kube() {
   # One `go build` for all mains, so they share compiled packages.
-  (cd "$here/gomod" && go build -trimpath -ldflags "$kube_ldflags" -o "$E2E_BIN/" \
+  (cd "$here/gomod" && go_build "$kube_ldflags" "$E2E_BIN/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kubectl \
     k8s.io/kubernetes/cmd/kubelet \
     k8s.io/kubernetes/cmd/kube-proxy)
-  (cd "$here/gomod" && go build -trimpath -ldflags "$etcd_ldflags" -o "$E2E_BIN/etcd" go.etcd.io/etcd/server/v3)
+  (cd "$here/gomod" && go_build "$etcd_ldflags" "$E2E_BIN/etcd" go.etcd.io/etcd/server/v3)
 }
 
 # build_from_module MODULE VERSION LDFLAGS OUTDIR PKG...: build the module's own
@@ -66,7 +97,7 @@ build_from_module() {
   local module=$1 version=$2 ldflags=$3 out=$4 dir
   shift 4
   dir=$(go_module_dir "$module" "$version")
-  (cd "$dir" && GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "$ldflags" -o "$out" "$@")
+  (cd "$dir" && GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" go_build "$ldflags" "$out" "$@")
 }
 
 build_kwok() {
@@ -98,13 +129,53 @@ build_coredns() {
   build_from_module github.com/coredns/coredns "$COREDNS_VERSION" "$ld" "$E2E_BIN/coredns" .
 }
 
+# each_component STEP: STEP NAME KEY... -- COMPONENT for every component, the ones the
+# tests need first first (the oldest Kueue serves the last Kueue tier).
+each_component() {
+  "$1" kube "$KUBE_VERSION" "$ETCD_VERSION" "$kube_ldflags" "$(cat "$here/gomod/go.mod" "$here/gomod/go.sum")" -- kube
+  "$1" kwok "$KWOK_VERSION" "$KUBE_VERSION" module-build -- kwok
+  "$1" jobset "$JOBSET_VERSION" module-build -- jobset
+  "$1" kueue "$KUEUE_VERSION" module-build -- kueue
+  "$1" coredns "$COREDNS_VERSION" module-build -- coredns
+  "$1" helm "$HELM_VERSION" module-build -- helm
+  "$1" "kueue-$KUEUE_OLDEST_VERSION" "$KUEUE_OLDEST_VERSION" module-build -- kueue_oldest
+}
+
+build_kueue_oldest() { build_kueue "$KUEUE_OLDEST_VERSION" "kueue-$KUEUE_OLDEST_VERSION"; }
+
+lock=$E2E_BIN/.build.lock background_log=$E2E_CACHE/build-background.log
+pidfile=$E2E_BIN/.build-background.pid
+
+case "${1:-}" in
+  --background)
+    exec 9> "$lock"
+    if ! flock -n 9; then log "build: already under way"; exit 0; fi
+    # The detached build inherits descriptor 9, and with it the lock, until it ends.
+    log "build: started in the background at idle priority (log: $background_log)"
+    setsid chrt --idle 0 ionice -c 3 "$0" --locked > "$background_log" 2>&1 < /dev/null &
+    exit 0 ;;
+  --stop-background)
+    if pid_alive "$pidfile" && grep -qa build.sh "/proc/$(cat "$pidfile")/cmdline"; then
+      log "build: stopping the background build (pid $(cat "$pidfile"))"
+      kill -TERM -- "-$(cat "$pidfile")" 2> /dev/null || true
+    fi
+    rm -f "$pidfile"
+    exit 0 ;;
+  --locked) echo $$ > "$pidfile" ;; # the detached build, its session's leader; 9 holds the lock
+  "")
+    exec 9> "$lock"
+    if ! flock -n 9; then
+      log "build: waiting for the build under way (log: $background_log)"
+      flock 9
+      grep -h 'build: ' "$background_log" 2> /dev/null | sed 's/^/  background /' >&2 || true
+    fi ;;
+  *) die "usage: $0 [--background | --stop-background]" ;;
+esac
+
 t_all=$SECONDS
-build_if_stale kube "$KUBE_VERSION" "$ETCD_VERSION" "$kube_ldflags" "$(cat "$here/gomod/go.mod" "$here/gomod/go.sum")" -- build_kube
-build_if_stale kwok "$KWOK_VERSION" "$KUBE_VERSION" module-build -- build_kwok
-build_if_stale jobset "$JOBSET_VERSION" module-build -- build_jobset
-build_if_stale kueue "$KUEUE_VERSION" module-build -- build_kueue "$KUEUE_VERSION" kueue
-build_if_stale "kueue-$KUEUE_OLDEST_VERSION" "$KUEUE_OLDEST_VERSION" module-build -- \
-  build_kueue "$KUEUE_OLDEST_VERSION" "kueue-$KUEUE_OLDEST_VERSION"
-build_if_stale coredns "$COREDNS_VERSION" module-build -- build_coredns
-build_if_stale helm "$HELM_VERSION" module-build -- build_helm
+# Every stale component's modules first, all at once: downloads wait on the network, not
+# on the cores the builds share.
+each_component fetch_if_stale
+wait
+each_component build_if_stale
 log "build: all components ready in $((SECONDS - t_all))s ($E2E_BIN)"
