@@ -135,12 +135,13 @@ each_component() {
   "$1" kube "$KUBE_VERSION" "$ETCD_VERSION" "$kube_ldflags" "$(cat "$here/gomod/go.mod" "$here/gomod/go.sum")" -- kube
   "$1" kwok "$KWOK_VERSION" "$KUBE_VERSION" module-build -- kwok
   "$1" jobset "$JOBSET_VERSION" module-build -- jobset
-  "$1" kueue "$KUEUE_VERSION" module-build -- kueue
+  "$1" kueue "$KUEUE_VERSION" module-build -- kueue_newest
   "$1" coredns "$COREDNS_VERSION" module-build -- coredns
   "$1" helm "$HELM_VERSION" module-build -- helm
   "$1" "kueue-$KUEUE_OLDEST_VERSION" "$KUEUE_OLDEST_VERSION" module-build -- kueue_oldest
 }
 
+build_kueue_newest() { build_kueue "$KUEUE_VERSION" kueue; }
 build_kueue_oldest() { build_kueue "$KUEUE_OLDEST_VERSION" "kueue-$KUEUE_OLDEST_VERSION"; }
 
 lock=$E2E_BIN/.build.lock background_log=$E2E_CACHE/build-background.log
