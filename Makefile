@@ -36,7 +36,7 @@ E2E_KUBECONFIG := $(E2E_STATE)/kubeconfig
 
 # Two cores: the e2e tests share one cluster, each in its own namespace.
 E2E_TEST_THREADS ?= 2
-CARGO_E2E := cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_THREADS)
+CARGO_E2E := cargo test --test e2e -- --test-threads=$(E2E_TEST_THREADS)
 
 SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
@@ -51,9 +51,14 @@ setup:
 e2e-build:
 	e2e/build.sh
 
+# What each tier needs of them (`e2e/build.sh NAME...` waits for a background build of just
+# these): the KWOK control plane with JobSet, Kueue and Helm; the real node adds CoreDNS.
+GO_KWOK := kube kwok jobset kueue helm
+GO_NODE := $(GO_KWOK) coredns
+
 # The same build, detached at idle CPU and I/O priority: `make test` starts it first, so it
-# runs on what the tiers before the e2e tier leave idle (downloads, waits); `make e2e-build`
-# waits for it. `e2e/build.sh --stop-background` stops it.
+# runs on what the tiers leave idle (downloads, waits), and each tier waits only for the
+# components it needs. `e2e/build.sh --stop-background` stops it.
 e2e-build-background:
 	e2e/build.sh --background
 
@@ -68,13 +73,14 @@ vendor-crds: e2e-build
 
 # The README's two commands: each installs and builds what a fresh machine lacks (the Go
 # components in the background while the images build).
-demo: setup e2e-build-background images e2e-build
+demo: setup e2e-build-background images
+	e2e/build.sh $(GO_NODE)
 	e2e/demo.sh
 
 # What needs no Go component (the first tiers, the release build and the images, the e2e
 # tests' build) comes first.
-test: setup e2e-build-background test-unit test-flux images e2e-tests-build test-e2e test-kueue-oldest test-node test-demo \
-      test-outage test-side-by-side
+test: setup e2e-build-background test-unit test-flux images e2e-tests-build test-e2e test-node test-demo \
+      test-outage test-side-by-side test-kueue-oldest
 
 # The operator's release binary, which the operator image carries.
 operator-release:
@@ -86,13 +92,14 @@ images: flux-build operator-release
 
 # The real-node tier (tests/node): a fresh cluster whose real node runs the operator as
 # installed by Helm and real Flux in its pods. One test at a time: each runs real brokers.
-test-node: e2e-build images
-	cargo build --features e2e --test node
-	E2E_REAL_NODE=1 e2e/run-tests.sh cargo test --features e2e --test node -- --test-threads=1
+test-node: e2e-tests-build images
+	e2e/build.sh $(GO_NODE)
+	cargo build --test node
+	E2E_REAL_NODE=1 e2e/run-tests.sh cargo test --test node -- --test-threads=1
 
 # The real-node tests against a cluster that is already up (`make up`), for iterating.
 test-node-running:
-	KUBECONFIG=$(E2E_KUBECONFIG) cargo test --features e2e --test node -- --test-threads=1
+	KUBECONFIG=$(E2E_KUBECONFIG) cargo test --test node -- --test-threads=1
 
 # The README's first command, as a test: it must print real job output and end green.
 test-demo: demo
@@ -107,11 +114,11 @@ flux-build:
 FLUX_TEST_THREADS ?= 2
 test-flux: flux-build
 	e2e/netns-clean.sh
-	cargo test --features realflux --test flux -- --test-threads=$(FLUX_TEST_THREADS)
+	cargo test --test flux -- --test-threads=$(FLUX_TEST_THREADS)
 
 # Real-Flux startup figures (printed, not part of `make test`): 2-16 brokers, 5 runs each.
 bench-flux: flux-build
-	cargo bench --features realflux --bench flux_startup
+	cargo bench --bench flux_startup
 
 # What an interactive cluster's kept state (statedir, KVS checkpoints) costs real Flux
 # (e2e/bench-state.sh; root, Flux from e2e/build-flux.sh).
@@ -131,23 +138,23 @@ BENCH_STATE ?= $(cache)/cluster-bench
 BENCH_CLUSTER ?= flux-operator-bench
 BENCH_NODES ?= 12
 bench: e2e-build go-operator-build
-	cargo bench --features e2e --bench operators --no-run
+	cargo bench --bench operators --no-run
 	E2E_STATE=$(BENCH_STATE) E2E_CLUSTER=$(BENCH_CLUSTER) E2E_NODES=$(BENCH_NODES) \
-	  e2e/run-tests.sh cargo bench --features e2e --bench operators
+	  e2e/run-tests.sh cargo bench --bench operators
 
 # The real-node benchmark (benches/node.rs; not part of `make test`): this operator and the Go
 # operator on a fresh cluster with its real node, real Flux; BENCH_NODE_SIZES, BENCH_NODE_ROUNDS.
 bench-node: e2e-build images go-operator-build
-	cargo bench --features e2e --bench node --no-run
-	E2E_REAL_NODE=1 e2e/run-tests.sh cargo bench --features e2e --bench node
+	cargo bench --bench node --no-run
+	E2E_REAL_NODE=1 e2e/run-tests.sh cargo bench --bench node
 
 # The HPC benchmark (benches/hpc.rs; not part of `make test`): LAMMPS and an MPI ping-pong in a
 # MiniCluster of this operator, of the Go operator, and under mpirun on the host (its LAMMPS
 # and Open MPI installed here); BENCH_HPC_ROUNDS, BENCH_HPC_STEPS.
 bench-hpc: e2e-build images go-operator-build
 	e2e/setup-host.sh hpc
-	cargo bench --features e2e --bench hpc --no-run
-	E2E_REAL_NODE=1 e2e/run-tests.sh cargo bench --features e2e --bench hpc
+	cargo bench --bench hpc --no-run
+	E2E_REAL_NODE=1 e2e/run-tests.sh cargo bench --bench hpc
 
 go-operator-build:
 	e2e/build-go-operator.sh > /dev/null
@@ -162,18 +169,20 @@ crds:
 # The e2e and real-node tests' build, which needs no cluster (before the Go components in
 # `make test`).
 e2e-tests-build:
-	cargo build --features e2e --tests
+	cargo build --test e2e --test node
 
-test-e2e: e2e-tests-build e2e-build
+test-e2e: e2e-tests-build
+	e2e/build.sh $(GO_KWOK)
 	e2e/run-tests.sh $(CARGO_E2E)
 
 # The Kueue tests (admission, quota, eviction, resize, topology placement) again on a
 # cluster of their own running the oldest Kueue the README claims (KUEUE_OLDEST_VERSION).
 KUEUE_TESTS ?= kueue queued placement
-test-kueue-oldest: e2e-tests-build e2e-build
+test-kueue-oldest: e2e-tests-build
+	e2e/build.sh kube kwok jobset kueue-oldest
 	source e2e/versions.env && E2E_KUEUE_VERSION=$$KUEUE_OLDEST_VERSION \
 	  E2E_STATE=$(cache)/cluster-kueue-oldest E2E_CLUSTER=flux-operator-kueue-oldest \
-	  e2e/run-tests.sh cargo test --features e2e --test e2e -- --test-threads=$(E2E_TEST_THREADS) $(KUEUE_TESTS)
+	  e2e/run-tests.sh cargo test --test e2e -- --test-threads=$(E2E_TEST_THREADS) $(KUEUE_TESTS)
 
 # The e2e tests against a cluster that is already up (`make up`), for iterating.
 test-e2e-running:
@@ -181,12 +190,14 @@ test-e2e-running:
 
 # An API server outage (e2e/outage.sh): the first reconcile after it comes within seconds.
 # The cluster to itself: the outage would disturb the other e2e tests.
-test-outage: e2e-build
+test-outage:
+	e2e/build.sh $(GO_KWOK)
 	cargo build
 	e2e/run-tests.sh e2e/outage.sh
 
 # Two test clusters on one machine (e2e/side-by-side.sh), beside the default one.
-test-side-by-side: e2e-build
+test-side-by-side:
+	e2e/build.sh $(GO_KWOK)
 	e2e/run-tests.sh e2e/side-by-side.sh
 
 # The harness on its own: lint its scripts, bring a cluster up, check nodes and
@@ -198,7 +209,9 @@ lint-scripts:
 	shellcheck $(SCRIPTS)
 
 # The gate CI runs before the tests: formatting, every clippy warning (Cargo.toml's [lints]
-# included) on every target and feature, and the scripts.
+# included) on every target, and the scripts. --all-targets leaves out the tiers' targets
+# (test = false, bench = false), and naming them beside it does not add them: a second run.
 lint: lint-scripts
 	cargo fmt --check
-	cargo clippy --all-targets --all-features --locked -- -D warnings
+	cargo clippy --all-targets --locked -- -D warnings
+	cargo clippy --test '*' --bench '*' --locked -- -D warnings

@@ -4,7 +4,7 @@
 //! (the floor: `mpirun`, no Kubernetes). `BENCH_HPC_ROUNDS`
 //! (default 5) interleaved rounds, the arms' order rotating each round. Printed figures, not a
 //! timed test: `make bench-hpc` (a fresh cluster with its real node, torn down after), or
-//! `cargo bench --features e2e --bench hpc` against `make up`.
+//! `cargo bench --bench hpc` against `make up`.
 //!
 //! The program is LAMMPS from Debian (the same package in the MPI image and on this
 //! machine), `e2e/mpi/in.lj` (`BENCH_HPC_STEPS`, default 1500 steps: about 20 s on this machine), two MPI ranks with

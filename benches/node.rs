@@ -2,7 +2,7 @@
 //! node, the same images and the same MiniCluster file, sizes `BENCH_NODE_SIZES` (default
 //! 1,2,4,8), `BENCH_NODE_ROUNDS` (default 3) interleaved rounds (the arms' order alternates).
 //! Printed figures, not a timed test: `make bench-node` (a fresh cluster with its real node,
-//! torn down after), or `cargo bench --features e2e --bench node` against `make up`.
+//! torn down after), or `cargo bench --bench node` against `make up`.
 //!
 //! Both operators run as processes beside the cluster (this one limited to the run's
 //! namespace, the Go one built by `e2e/build-go-operator.sh` from `../shared/vendor`), one

@@ -3,11 +3,13 @@
 # versions pinned in versions.env, into a cache directory outside the clone.
 # A stamp of versions, flags and Go version makes a warm machine rebuild nothing.
 #
-#   e2e/build.sh                    build what is stale; if a build is already under way
-#                                   (--background), wait for it first
-#   e2e/build.sh --background       start the build detached, at idle CPU and I/O priority,
-#                                   and return: `make test` and CI start it first so the
-#                                   downloads and idle cores of the early tiers serve it
+#   e2e/build.sh [COMPONENT...]     build what is stale of COMPONENT (kube kwok jobset kueue
+#                                   helm coredns kueue-oldest; all without one); while a
+#                                   background build runs, wait until it has made these
+#   e2e/build.sh --background       start the whole build detached, at idle CPU and I/O
+#                                   priority, and return: `make test` and CI start it first,
+#                                   so it runs on what the tiers leave idle, and each tier
+#                                   waits only for the components it needs
 #   e2e/build.sh --stop-background  stop a detached build (CI does on exit)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,6 +48,7 @@ fresh() { [ -f "$E2E_BIN/.stamp-$name" ] && [ "$(cat "$E2E_BIN/.stamp-$name")" =
 build_if_stale() {
   local name want component
   split_key "$@"
+  wants || return 0
   if fresh; then
     log "build: $name is up to date"
     return 0
@@ -63,6 +66,7 @@ build_if_stale() {
 fetch_if_stale() {
   local name want component
   split_key "$@"
+  wants || return 0
   fresh || { fetching=1 "build_$component" > /dev/null 2>&1 || true; } &
 }
 
@@ -110,12 +114,14 @@ build_jobset() {
   build_from_module sigs.k8s.io/jobset "$JOBSET_VERSION" "$ld" "$E2E_BIN/jobset" .
 }
 
-# build_kueue VERSION OUT: the newest Kueue is bin/kueue, the oldest supported bin/kueue-<version>.
-build_kueue() {
+# kueue_build VERSION OUT: the newest Kueue is bin/kueue, the oldest supported bin/kueue-<version>.
+kueue_build() {
   local v=sigs.k8s.io/kueue/pkg/version
   local ld="-s -w -X $v.GitVersion=$1 -X $v.GitCommit=$1 -X $v.BuildDate=1970-01-01T00:00:00Z"
   build_from_module sigs.k8s.io/kueue "$1" "$ld" "$E2E_BIN/$2" ./cmd/kueue
 }
+build_kueue() { kueue_build "$KUEUE_VERSION" kueue; }
+build_kueue_oldest() { kueue_build "$KUEUE_OLDEST_VERSION" "kueue-$KUEUE_OLDEST_VERSION"; }
 
 build_helm() {
   local v=helm.sh/helm/v4/internal/version
@@ -129,20 +135,28 @@ build_coredns() {
   build_from_module github.com/coredns/coredns "$COREDNS_VERSION" "$ld" "$E2E_BIN/coredns" .
 }
 
-# each_component STEP: STEP NAME KEY... -- COMPONENT for every component, the ones the
-# tests need first first (the oldest Kueue serves the last Kueue tier).
+# each_component STEP: STEP NAME KEY... -- COMPONENT for every component wanted, in the order
+# the tiers of `make test` need them (the e2e tier, the real node, the oldest Kueue's tier).
 each_component() {
   "$1" kube "$KUBE_VERSION" "$ETCD_VERSION" "$kube_ldflags" "$(cat "$here/gomod/go.mod" "$here/gomod/go.sum")" -- kube
   "$1" kwok "$KWOK_VERSION" "$KUBE_VERSION" module-build -- kwok
   "$1" jobset "$JOBSET_VERSION" module-build -- jobset
-  "$1" kueue "$KUEUE_VERSION" module-build -- kueue_newest
-  "$1" coredns "$COREDNS_VERSION" module-build -- coredns
+  "$1" kueue "$KUEUE_VERSION" module-build -- kueue
   "$1" helm "$HELM_VERSION" module-build -- helm
+  "$1" coredns "$COREDNS_VERSION" module-build -- coredns
   "$1" "kueue-$KUEUE_OLDEST_VERSION" "$KUEUE_OLDEST_VERSION" module-build -- kueue_oldest
 }
 
-build_kueue_newest() { build_kueue "$KUEUE_VERSION" kueue; }
-build_kueue_oldest() { build_kueue "$KUEUE_OLDEST_VERSION" "kueue-$KUEUE_OLDEST_VERSION"; }
+# The components asked for, as " name name " (all when empty); kueue-oldest is kueue_oldest.
+wanted=" "
+wants() { [ "$wanted" = " " ] || [[ $wanted == *" $component "* ]]; }
+
+# count_stale NAME KEY... -- COMPONENT: add 1 to $stale if the component is wanted and stale.
+count_stale() {
+  local name want component
+  split_key "$@"
+  if wants && ! fresh; then stale=$((stale + 1)); fi
+}
 
 lock=$E2E_BIN/.build.lock background_log=$E2E_CACHE/build-background.log
 pidfile=$E2E_BIN/.build-background.pid
@@ -169,14 +183,29 @@ case "${1:-}" in
     # alone would still take half the cores from the tests. Nice 19 makes this group's
     # weight 15 against the others' 1024.
     echo 19 2> /dev/null > /proc/self/autogroup || true ;;
-  "")
+  --*) die "usage: $0 [COMPONENT... | --background | --stop-background]" ;;
+  *)
+    for c in "$@"; do
+      case $c in
+        kube | kwok | jobset | kueue | helm | coredns) wanted+="$c " ;;
+        kueue-oldest) wanted+="kueue_oldest " ;;
+        *) die "unknown component $c (kube kwok jobset kueue helm coredns kueue-oldest)" ;;
+      esac
+    done
     exec 9> "$lock"
     if ! flock -n 9; then
-      log "build: waiting for the build under way (log: $background_log)"
-      flock 9
+      log "build: waiting for the background build (log: $background_log) to make:${wanted/# /}"
+      while :; do
+        stale=0
+        each_component count_stale
+        [ "$stale" -gt 0 ] || break
+        # It ended without them: build them here (and show why they failed).
+        if flock -n 9; then break; fi
+        sleep 2
+      done
       grep -h 'build: ' "$background_log" 2> /dev/null | sed 's/^/  background /' >&2 || true
+      [ "$stale" -gt 0 ] || exit 0
     fi ;;
-  *) die "usage: $0 [--background | --stop-background]" ;;
 esac
 
 t_all=$SECONDS
@@ -185,4 +214,4 @@ t_all=$SECONDS
 each_component fetch_if_stale
 wait
 each_component build_if_stale
-log "build: all components ready in $((SECONDS - t_all))s ($E2E_BIN)"
+log "build: ready in $((SECONDS - t_all))s ($E2E_BIN)"
