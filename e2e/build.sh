@@ -194,7 +194,7 @@ case "${1:-}" in
     done
     exec 9> "$lock"
     if ! flock -n 9; then
-      log "build: waiting for the background build (log: $background_log) to make:${wanted/# /}"
+      log "build: waiting for the background build (log: $background_log) to make: $*"
       while :; do
         stale=0
         each_component count_stale
