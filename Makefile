@@ -94,7 +94,6 @@ images: flux-build operator-release
 # installed by Helm and real Flux in its pods. One test at a time: each runs real brokers.
 test-node: e2e-tests-build images
 	e2e/build.sh $(GO_NODE)
-	cargo build --test node
 	E2E_REAL_NODE=1 e2e/run-tests.sh cargo test --test node -- --test-threads=1
 
 # The real-node tests against a cluster that is already up (`make up`), for iterating.

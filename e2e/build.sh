@@ -44,7 +44,7 @@ split_key() {
 
 fresh() { [ -f "$E2E_BIN/.stamp-$name" ] && [ "$(cat "$E2E_BIN/.stamp-$name")" = "$want" ]; }
 
-# build_if_stale NAME KEY... -- COMPONENT: run build_COMPONENT unless NAME's stamp matches KEY.
+# build_if_stale NAME KEY... -- COMPONENT: run build_COMPONENT (- as _) unless NAME's stamp matches KEY.
 build_if_stale() {
   local name want component
   split_key "$@"
@@ -55,7 +55,7 @@ build_if_stale() {
   fi
   local t0=$SECONDS
   log "build: $name ..."
-  "build_$component"
+  "build_${component//-/_}"
   echo "$want" > "$E2E_BIN/.stamp-$name"
   log "build: $name done in $((SECONDS - t0))s"
 }
@@ -67,7 +67,7 @@ fetch_if_stale() {
   local name want component
   split_key "$@"
   wants || return 0
-  fresh || { fetching=1 "build_$component" > /dev/null 2>&1 || true; } &
+  fresh || { fetching=1 "build_${component//-/_}" > /dev/null 2>&1 || true; } &
 }
 
 # go_build LDFLAGS OUT PKG...: build PKG into OUT; with $fetching set, only download the
@@ -144,12 +144,18 @@ each_component() {
   "$1" kueue "$KUEUE_VERSION" module-build -- kueue
   "$1" helm "$HELM_VERSION" module-build -- helm
   "$1" coredns "$COREDNS_VERSION" module-build -- coredns
-  "$1" "kueue-$KUEUE_OLDEST_VERSION" "$KUEUE_OLDEST_VERSION" module-build -- kueue_oldest
+  "$1" "kueue-$KUEUE_OLDEST_VERSION" "$KUEUE_OLDEST_VERSION" module-build -- kueue-oldest
 }
 
-# The components asked for, as " name name " (all when empty); kueue-oldest is kueue_oldest.
+# The components asked for, as " name name " (all when empty).
 wanted=" "
 wants() { [ "$wanted" = " " ] || [[ $wanted == *" $component "* ]]; }
+
+# is_component NAME KEY... -- COMPONENT: known=1 if COMPONENT is $c; adds it to $names.
+is_component() {
+  names+=" ${*: -1}"
+  [ "${*: -1}" != "$c" ] || known=1
+}
 
 # count_stale NAME KEY... -- COMPONENT: add 1 to $stale if the component is wanted and stale.
 count_stale() {
@@ -186,11 +192,10 @@ case "${1:-}" in
   --*) die "usage: $0 [COMPONENT... | --background | --stop-background]" ;;
   *)
     for c in "$@"; do
-      case $c in
-        kube | kwok | jobset | kueue | helm | coredns) wanted+="$c " ;;
-        kueue-oldest) wanted+="kueue_oldest " ;;
-        *) die "unknown component $c (kube kwok jobset kueue helm coredns kueue-oldest)" ;;
-      esac
+      known='' names=''
+      each_component is_component
+      [ -n "$known" ] || die "unknown component $c (one of:$names)"
+      wanted+="$c "
     done
     exec 9> "$lock"
     if ! flock -n 9; then
