@@ -42,7 +42,7 @@ SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build e2e-build-background e2e-tests-build up down vendor-crds test test-unit test-e2e test-e2e-harness bench-state bench-large-specs \
         test-e2e-running test-kueue-oldest test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
-        bench bench-node bench-hpc bench-flux go-operator-build images operator-release test-node test-node-running \
+        bench bench-node bench-hpc bench-flux go-operator-build images operator-build test-node test-node-running \
         test-demo
 
 setup:
@@ -77,17 +77,24 @@ demo: setup e2e-build-background images
 	e2e/build.sh $(GO_NODE)
 	e2e/demo.sh
 
-# What needs no Go component (the first tiers, the release build and the images, the e2e
-# tests' build) comes first.
+# What needs no Go component (the first tiers, the images, the e2e tests' build) comes first.
 test: setup e2e-build-background test-unit test-flux images e2e-tests-build test-e2e test-node test-demo \
       test-outage test-side-by-side test-kueue-oldest
 
-# The operator's release binary, which the operator image carries.
-operator-release:
-	cargo build --release --locked --bin flux-operator
+# The operator binary the operator image carries: the release build, but the debug build
+# (debug assertions on) under `make test`, whose unit and e2e tiers build it anyway; a cold
+# machine's release build takes 10 minutes of the CI budget and would test no other code.
+# `make demo`, `make up` and the benchmarks carry the release build.
+OPERATOR_PROFILE ?= release
+test: OPERATOR_PROFILE = dev
+operator_dir = $(if $(filter dev test,$(OPERATOR_PROFILE)),debug,$(OPERATOR_PROFILE))
+export OPERATOR_BIN = $(CARGO_TARGET_DIR)/$(operator_dir)/flux-operator
+
+operator-build:
+	cargo build --profile $(OPERATOR_PROFILE) --locked --bin flux-operator
 
 # The real node's images (e2e/images.sh): no registry, one OCI archive imported by node.sh.
-images: flux-build operator-release
+images: flux-build operator-build
 	e2e/images.sh
 
 # The real-node tier (tests/node): a fresh cluster whose real node runs the operator as
@@ -126,7 +133,7 @@ bench-state: flux-build
 
 # The operator's memory with many MiniClusters at the spec's bounds (e2e/bench-large-specs.py;
 # its own cluster, KWOK nodes only, torn down after).
-bench-large-specs: e2e-build operator-release
+bench-large-specs: e2e-build operator-build
 	e2e/run-tests.sh e2e/bench-large-specs.py
 
 # The side-by-side benchmark (benches/operators.rs; not part of `make test`): its own fresh

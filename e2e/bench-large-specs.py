@@ -15,7 +15,7 @@ and the min/median/max per step, against the chart's memory limit (256 MiB).
 With BENCH_SPEC=whole each spec also fills its environment until its JobSet is near the
 bound on the spec as a whole (1 MiB, src/render/mod.rs): the largest MiniCluster the
 operator renders.
-Needs KUBECONFIG of the test cluster and the release build (make operator-release).
+Needs KUBECONFIG of the test cluster and the release build (make operator-build).
 """
 
 import json

@@ -20,13 +20,14 @@
 #               /opt/lammps/examples (LAMMPS' examples where the Go operator's LAMMPS image
 #               keeps them). Tagged MPI_IMAGES: this repository's name and the image the Go
 #               operator's LAMMPS test names.
-#   flux-operator:dev    = base + the operator's release binary (the Helm chart's default
+#   flux-operator:dev    = base + the operator binary, OPERATOR_BIN (the Helm chart's default
 #               image), user 65532, as the Dockerfile builds it.
 #   the pause image      a static binary that waits for a signal (containerd's sandbox_image).
 #
 # Keyed on stamps: the root filesystem on its package list, the archive on everything in it,
 # so a warm machine rebuilds nothing. Needs root (mmdebstrap), e2e/build-flux.sh's tree and
-# the operator's release build (OPERATOR_BIN).
+# the operator binary (OPERATOR_BIN; the Makefile sets it: the release build, or the debug
+# build under make test).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -40,7 +41,7 @@ operator_bin=${OPERATOR_BIN:-${CARGO_TARGET_DIR:-$E2E_CACHE/target}/release/flux
 mkdir -p "$out"
 
 [ -f "$flux_root/.stamp" ] || die "Flux is not built: run e2e/build-flux.sh (make flux-build)"
-[ -x "$operator_bin" ] || die "$operator_bin is missing: cargo build --release --bin flux-operator"
+[ -x "$operator_bin" ] || die "$operator_bin is missing: make operator-build"
 command -v mmdebstrap > /dev/null || die "mmdebstrap is missing: run e2e/setup-host.sh"
 
 # The Debian packages that hold the shared libraries of every ELF file of the Flux tree
