@@ -148,8 +148,8 @@ async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
 
 /// A server-side dry run of the MiniCluster's apply, before the clock starts. The arm before
 /// this one replaced the CRD (both operators' CRDs are the same kind): the first apply after
-/// that paid up to 2 s more in 6 of 20 runs, in either arm (kubectl's discovery and schema
-/// caches, the API server's handler of the new CRD), which a user, whose CRD was installed
+/// that took 2 s more in 6 of 20 runs, 3 in each arm (in kubectl's caches or in the API
+/// server's handler of the new CRD: not taken apart), which a user, whose CRD was installed
 /// long before, does not pay. The dry run pays it here; the apply's own time is the step
 /// `applied`.
 fn warm_up(ns: &str, yaml: &str) -> Result<()> {
