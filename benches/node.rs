@@ -40,7 +40,7 @@ mod timeline;
 use arms::{
     Arm, Bench, LIMIT, delete_and_time, load, now, push_go_certificate, running_lead, stats,
 };
-use cluster::{apply_yaml, kubectl_in, on_real_node};
+use cluster::{apply, kubectl_in, on_real_node};
 use common::{TestNamespace, built_go_operator, client, wait_for};
 use timeline::{PodSteps, Seen, Timeline};
 
@@ -88,13 +88,14 @@ async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
     let ns = TestNamespace::create(&format!("bench-{}", size)).await?;
     on_real_node(&ns.name)?;
     let _operator = bench.start(arm, &ns.name).await?;
-    let yaml = minicluster(v, size)?;
-    warm_up(&ns.name, &yaml)?;
+    let file = tempfile::NamedTempFile::new()?;
+    std::fs::write(file.path(), minicluster(v, size)?)?;
+    warm_up(&ns.name, file.path())?;
     let (socket, prefix) = arm.socket_and_lead(MC);
     let timeline = Timeline::start(&bench.client, &ns.name).await;
 
     let t0 = now();
-    apply_yaml(&ns.name, &yaml)?;
+    apply(&ns.name, file.path())?;
     let applied = now();
     let lead = running_lead(&ns.name, &prefix, MC).await?;
     let script = format!(
@@ -166,10 +167,8 @@ fn drop_caches() -> Result<()> {
 /// server's handler of the new CRD: not taken apart), which a user, whose CRD was installed
 /// long before, does not pay. The dry run pays it here; the apply's own time is the step
 /// `applied`.
-fn warm_up(ns: &str, yaml: &str) -> Result<()> {
-    let file = tempfile::NamedTempFile::new()?;
-    std::fs::write(file.path(), yaml)?;
-    let path = file.path().to_string_lossy();
+fn warm_up(ns: &str, file: &std::path::Path) -> Result<()> {
+    let path = file.to_string_lossy();
     kubectl_in(ns, &["apply", "--dry-run=server", "-f", &path]).map(drop)
 }
 
