@@ -174,6 +174,12 @@ pub const BROKER_PORT: i32 = 8050;
 /// The port a follower listens on while its broker has joined the instance (`joined.py`,
 /// started by `follower.sh`); the followers' readiness probe connects there.
 pub const JOINED_PORT: i32 = 8051;
+/// The lead pod's port of the instance's queue metrics (Prometheus' text format on
+/// `/metrics`: `queue-metrics.py`, see docs/metrics.md), named [`QUEUE_METRICS_PORT_NAME`].
+pub const QUEUE_METRICS_PORT: i32 = 8052;
+/// The name of [`QUEUE_METRICS_PORT`] on the lead's Flux container, which a PodMonitor or a
+/// Prometheus pod scrape selects.
+pub const QUEUE_METRICS_PORT_NAME: &str = "flux-metrics";
 /// The Flux container's variable holding its CPU limit in whole CPUs, rounded up (the
 /// downward API's `limits.cpu` with divisor 1; the node's allocatable CPUs without a limit):
 /// each broker's R lists no more cores than this ([`pod::CPU_LIMIT_FIELD`]).

@@ -17,7 +17,7 @@ use super::command::{check_no_nul, command_argv, quote, quote_all, split_words};
 use super::config::{quorum, resource_hosts};
 use super::{
     ARCHIVE_INIT, BROKER_DIR, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, JOINED_PORT,
-    KEY_MOUNT, RESOURCE_PATH, RUN_MOUNT, SAVE_CANCEL_NOTE, SOCKET_PATH,
+    KEY_MOUNT, QUEUE_METRICS_PORT, RESOURCE_PATH, RUN_MOUNT, SAVE_CANCEL_NOTE, SOCKET_PATH,
 };
 use crate::api::{MiniCluster, MiniClusterContainer, RunningJobs, is_dns_label};
 use crate::model::Cluster;
@@ -47,6 +47,9 @@ pub mod files {
     /// What a follower's readiness probe connects to (`flux python`, a file of its own so
     /// that it is Python, not Python inside a shell string).
     pub const JOINED: &str = "joined.py";
+    /// The lead's queue metrics exporter (`flux python`, started by an rc1 task that
+    /// `lead.sh` writes; see [`super::super::QUEUE_METRICS_PORT`]).
+    pub const QUEUE_METRICS: &str = "queue-metrics.py";
     /// The flux view init container's script.
     pub const VIEW_INIT: &str = "view-init.sh";
     /// The archive report init container's script (`spec.archive`).
@@ -101,6 +104,8 @@ const BROKER: &str = include_str!("templates/broker.sh.j2");
 const LEAD: &str = include_str!("templates/lead.sh.j2");
 const FOLLOWER: &str = include_str!("templates/follower.sh.j2");
 const JOINED: &str = include_str!("templates/joined.py");
+const QUEUE_METRICS: &str = include_str!("templates/queue-metrics.py");
+const QUEUE_METRICS_TASK: &str = include_str!("templates/queue-metrics-task.py.j2");
 const COMPANION: &str = include_str!("templates/companion.sh.j2");
 const VIEW_INIT: &str = include_str!("templates/view-init.sh.j2");
 const ARCHIVE_CHECK: &str = include_str!("templates/archive-check.sh.j2");
@@ -385,6 +390,9 @@ struct LeadScript {
     /// Where the lead broker keeps the instance's state across a restart of its container
     /// (`statedir`; an interactive cluster only, see [`crate::model::containers::keeps_state`]).
     state_dir: Option<&'static str>,
+    /// [`files::QUEUE_METRICS`] and the port it serves on ([`QUEUE_METRICS_PORT`]).
+    queue_metrics_script: &'static str,
+    queue_metrics_port: i32,
 }
 
 /// What only the followers' entrypoint (`follower.sh`) is made from, beside [`BrokerScript`].
@@ -499,6 +507,7 @@ fn parse_templates() -> Environment<'static> {
         ("save-on-cleanup.py.j2", SAVE_ON_CLEANUP),
         ("hold-queues.py.j2", HOLD_QUEUES),
         ("release-queues.py.j2", RELEASE_QUEUES),
+        ("queue-metrics-task.py.j2", QUEUE_METRICS_TASK),
     ] {
         env.add_template(name, source)
             .expect("the built-in templates parse");
@@ -583,6 +592,8 @@ pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error>
         save_script: files::SAVE,
         state_dir: crate::model::containers::keeps_state(cluster.mc)
             .then_some(crate::model::mounts::STATE_MOUNT),
+        queue_metrics_script: files::QUEUE_METRICS,
+        queue_metrics_port: QUEUE_METRICS_PORT,
     };
     render("lead.sh.j2", &ctx)
 }
@@ -914,6 +925,7 @@ pub fn script_files(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, E
     if super::socket_known(cluster) {
         out.insert(files::JOINED.to_string(), JOINED.to_string());
     }
+    out.insert(files::QUEUE_METRICS.to_string(), QUEUE_METRICS.to_string());
     if !mc.spec.flux.container.disable {
         out.insert(files::VIEW_INIT.to_string(), view_init_script(cluster)?);
     }

@@ -4,9 +4,9 @@
 //! certificate's mode) is the flux module's.
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    ExecAction, KeyToPath, Probe, ResourceFieldSelector, SeccompProfile, SecretVolumeSource,
-    SecurityContext, TCPSocketAction, Volume,
+    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
+    EnvVarSource, ExecAction, KeyToPath, Probe, ResourceFieldSelector, SeccompProfile,
+    SecretVolumeSource, SecurityContext, TCPSocketAction, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -269,4 +269,15 @@ pub fn follower_readiness_probe(cluster: &Cluster<'_>) -> Option<Probe> {
         failure_threshold: Some(15),
         ..Default::default()
     })
+}
+
+/// The lead's port of the queue metrics (`queue-metrics.py`), declared and named so that a
+/// PodMonitor or a Prometheus pod scrape finds it.
+pub(super) fn queue_metrics_port() -> ContainerPort {
+    ContainerPort {
+        name: Some(flux::QUEUE_METRICS_PORT_NAME.to_string()),
+        container_port: flux::QUEUE_METRICS_PORT,
+        protocol: Some("TCP".to_string()),
+        ..ContainerPort::default()
+    }
 }

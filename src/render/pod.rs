@@ -209,6 +209,12 @@ fn flux_container(cluster: &Cluster<'_>, role: Role) -> Container {
         Role::Lead => Some(flux_pod::lead_readiness_probe(cluster)),
         Role::Follower => flux_pod::follower_readiness_probe(cluster),
     };
+    if role == Role::Lead {
+        // One entry per port: the spec's own 8052, if listed, gets the name.
+        let ports = container.ports.get_or_insert_default();
+        ports.retain(|p| p.container_port != flux::QUEUE_METRICS_PORT);
+        ports.push(flux_pod::queue_metrics_port());
+    }
     container
 }
 

@@ -15,4 +15,7 @@ mod emulator;
 mod examples;
 mod features;
 mod lifecycle;
+#[path = "../common/metrics.rs"]
+mod metrics;
+mod queue_metrics;
 mod state;
