@@ -175,7 +175,7 @@ pub const BROKER_PORT: i32 = 8050;
 /// started by `follower.sh`); the followers' readiness probe connects there.
 pub const JOINED_PORT: i32 = 8051;
 /// The lead pod's port of the instance's queue metrics (Prometheus' text format on
-/// `/metrics`: `queue-metrics.py`, see docs/metrics.md), named [`QUEUE_METRICS_PORT_NAME`].
+/// `/metrics`: `queue-metrics.py`, see docs/autoscaling.md), named [`QUEUE_METRICS_PORT_NAME`].
 pub const QUEUE_METRICS_PORT: i32 = 8052;
 /// The name of [`QUEUE_METRICS_PORT`] on the lead's Flux container, which a PodMonitor or a
 /// Prometheus pod scrape selects.

@@ -6,7 +6,7 @@
 //! afterwards; in `wait.rs`, bounded wait helpers; in `objects.rs`, typed handles for the
 //! JobSet, Kueue and MiniCluster APIs (as `DynamicObject`s, so the tests do not depend on
 //! the crate's own types), conditions, pods' readiness, YAML streams and CRDs; in `http.rs`,
-//! plain HTTP on loopback; in `metrics.rs`, Prometheus' text format; in `process.rs`, this operator's binary run for one namespace
+//! plain HTTP on loopback; in `metrics.rs`, Prometheus' text format; in `prometheus.rs`, Debian's Prometheus run for a test; in `process.rs`, this operator's binary run for one namespace
 //! and other processes with a log;
 //! in `go.rs`, the Go operator's archive and build. All of it is used as `common::name`.
 //!
@@ -41,6 +41,7 @@ mod http;
 mod metrics;
 mod objects;
 mod process;
+mod prometheus;
 mod wait;
 
 // One namespace for every helper, `common::name`. Each includer uses some of them (the
@@ -56,6 +57,7 @@ pub use self::{
         pod_phase, pod_ready, replace_crd, yaml_documents,
     },
     process::{Operator, print_log_tail, spawn_logged},
+    prometheus::Prometheus,
     wait::{POLL_INTERVAL, wait_for, wait_for_every, wait_for_list, wait_for_object, wait_gone},
 };
 

@@ -1,6 +1,6 @@
 //! The Helm chart (`charts/flux-operator`), with the Helm binary `e2e/build.sh` builds from
 //! its Go module: it lints, it renders exactly the objects `manifests/` installs (so the two
-//! cannot drift apart), its optional ServiceMonitor and PrometheusRule match
+//! cannot drift apart), its optional ServiceMonitor, PodMonitor and PrometheusRule match
 //! `manifests/prometheus/`, and what it renders applies to a real API server.
 
 use std::collections::BTreeMap;
@@ -152,6 +152,7 @@ fn helm_lint_passes_with_defaults_and_every_option() -> Result<()> {
         &[
             "watchNamespace=science",
             "metrics.serviceMonitor.enabled=true",
+            "metrics.podMonitor.enabled=true",
             "metrics.prometheusRule.enabled=true",
             "logFormat=text",
             "clusterDomain=example.org",
@@ -205,6 +206,7 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_manifests() -> Result<()
         "flux-operator-system",
         &[
             "metrics.serviceMonitor.enabled=true",
+            "metrics.podMonitor.enabled=true",
             "metrics.prometheusRule.enabled=true",
         ],
     )?)?);

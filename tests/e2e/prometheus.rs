@@ -7,7 +7,7 @@
 //! after a MiniCluster became Ready.
 
 use std::io::Write;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
@@ -16,11 +16,11 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::ResourceExt;
 use kube::api::{Api, ApiResource, PostParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use flux_operator::api::{MiniCluster, Phase};
 
-use crate::common::{TestNamespace, free_port, http_get, spawn_logged, wait_for, yaml_documents};
+use crate::common::{Prometheus, TestNamespace, http_get, wait_for, yaml_documents};
 use crate::installed::Installed;
 use crate::operator::{hello, install_crd, wait_phase};
 
@@ -195,78 +195,25 @@ fn assert_no_refusals(operator: &Installed) -> Result<()> {
     Ok(())
 }
 
-struct Prometheus {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Prometheus {
-    /// Prometheus scraping `https://127.0.0.1:<target_port>/metrics` with `token`, as
-    /// manifests/prometheus/prometheus.yml does in a cluster.
-    fn start(target_port: u16, token: &str) -> Result<Self> {
-        let dir = tempfile::tempdir()?;
-        let port = free_port()?;
+/// Prometheus scraping `https://127.0.0.1:<target_port>/metrics` with `token`, as
+/// manifests/prometheus/prometheus.yml does in a cluster.
+fn scraping_the_operator(target_port: u16, token: &str) -> Result<Prometheus> {
+    Prometheus::start(|dir| {
         let rules = format!(
             "{}/manifests/prometheus/rules.yml",
             env!("CARGO_MANIFEST_DIR")
         );
-        let token_file = dir.path().join("token");
+        let token_file = dir.join("token");
         std::fs::write(&token_file, token)?;
-        let config = format!(
+        Ok(format!(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {rules}\n\
              scrape_configs:\n  - job_name: flux-operator\n    scheme: https\n\
              \x20   authorization:\n      credentials_file: {}\n\
              \x20   tls_config:\n      insecure_skip_verify: true\n\
              \x20   static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n",
             token_file.display()
-        );
-        let config_path = dir.path().join("prometheus.yml");
-        std::fs::write(&config_path, config)?;
-        let log = std::fs::File::create(dir.path().join("prometheus.log"))?;
-        let mut command = Command::new("prometheus");
-        command
-            .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"));
-        let child = spawn_logged(&mut command, log)
-            .context("starting prometheus (Debian package `prometheus`)")?;
-        Ok(Self {
-            child,
-            port,
-            _dir: dir,
-        })
-    }
-
-    /// The value of an instant query's single sample, if there is one.
-    async fn query(&self, promql: &str) -> Result<Option<f64>> {
-        let encoded: String = promql
-            .bytes()
-            .map(|b| match b {
-                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'.' | b'-' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect();
-        let body = http_get(self.port, &format!("/api/v1/query?query={encoded}")).await?;
-        let json: Value = serde_json::from_str(&body)?;
-        let result = &json["data"]["result"];
-        Ok(result
-            .get(0)
-            .and_then(|sample| sample["value"][1].as_str())
-            .and_then(|v| v.parse().ok()))
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+        ))
+    })
 }
 
 #[tokio::test]
@@ -274,7 +221,7 @@ async fn prometheus_scrapes_the_cluster_up_histogram_over_https_with_a_token() -
     let mut ns = TestNamespace::create("prometheus").await?;
     let operator = installed_https(&mut ns).await?;
     let token = scraper_token(&mut ns, "prometheus", true).await?;
-    let prometheus = Prometheus::start(operator.metrics_port, &token)?;
+    let prometheus = scraping_the_operator(operator.metrics_port, &token)?;
 
     let mcs: Api<MiniCluster> = ns.api();
     let mc = hello(&ns.name, 3)?;

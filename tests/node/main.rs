@@ -26,6 +26,7 @@ mod mpi;
 mod network;
 mod nonroot;
 mod plugin;
+mod queue_metrics;
 mod resources;
 mod restart;
 mod services;
