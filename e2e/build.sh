@@ -4,7 +4,7 @@
 # A stamp of versions, flags and Go version makes a warm machine rebuild nothing.
 #
 #   e2e/build.sh [COMPONENT...]     build what is stale of COMPONENT (kube kwok jobset kueue
-#                                   helm coredns kueue-oldest; all without one); while a
+#                                   helm coredns adapter kueue-oldest; all without one); while a
 #                                   background build runs, wait until it has made these
 #   e2e/build.sh --background       start the whole build detached, at idle CPU and I/O
 #                                   priority, and return: `make test` and CI start it first,
@@ -135,6 +135,13 @@ build_coredns() {
   build_from_module github.com/coredns/coredns "$COREDNS_VERSION" "$ld" "$E2E_BIN/coredns" .
 }
 
+# prometheus-adapter serves Prometheus' series as the custom and resource metrics APIs the
+# HPA reads (the real node's autoscaling tests).
+build_adapter() {
+  build_from_module sigs.k8s.io/prometheus-adapter "$PROMETHEUS_ADAPTER_VERSION" "-s -w" \
+    "$E2E_BIN/prometheus-adapter" ./cmd/adapter
+}
+
 # each_component STEP: STEP NAME KEY... -- COMPONENT for every component wanted, in the order
 # the tiers of `make test` need them (the e2e tier, the real node, the oldest Kueue's tier).
 each_component() {
@@ -144,6 +151,7 @@ each_component() {
   "$1" kueue "$KUEUE_VERSION" module-build -- kueue
   "$1" helm "$HELM_VERSION" module-build -- helm
   "$1" coredns "$COREDNS_VERSION" module-build -- coredns
+  "$1" adapter "$PROMETHEUS_ADAPTER_VERSION" module-build -- adapter
   "$1" "kueue-$KUEUE_OLDEST_VERSION" "$KUEUE_OLDEST_VERSION" module-build -- kueue-oldest
 }
 

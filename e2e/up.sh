@@ -125,6 +125,11 @@ componentsPatches:
     value: InternalIP,Hostname
   - key: enable-admission-plugins
     value: PodNodeSelector,PodTolerationRestriction
+  # Aggregated APIs (prometheus-adapter's custom metrics, in the autoscaling tests) are
+  # reached at their Service's endpoints, not its cluster IP: the adapter runs on this
+  # host, and the API server's own traffic does not pass kube-proxy's rules.
+  - key: enable-aggregator-routing
+    value: "true"
   # The real node's kubelet takes no anonymous requests: the API server shows it the
   # cluster's admin certificate (signed by the cluster's CA, which the kubelet trusts).
   - key: kubelet-client-certificate

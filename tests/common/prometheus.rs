@@ -37,6 +37,11 @@ impl Prometheus {
         Ok(Self { child, port, dir })
     }
 
+    /// The port of its HTTP API on loopback.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The value of an instant query's single sample, if there is one.
     pub async fn query(&self, promql: &str) -> Result<Option<f64>> {
         let json = self

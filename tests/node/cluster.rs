@@ -39,7 +39,7 @@ pub fn state_dir() -> PathBuf {
         .unwrap_or_else(|| cache_dir().join("cluster"))
 }
 
-fn bin(name: &str) -> PathBuf {
+pub fn bin(name: &str) -> PathBuf {
     std::env::var_os("E2E_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| cache_dir().join("bin"))

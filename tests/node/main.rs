@@ -16,6 +16,7 @@ mod common;
 mod cluster;
 
 mod archive;
+mod autoscaling;
 mod elastic;
 mod failure;
 mod go_examples;

@@ -32,7 +32,7 @@ spec:
 /// The shipped `flux-miniclusters` scrape job, every second, over what Kubernetes discovery
 /// finds in `ns`. Debian builds its Prometheus without Kubernetes discovery, so the test
 /// gives the job the targets that discovery would: [`discovered`].
-fn scrape_config(ns: &str) -> Result<String> {
+pub fn scrape_config(ns: &str) -> Result<String> {
     let path = format!(
         "{}/manifests/prometheus/prometheus.yml",
         env!("CARGO_MANIFEST_DIR")
