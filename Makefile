@@ -52,9 +52,11 @@ e2e-build:
 	e2e/build.sh
 
 # What each tier needs of them (`e2e/build.sh NAME...` waits for a background build of just
-# these): the KWOK control plane with JobSet, Kueue and Helm; the real node adds CoreDNS.
+# these): the KWOK control plane with JobSet, Kueue and Helm; the real node adds CoreDNS,
+# and its tests prometheus-adapter (the autoscaling test).
 GO_KWOK := kube kwok jobset kueue helm
 GO_NODE := $(GO_KWOK) coredns
+GO_NODE_TESTS := $(GO_NODE) adapter
 
 # The same build, detached at idle CPU and I/O priority: `make test` starts it first, so it
 # runs on what the tiers leave idle (downloads, waits), and each tier waits only for the
@@ -100,7 +102,7 @@ images: flux-build operator-build
 # The real-node tier (tests/node): a fresh cluster whose real node runs the operator as
 # installed by Helm and real Flux in its pods. One test at a time: each runs real brokers.
 test-node: e2e-tests-build images
-	e2e/build.sh $(GO_NODE)
+	e2e/build.sh $(GO_NODE_TESTS)
 	E2E_REAL_NODE=1 e2e/run-tests.sh cargo test --test node -- --test-threads=1
 
 # The real-node tests against a cluster that is already up (`make up`), for iterating.

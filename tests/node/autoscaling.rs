@@ -12,31 +12,43 @@ use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 
 use crate::cluster::{
-    Lead, apply_yaml, bin, get_json, kubectl, kubectl_in, namespace, node_name, root, wait_phase,
+    Lead, apply_yaml, bin, get_json, kubectl, kubectl_in, namespace, node_name, root, state_dir,
+    wait_phase,
 };
-use crate::common::{Prometheus, free_port, spawn_logged, wait_for};
+use crate::common::{Prometheus, free_port, spawn_logged, unpack_go_operator, wait_for};
 use crate::queue_metrics::scrape_config;
 
 const MC: &str = "autoscaling";
-/// The aggregated API the adapter serves (cluster-scoped: one test at a time uses it).
-const API_SERVICE: &str = "v1beta1.custom.metrics.k8s.io";
+/// The aggregated APIs the adapter serves, by group (cluster-scoped: one test at a time
+/// registers them).
+const CUSTOM_METRICS: &str = "custom.metrics.k8s.io";
+const RESOURCE_METRICS: &str = "metrics.k8s.io";
 
-/// prometheus-adapter on this host, registered as the custom metrics API for as long as it
-/// lives: an APIService whose Service (in the test's namespace) has the adapter's address
-/// as its one endpoint. Dropped: the APIService goes first (an unavailable aggregated API
-/// would stall every namespace deletion), then the process.
+/// prometheus-adapter on this host, registered as the metrics APIs of `groups` for as long
+/// as it lives: APIServices whose Service (in the test's namespace) has the adapter's
+/// address as its one endpoint. Dropped: the APIServices go first (an unavailable
+/// aggregated API would stall every namespace deletion), then the process.
 struct Adapter {
     child: Child,
-    _dir: tempfile::TempDir,
+    groups: Vec<&'static str>,
+    dir: tempfile::TempDir,
 }
 
 impl Adapter {
-    fn start(ns: &str, prometheus_port: u16) -> Result<Self> {
+    /// The adapter with the rules `config` (its `--config` file), reading `prometheus_port`.
+    fn start(
+        ns: &str,
+        prometheus_port: u16,
+        config: &str,
+        groups: &[&'static str],
+    ) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let port = free_port()?;
         let ip = node_ip()?;
         let kubeconfig = std::env::var("KUBECONFIG")?;
         let log = std::fs::File::create(dir.path().join("adapter.log"))?;
+        let rules = dir.path().join("rules.yaml");
+        std::fs::write(&rules, config)?;
         let mut command = Command::new(bin("prometheus-adapter"));
         command
             .arg(format!("--bind-address={ip}"))
@@ -48,24 +60,38 @@ impl Adapter {
             .arg(format!(
                 "--prometheus-url=http://127.0.0.1:{prometheus_port}/"
             ))
-            .arg(format!(
-                "--config={}",
-                root()
-                    .join("manifests/autoscaling/adapter-rules.yaml")
-                    .display()
-            ))
+            .arg(format!("--config={}", rules.display()))
             .arg("--metrics-relist-interval=5s");
         let child = spawn_logged(&mut command, log)
             .context("starting prometheus-adapter (e2e/build.sh adapter)")?;
-        let adapter = Self { child, _dir: dir };
-        apply_yaml(ns, &registration(ns, &ip, port))?;
+        let adapter = Self {
+            child,
+            groups: groups.to_vec(),
+            dir,
+        };
+        apply_yaml(ns, &registration(ns, &ip, port, groups))?;
         Ok(adapter)
+    }
+}
+
+impl Adapter {
+    /// Its log and what the API server says of its APIServices (for a failed wait).
+    fn debug(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("adapter.log")).unwrap_or_default();
+        let log: Vec<&str> = (log.lines())
+            .filter(|l| !l.contains("configmap_cafile_content"))
+            .collect();
+        let services = kubectl(["get", "apiservices", "-o", "wide"]).unwrap_or_default();
+        format!("{services}\nadapter log:\n{}", log.join("\n"))
     }
 }
 
 impl Drop for Adapter {
     fn drop(&mut self) {
-        let _ = kubectl(["delete", "apiservice", API_SERVICE, "--ignore-not-found"]);
+        for group in &self.groups {
+            let name = format!("v1beta1.{group}");
+            let _ = kubectl(["delete", "apiservice", &name, "--ignore-not-found"]);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -81,20 +107,25 @@ fn node_ip() -> Result<String> {
         .context("the real node has no InternalIP")
 }
 
-/// The Service, its endpoint (this host) and the APIService of the adapter.
-fn registration(ns: &str, ip: &str, port: u16) -> String {
-    format!(
+/// The Service, its endpoint (this host) and an APIService per group, of the adapter.
+fn registration(ns: &str, ip: &str, port: u16, groups: &[&str]) -> String {
+    let mut yaml = format!(
         "apiVersion: v1\nkind: Service\nmetadata:\n  name: prometheus-adapter\nspec:\n  \
          ports: [{{name: https, port: 443, targetPort: {port}}}]\n---\n\
          apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  \
          name: prometheus-adapter\n  labels: {{kubernetes.io/service-name: prometheus-adapter}}\n\
          addressType: IPv4\nendpoints: [{{addresses: [\"{ip}\"]}}]\n\
-         ports: [{{name: https, port: {port}, protocol: TCP}}]\n---\n\
-         apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: {API_SERVICE}\n\
-         spec:\n  group: custom.metrics.k8s.io\n  version: v1beta1\n  \
-         service: {{namespace: {ns}, name: prometheus-adapter, port: 443}}\n  \
-         insecureSkipTLSVerify: true\n  groupPriorityMinimum: 100\n  versionPriority: 100\n"
-    )
+         ports: [{{name: https, port: {port}, protocol: TCP}}]\n"
+    );
+    for group in groups {
+        yaml += &format!(
+            "---\napiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  \
+             name: v1beta1.{group}\nspec:\n  group: {group}\n  version: v1beta1\n  \
+             service: {{namespace: {ns}, name: prometheus-adapter, port: 443}}\n  \
+             insecureSkipTLSVerify: true\n  groupPriorityMinimum: 100\n  versionPriority: 100\n"
+        );
+    }
+    yaml
 }
 
 /// `manifests/autoscaling/hpa.yaml` with its scale-down window and period cut to 15 s, so
@@ -131,7 +162,8 @@ async fn an_hpa_on_the_queue_grows_for_waiting_jobs_and_shrinks_back_without_los
     wait_phase(&ns.name, MC, "Running").await?;
     let config = scrape_config(&ns.name)?;
     let prometheus = Prometheus::start(|_| Ok(config))?;
-    let adapter = Adapter::start(&ns.name, prometheus.port())?;
+    let rules = std::fs::read_to_string(root().join("manifests/autoscaling/adapter-rules.yaml"))?;
+    let adapter = Adapter::start(&ns.name, prometheus.port(), &rules, &[CUSTOM_METRICS])?;
     let path = format!(
         "/apis/custom.metrics.k8s.io/v1beta1/namespaces/{}/miniclusters.flux-framework.org/{MC}/flux_nodes_wanted",
         ns.name
@@ -185,6 +217,133 @@ async fn an_hpa_on_the_queue_grows_for_waiting_jobs_and_shrinks_back_without_los
         events.contains("New size: 4") && events.contains("New size: 2"),
         "the HPA's own events name both changes:\n{events}\n{hpa}"
     );
+    drop(adapter);
+    ns.cleanup().await;
+    Ok(())
+}
+
+/// prometheus-adapter's resource rules over the kubelet's `/metrics/resource` (what
+/// metrics-server reads): the resource metrics API of the test cluster, which has no
+/// metrics-server. Test infrastructure, not shipped: clusters have their own.
+const RESOURCE_RULES: &str = r#"
+resourceRules:
+  cpu:
+    containerQuery: 'sum by (<<.GroupBy>>) (rate(container_cpu_usage_seconds_total{<<.LabelMatchers>>,container!=""}[1m]))'
+    nodeQuery: 'sum by (<<.GroupBy>>) (rate(node_cpu_usage_seconds_total{<<.LabelMatchers>>}[1m]))'
+    resources:
+      overrides:
+        node: {resource: node}
+        namespace: {resource: namespace}
+        pod: {resource: pod}
+    containerLabel: container
+  memory:
+    containerQuery: 'sum by (<<.GroupBy>>) (container_memory_working_set_bytes{<<.LabelMatchers>>,container!=""})'
+    nodeQuery: 'sum by (<<.GroupBy>>) (node_memory_working_set_bytes{<<.LabelMatchers>>})'
+    resources:
+      overrides:
+        node: {resource: node}
+        namespace: {resource: namespace}
+        pod: {resource: pod}
+    containerLabel: container
+  window: 1m
+"#;
+
+/// Prometheus scraping the real node's kubelet (`/metrics/resource`) every second with the
+/// cluster's admin certificate, as the API server reaches the kubelet.
+fn kubelet_scrape_config() -> Result<String> {
+    let node = get_json("default", &format!("node/{}", node_name()))?;
+    let port = &node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"];
+    let cluster = std::env::var("E2E_CLUSTER").unwrap_or_else(|_| "flux-operator-e2e".into());
+    let pki = state_dir().join(format!("kwok/clusters/{cluster}/pki"));
+    Ok(format!(
+        "scrape_configs:\n  - job_name: kubelet\n    scrape_interval: 1s\n    scheme: https\n    \
+         metrics_path: /metrics/resource\n    tls_config:\n      cert_file: {crt}\n      \
+         key_file: {key}\n      insecure_skip_verify: true\n    static_configs:\n      \
+         - targets: ['{ip}:{port}']\n        labels: {{node: {name}}}\n",
+        crt = pki.join("admin.crt").display(),
+        key = pki.join("admin.key").display(),
+        ip = node_ip()?,
+        name = node_name(),
+    ))
+}
+
+/// The Go operator's `examples/elasticity/horizontal-autoscaler/v2-cpu`: its HPA unchanged;
+/// its MiniCluster with two changes this node needs: the image this machine has
+/// (`ubuntu:noble` for `rockylinux:9`) and 400m CPU per broker for 1 (4 brokers of 1 CPU do
+/// not fit on 2 cores).
+#[tokio::test]
+async fn the_go_operators_cpu_hpa_example_grows_a_busy_minicluster_through_the_scale_subresource()
+-> Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let pattern = "*/examples/elasticity/horizontal-autoscaler/v2-cpu/*";
+    let dir = unpack_go_operator(tmp.path(), &[pattern])?
+        .join("examples/elasticity/horizontal-autoscaler/v2-cpu");
+    let mc = std::fs::read_to_string(dir.join("minicluster.yaml"))?;
+    let mc = mc
+        .replace("image: rockylinux:9", "image: ubuntu:noble")
+        .replace("cpu: \"1\"", "cpu: 400m");
+    ensure!(mc.matches("cpu: 400m").count() == 2, "{mc}");
+    let ns = namespace("autoscaling-cpu").await?;
+    apply_yaml(&ns.name, &mc)?;
+    wait_phase(&ns.name, "flux-sample", "Running").await?;
+    let config = kubelet_scrape_config()?;
+    let prometheus = Prometheus::start(|_| Ok(config))?;
+    let rules = RESOURCE_RULES;
+    let adapter = Adapter::start(&ns.name, prometheus.port(), rules, &[RESOURCE_METRICS])?;
+    let served = wait_for(
+        "the resource metrics API to serve the brokers' CPU",
+        Duration::from_secs(120),
+        || async {
+            let pods = kubectl_in(&ns.name, &["top", "pods", "--no-headers"])?;
+            Ok(Some(pods).filter(|p| p.lines().count() == 2))
+        },
+    )
+    .await;
+    if served.is_err() {
+        eprintln!(
+            "{}\ntargets: {}",
+            adapter.debug(),
+            prometheus.targets().await
+        );
+    }
+    served?;
+    crate::cluster::apply(&ns.name, &dir.join("hpa-cpu.yaml"))?;
+
+    // Both brokers busy: far above the example's 2 % of the request, so the HPA grows the
+    // cluster to its maxReplicas, 4.
+    let lead = Lead::of(&ns.name, "flux-sample")?;
+    lead.submit(
+        "-N2 --exclusive bash -c 'end=$((SECONDS+300)); while [ $SECONDS -lt $end ]; do :; done'",
+    )?;
+    wait_for(
+        "the HPA to set flux-sample's size to 4",
+        Duration::from_secs(180),
+        || async {
+            let mc = get_json(&ns.name, "minicluster/flux-sample")?;
+            Ok((mc["spec"]["size"] == 4).then_some(()))
+        },
+    )
+    .await?;
+    lead.wait(
+        "resource list -s up -no {nnodes}",
+        "4",
+        Duration::from_secs(180),
+    )
+    .await?;
+    let events = kubectl_in(
+        &ns.name,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.kind=HorizontalPodAutoscaler",
+        ],
+    )?;
+    ensure!(
+        events.contains("New size: 4") && events.contains("cpu resource utilization"),
+        "the HPA grew it for its CPU:\n{events}"
+    );
+    kubectl_in(&ns.name, &["delete", "hpa", "--all"])?;
     drop(adapter);
     ns.cleanup().await;
     Ok(())
