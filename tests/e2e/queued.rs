@@ -164,8 +164,9 @@ async fn lead_uid(ns: &TestNamespace, name: &str) -> Result<String> {
 
 /// Quota follows a queued cluster's size both ways: with room for 4 one-CPU brokers, a
 /// second cluster of 2 waits beside one of 3; shrinking the first to 2 frees the room and the
-/// second is admitted; growing the first back to 3 then does not fit, so it waits (suspended,
-/// Kueue's reason in its status) instead of running over the quota.
+/// second is admitted; growing the first back to 3 (through the scale subresource, as an HPA
+/// does) then does not fit, so it waits (suspended, Kueue's reason in its status) instead of
+/// running over the quota.
 #[tokio::test]
 async fn a_queued_shrink_frees_quota_for_another_cluster_and_a_grow_beyond_it_waits() -> Result<()>
 {
@@ -194,7 +195,9 @@ async fn a_queued_shrink_frees_quota_for_another_cluster_and_a_grow_beyond_it_wa
         Some("True")
     );
 
-    mcs.patch("first", &PatchParams::default(), &size(3))
+    // The grow through the scale subresource, as `kubectl scale` and an HPA write it.
+    let scale = Patch::Merge(json!({"spec": {"replicas": 3}}));
+    mcs.patch_scale("first", &PatchParams::default(), &scale)
         .await?;
     let waiting = wait_for("first waits for quota at size 3", TIMEOUT, || async {
         let mc = mcs.get("first").await?;
