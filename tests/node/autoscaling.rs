@@ -5,129 +5,19 @@
 //! plane's HPA controller scales the MiniCluster of `examples/autoscaling.yaml` through its
 //! scale subresource, as `manifests/autoscaling/hpa.yaml` asks.
 
-use std::process::{Child, Command};
 use std::time::Duration;
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use serde_json::Value;
 
 use crate::cluster::{
-    Lead, apply_yaml, bin, get_json, kubectl, kubectl_in, namespace, node_name, root, state_dir,
+    Lead, apply_yaml, get_json, kubectl, kubectl_in, namespace, node_name, root, state_dir,
     wait_phase,
 };
-use crate::common::{Prometheus, free_port, spawn_logged, unpack_go_operator, wait_for};
-use crate::queue_metrics::scrape_config;
+use crate::common::{Prometheus, unpack_go_operator, wait_for};
+use crate::monitoring::{Adapter, CUSTOM_METRICS, QueueScraper, RESOURCE_METRICS, node_ip};
 
 const MC: &str = "autoscaling";
-/// The aggregated APIs the adapter serves, by group (cluster-scoped: one test at a time
-/// registers them).
-const CUSTOM_METRICS: &str = "custom.metrics.k8s.io";
-const RESOURCE_METRICS: &str = "metrics.k8s.io";
-
-/// prometheus-adapter on this host, registered as the metrics APIs of `groups` for as long
-/// as it lives: APIServices whose Service (in the test's namespace) has the adapter's
-/// address as its one endpoint. Dropped: the APIServices go first (an unavailable
-/// aggregated API would stall every namespace deletion), then the process.
-struct Adapter {
-    child: Child,
-    groups: Vec<&'static str>,
-    dir: tempfile::TempDir,
-}
-
-impl Adapter {
-    /// The adapter with the rules `config` (its `--config` file), reading `prometheus_port`.
-    fn start(
-        ns: &str,
-        prometheus_port: u16,
-        config: &str,
-        groups: &[&'static str],
-    ) -> Result<Self> {
-        let dir = tempfile::tempdir()?;
-        let port = free_port()?;
-        let ip = node_ip()?;
-        let kubeconfig = std::env::var("KUBECONFIG")?;
-        let log = std::fs::File::create(dir.path().join("adapter.log"))?;
-        let rules = dir.path().join("rules.yaml");
-        std::fs::write(&rules, config)?;
-        let mut command = Command::new(bin("prometheus-adapter"));
-        command
-            .arg(format!("--bind-address={ip}"))
-            .arg(format!("--secure-port={port}"))
-            .arg(format!("--cert-dir={}", dir.path().display()))
-            .arg(format!("--lister-kubeconfig={kubeconfig}"))
-            .arg(format!("--authentication-kubeconfig={kubeconfig}"))
-            .arg(format!("--authorization-kubeconfig={kubeconfig}"))
-            .arg(format!(
-                "--prometheus-url=http://127.0.0.1:{prometheus_port}/"
-            ))
-            .arg(format!("--config={}", rules.display()))
-            .arg("--metrics-relist-interval=5s");
-        let child = spawn_logged(&mut command, log)
-            .context("starting prometheus-adapter (e2e/build.sh adapter)")?;
-        let adapter = Self {
-            child,
-            groups: groups.to_vec(),
-            dir,
-        };
-        apply_yaml(ns, &registration(ns, &ip, port, groups))?;
-        Ok(adapter)
-    }
-}
-
-impl Adapter {
-    /// Its log and what the API server says of its APIServices (for a failed wait).
-    fn debug(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.path().join("adapter.log")).unwrap_or_default();
-        let log: Vec<&str> = (log.lines())
-            .filter(|l| !l.contains("configmap_cafile_content"))
-            .collect();
-        let services = kubectl(["get", "apiservices", "-o", "wide"]).unwrap_or_default();
-        format!("{services}\nadapter log:\n{}", log.join("\n"))
-    }
-}
-
-impl Drop for Adapter {
-    fn drop(&mut self) {
-        for group in &self.groups {
-            let name = format!("v1beta1.{group}");
-            let _ = kubectl(["delete", "apiservice", &name, "--ignore-not-found"]);
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The real node's address, where the API server reaches processes of this host.
-fn node_ip() -> Result<String> {
-    let node = get_json("default", &format!("node/{}", node_name()))?;
-    let addresses = node["status"]["addresses"].clone();
-    (addresses.as_array().into_iter().flatten())
-        .find(|a| a["type"] == "InternalIP")
-        .and_then(|a| a["address"].as_str().map(str::to_string))
-        .context("the real node has no InternalIP")
-}
-
-/// The Service, its endpoint (this host) and an APIService per group, of the adapter.
-fn registration(ns: &str, ip: &str, port: u16, groups: &[&str]) -> String {
-    let mut yaml = format!(
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: prometheus-adapter\nspec:\n  \
-         ports: [{{name: https, port: 443, targetPort: {port}}}]\n---\n\
-         apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata:\n  \
-         name: prometheus-adapter\n  labels: {{kubernetes.io/service-name: prometheus-adapter}}\n\
-         addressType: IPv4\nendpoints: [{{addresses: [\"{ip}\"]}}]\n\
-         ports: [{{name: https, port: {port}, protocol: TCP}}]\n"
-    );
-    for group in groups {
-        yaml += &format!(
-            "---\napiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  \
-             name: v1beta1.{group}\nspec:\n  group: {group}\n  version: v1beta1\n  \
-             service: {{namespace: {ns}, name: prometheus-adapter, port: 443}}\n  \
-             insecureSkipTLSVerify: true\n  groupPriorityMinimum: 100\n  versionPriority: 100\n"
-        );
-    }
-    yaml
-}
-
 /// `manifests/autoscaling/hpa.yaml` with its scale-down window and period cut to 15 s, so
 /// the shrink is seen within the test (the behaviour is otherwise the shipped one).
 fn hpa() -> Result<String> {
@@ -160,8 +50,8 @@ async fn an_hpa_on_the_queue_grows_for_waiting_jobs_and_shrinks_back_without_los
     let example = std::fs::read_to_string(root().join("examples/autoscaling.yaml"))?;
     apply_yaml(&ns.name, &example)?;
     wait_phase(&ns.name, MC, "Running").await?;
-    let config = scrape_config(&ns.name)?;
-    let prometheus = Prometheus::start(|_| Ok(config))?;
+    let scraper = QueueScraper::start(&ns.name)?;
+    let prometheus = &scraper.prometheus;
     let rules = std::fs::read_to_string(root().join("manifests/autoscaling/adapter-rules.yaml"))?;
     let adapter = Adapter::start(&ns.name, prometheus.port(), &rules, &[CUSTOM_METRICS])?;
     let path = format!(

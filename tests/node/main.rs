@@ -23,6 +23,7 @@ mod go_examples;
 mod installed;
 mod interactive;
 mod kueue;
+mod monitoring;
 mod mpi;
 mod network;
 mod nonroot;
