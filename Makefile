@@ -18,6 +18,8 @@
 #                     kubectl apply to the first job done, and teardown (~20 min)
 #   make bench-hpc    LAMMPS and an MPI ping-pong in this operator's MiniCluster, the Go
 #                     operator's, and as plain processes under mpirun (~20 min)
+#   make bench-autoscaling  an HPA on a MiniCluster's queue against scaling it by hand, on
+#                     the real node: grow for waiting jobs, shrink once the queue is empty (~15 min)
 #   make bench-large-specs  the operator's memory with 100-300 MiniClusters at the spec's
 #                     bounds, 3 rounds (~15 min); BENCH_SPEC=whole: near the whole-spec bound
 #   make lint         cargo fmt --check, clippy with warnings denied, shellcheck (CI runs it)
@@ -42,7 +44,7 @@ SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build e2e-build-background e2e-tests-build up down vendor-crds test test-unit test-e2e test-e2e-harness bench-state bench-large-specs \
         test-e2e-running test-kueue-oldest test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
-        bench bench-node bench-hpc bench-flux go-operator-build images operator-build test-node test-node-running \
+        bench bench-node bench-hpc bench-autoscaling bench-flux go-operator-build images operator-build test-node test-node-running \
         test-demo
 
 setup:
@@ -163,6 +165,13 @@ bench-hpc: e2e-build images go-operator-build
 	e2e/setup-host.sh hpc
 	cargo bench --bench hpc --no-run
 	E2E_REAL_NODE=1 e2e/run-tests.sh cargo bench --bench hpc
+
+# The autoscaling benchmark (benches/autoscaling.rs; not part of `make test`): a MiniCluster
+# grown and shrunk by an HPA on its queue, against scaling it by hand at once;
+# BENCH_AUTOSCALING_ROUNDS.
+bench-autoscaling: e2e-build images
+	cargo bench --bench autoscaling --no-run
+	E2E_REAL_NODE=1 e2e/run-tests.sh cargo bench --bench autoscaling
 
 go-operator-build:
 	e2e/build-go-operator.sh > /dev/null

@@ -15,6 +15,8 @@ mod emulator;
 mod examples;
 mod features;
 mod lifecycle;
+// Prometheus' text format, as the other tiers read it (this tier uses a part).
+#[allow(dead_code)]
 #[path = "../common/metrics.rs"]
 mod metrics;
 mod queue_metrics;
