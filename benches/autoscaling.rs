@@ -6,8 +6,9 @@
 //! `make bench-autoscaling` (a fresh cluster with its real node, torn down after).
 //!
 //! Each run: `examples/autoscaling.yaml` (2 brokers, maxSize 4) on the real node with the
-//! operator installed by its chart; four `flux submit -N1 --exclusive sleep 10`, so two run
-//! and two wait. The HPA arm runs the stack of the autoscaling test (`tests/node/monitoring.rs`:
+//! operator installed by its chart; four `flux submit -N1 --exclusive sleep 30`, so two run
+//! and two wait (for long enough: the HPA looks every 15 s, and jobs that wait for less run
+//! on the nodes the first two free, which is the point of the HPA's windows). The HPA arm runs the stack of the autoscaling test (`tests/node/monitoring.rs`:
 //! Prometheus with the shipped scrape job, prometheus-adapter with the shipped rules) and
 //! `manifests/autoscaling/hpa.yaml` with its scale-down window cut from 300 s to 15 s (the
 //! shipped window is a policy against flapping, not a cost; with it, add 285 s to the shrink).
@@ -171,7 +172,7 @@ async fn run(arm: Arm) -> Result<Run> {
         )
     };
     let lead = Lead::of(&ns.name, MC)?;
-    lead.submit("--cc=1-4 -N1 --exclusive sleep 10")?;
+    lead.submit("--cc=1-4 -N1 --exclusive sleep 30")?;
     if arm == Arm::ByHand {
         scale(4)?;
     }

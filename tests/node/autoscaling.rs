@@ -67,11 +67,25 @@ async fn an_hpa_on_the_queue_grows_for_waiting_jobs_and_shrinks_back_without_los
     apply_yaml(&ns.name, &hpa()?)?;
 
     // Four jobs of a whole node each on two nodes: two run, two wait, the queue wants 4.
+    // Each holds its node until the test releases them all (a KVS key), however long the
+    // HPA takes to look: jobs that waited less than its period would run on the nodes the
+    // first two free, and rightly grow nothing.
     let lead = Lead::of(&ns.name, MC)?;
-    let jobs = lead.submit("--cc=1-4 -N1 --exclusive sleep 20")?;
+    let jobs = lead.submit(
+        "--cc=1-4 -N1 --exclusive bash -c 'FLUX_KVS_NAMESPACE=primary flux kvs get --waitcreate e2e.release >/dev/null'",
+    )?;
     let jobs: Vec<&str> = jobs.lines().collect();
     ensure!(jobs.len() == 4, "{jobs:?}");
     wait_size(&ns.name, 4).await?;
+    for job in &jobs {
+        lead.wait(
+            &format!("jobs -no {{state}} {job}"),
+            "RUN",
+            Duration::from_secs(180),
+        )
+        .await?;
+    }
+    lead.flux("kvs put e2e.release=1")?;
     for job in &jobs {
         lead.wait(
             &format!("jobs -no {{result}} {job}"),
