@@ -243,6 +243,24 @@ fn helm_chart_renders_the_same_objects_as_the_kustomize_manifests() -> Result<()
     Ok(())
 }
 
+/// The values shipped for the prometheus-adapter chart carry the very rules the adapter's own
+/// config file does (the one the autoscaling tests run it with).
+#[test]
+fn prometheus_adapter_chart_values_carry_the_adapter_rules() -> Result<()> {
+    let read = |name: &str| -> Result<Value> {
+        let path = format!(
+            "{}/manifests/autoscaling/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        Ok(serde_norway::from_str(&std::fs::read_to_string(&path)?)?)
+    };
+    let values = read("prometheus-adapter-values.yaml")?;
+    let config = read("adapter-rules.yaml")?;
+    assert_eq!(values["rules"]["custom"], config["rules"]);
+    assert_eq!(values["rules"]["default"], json!(false));
+    Ok(())
+}
+
 /// `helm template ... | kubectl apply --server-side --dry-run=server -f -`.
 fn dry_run_apply(rendered: &str) -> Result<String> {
     crate::installed::kubectl_stdin(
