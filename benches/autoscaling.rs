@@ -25,7 +25,6 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
-use serde_json::Value;
 
 #[allow(dead_code)]
 mod arms;
@@ -41,7 +40,7 @@ mod monitoring;
 use arms::{load, now, stats};
 use cluster::{Lead, apply_yaml, get_json, kubectl_in, namespace, root, wait_phase};
 use common::{TestNamespace, pod_ready, wait_for};
-use monitoring::{Adapter, CUSTOM_METRICS, QueueScraper};
+use monitoring::{Adapter, QueueScraper, queue_adapter, queue_hpa};
 
 const MC: &str = "autoscaling";
 const LIMIT: Duration = Duration::from_secs(300);
@@ -116,27 +115,11 @@ async fn job_stamps(lead: &Lead) -> Result<(f64, f64)> {
     Ok((submitted, done))
 }
 
-/// The shipped HPA with the scale-down window and period cut to 15 s (see the module's doc).
-fn hpa() -> Result<String> {
-    let text = std::fs::read_to_string(root().join("manifests/autoscaling/hpa.yaml"))?;
-    let mut hpa: Value = serde_norway::from_str(&text)?;
-    let down = &mut hpa["spec"]["behavior"]["scaleDown"];
-    down["stabilizationWindowSeconds"] = 15.into();
-    down["policies"][0]["periodSeconds"] = 15.into();
-    Ok(serde_norway::to_string(&hpa)?)
-}
-
 /// The monitoring stack and the HPA, once the HPA has read the metric (its `ScalingActive`).
 async fn autoscaled(ns: &TestNamespace) -> Result<(QueueScraper, Adapter)> {
     let scraper = QueueScraper::start(&ns.name)?;
-    let rules = std::fs::read_to_string(root().join("manifests/autoscaling/adapter-rules.yaml"))?;
-    let adapter = Adapter::start(
-        &ns.name,
-        scraper.prometheus.port(),
-        &rules,
-        &[CUSTOM_METRICS],
-    )?;
-    apply_yaml(&ns.name, &hpa()?)?;
+    let adapter = queue_adapter(&ns.name, &scraper)?;
+    apply_yaml(&ns.name, &queue_hpa()?)?;
     wait_for("the HPA to read flux_nodes_wanted", LIMIT, || async {
         let hpa = get_json(&ns.name, "hpa/autoscaling")?;
         let conditions = hpa["status"]["conditions"]

@@ -8,36 +8,26 @@
 use std::time::Duration;
 
 use anyhow::{Result, ensure};
-use serde_json::Value;
 
 use crate::cluster::{
     Lead, apply_yaml, get_json, kubectl, kubectl_in, namespace, node_name, root, state_dir,
     wait_phase,
 };
 use crate::common::{Prometheus, unpack_go_operator, wait_for};
-use crate::monitoring::{Adapter, CUSTOM_METRICS, QueueScraper, RESOURCE_METRICS, node_ip};
+use crate::monitoring::{
+    Adapter, QueueScraper, RESOURCE_METRICS, hpa_events, node_ip, queue_adapter, queue_hpa,
+};
 
 const MC: &str = "autoscaling";
-/// `manifests/autoscaling/hpa.yaml` with its scale-down window and period cut to 15 s, so
-/// the shrink is seen within the test (the behaviour is otherwise the shipped one).
-fn hpa() -> Result<String> {
-    let text = std::fs::read_to_string(root().join("manifests/autoscaling/hpa.yaml"))?;
-    let mut hpa: Value = serde_norway::from_str(&text)?;
-    let down = &mut hpa["spec"]["behavior"]["scaleDown"];
-    ensure!(down["stabilizationWindowSeconds"] == 300, "{down}");
-    down["stabilizationWindowSeconds"] = 15.into();
-    down["policies"][0]["periodSeconds"] = 15.into();
-    Ok(serde_norway::to_string(&hpa)?)
-}
 
-/// The MiniCluster's `spec.size`, once it is `want`.
-async fn wait_size(ns: &str, want: i64) -> Result<()> {
+/// MiniCluster `mc`'s `spec.size`, once the HPA has set it to `want`.
+async fn wait_size(ns: &str, mc: &str, want: i64) -> Result<()> {
     wait_for(
-        &format!("the HPA to set {MC}'s size to {want}"),
+        &format!("the HPA to set {mc}'s size to {want}"),
         Duration::from_secs(180),
         || async {
-            let mc = get_json(ns, &format!("minicluster/{MC}"))?;
-            Ok((mc["spec"]["size"] == want).then_some(()))
+            let obj = get_json(ns, &format!("minicluster/{mc}"))?;
+            Ok((obj["spec"]["size"] == want).then_some(()))
         },
     )
     .await
@@ -51,9 +41,7 @@ async fn an_hpa_on_the_queue_grows_for_waiting_jobs_and_shrinks_back_without_los
     apply_yaml(&ns.name, &example)?;
     wait_phase(&ns.name, MC, "Running").await?;
     let scraper = QueueScraper::start(&ns.name)?;
-    let prometheus = &scraper.prometheus;
-    let rules = std::fs::read_to_string(root().join("manifests/autoscaling/adapter-rules.yaml"))?;
-    let adapter = Adapter::start(&ns.name, prometheus.port(), &rules, &[CUSTOM_METRICS])?;
+    let adapter = queue_adapter(&ns.name, &scraper)?;
     let path = format!(
         "/apis/custom.metrics.k8s.io/v1beta1/namespaces/{}/miniclusters.flux-framework.org/{MC}/flux_nodes_wanted",
         ns.name
@@ -64,7 +52,7 @@ async fn an_hpa_on_the_queue_grows_for_waiting_jobs_and_shrinks_back_without_los
         || async { Ok(kubectl(["get", "--raw", &path]).ok()) },
     )
     .await?;
-    apply_yaml(&ns.name, &hpa()?)?;
+    apply_yaml(&ns.name, &queue_hpa()?)?;
 
     // Four jobs of a whole node each on two nodes: two run, two wait, the queue wants 4.
     // Each holds its node until the test releases them all (a KVS key), however long the
@@ -76,7 +64,7 @@ async fn an_hpa_on_the_queue_grows_for_waiting_jobs_and_shrinks_back_without_los
     )?;
     let jobs: Vec<&str> = jobs.lines().collect();
     ensure!(jobs.len() == 4, "{jobs:?}");
-    wait_size(&ns.name, 4).await?;
+    wait_size(&ns.name, MC, 4).await?;
     for job in &jobs {
         lead.wait(
             &format!("jobs -no {{state}} {job}"),
@@ -95,7 +83,7 @@ async fn an_hpa_on_the_queue_grows_for_waiting_jobs_and_shrinks_back_without_los
         .await?;
     }
     // The queue is empty: back to the HPA's minimum, each job run exactly once.
-    wait_size(&ns.name, 2).await?;
+    wait_size(&ns.name, MC, 2).await?;
     lead.wait(
         "resource list -s up -no {nnodes}",
         "2",
@@ -108,15 +96,7 @@ async fn an_hpa_on_the_queue_grows_for_waiting_jobs_and_shrinks_back_without_los
         "every job once, completed: {all:?}"
     );
     let hpa = get_json(&ns.name, "hpa/autoscaling")?;
-    let events = kubectl_in(
-        &ns.name,
-        &[
-            "get",
-            "events",
-            "--field-selector",
-            "involvedObject.kind=HorizontalPodAutoscaler",
-        ],
-    )?;
+    let events = hpa_events(&ns.name)?;
     ensure!(
         events.contains("New size: 4") && events.contains("New size: 2"),
         "the HPA's own events name both changes:\n{events}\n{hpa}"
@@ -219,30 +199,14 @@ async fn the_go_operators_cpu_hpa_example_grows_a_busy_minicluster_through_the_s
     lead.submit(
         "-N2 --exclusive bash -c 'end=$((SECONDS+300)); while [ $SECONDS -lt $end ]; do :; done'",
     )?;
-    wait_for(
-        "the HPA to set flux-sample's size to 4",
-        Duration::from_secs(180),
-        || async {
-            let mc = get_json(&ns.name, "minicluster/flux-sample")?;
-            Ok((mc["spec"]["size"] == 4).then_some(()))
-        },
-    )
-    .await?;
+    wait_size(&ns.name, "flux-sample", 4).await?;
     lead.wait(
         "resource list -s up -no {nnodes}",
         "4",
         Duration::from_secs(180),
     )
     .await?;
-    let events = kubectl_in(
-        &ns.name,
-        &[
-            "get",
-            "events",
-            "--field-selector",
-            "involvedObject.kind=HorizontalPodAutoscaler",
-        ],
-    )?;
+    let events = hpa_events(&ns.name)?;
     ensure!(
         events.contains("New size: 4") && events.contains("cpu resource utilization"),
         "the HPA grew it for its CPU:\n{events}"

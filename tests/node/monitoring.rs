@@ -9,7 +9,7 @@ use std::process::{Child, Command};
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
-use crate::cluster::{apply_yaml, bin, get_json, kubectl, kubectl_in, node_name};
+use crate::cluster::{apply_yaml, bin, get_json, kubectl, kubectl_in, node_name, root};
 use crate::common::{Prometheus, free_port, spawn_logged};
 
 /// Prometheus with the shipped `flux-miniclusters` job (every second) over the pods of one
@@ -215,4 +215,36 @@ fn registration(ns: &str, ip: &str, port: u16, groups: &[&str]) -> String {
         );
     }
     yaml
+}
+
+/// prometheus-adapter with the shipped rules (`manifests/autoscaling/adapter-rules.yaml`),
+/// reading `scraper`'s Prometheus, as the custom metrics API.
+pub fn queue_adapter(ns: &str, scraper: &QueueScraper) -> Result<Adapter> {
+    let rules = std::fs::read_to_string(root().join("manifests/autoscaling/adapter-rules.yaml"))?;
+    Adapter::start(ns, scraper.prometheus.port(), &rules, &[CUSTOM_METRICS])
+}
+
+/// `manifests/autoscaling/hpa.yaml` with its scale-down window (300 s) and period cut to
+/// 15 s, so that a shrink is seen within a test or a benchmark round; the rest as shipped.
+pub fn queue_hpa() -> Result<String> {
+    let text = std::fs::read_to_string(root().join("manifests/autoscaling/hpa.yaml"))?;
+    let mut hpa: Value = serde_norway::from_str(&text)?;
+    let down = &mut hpa["spec"]["behavior"]["scaleDown"];
+    anyhow::ensure!(down["stabilizationWindowSeconds"] == 300, "{down}");
+    down["stabilizationWindowSeconds"] = 15.into();
+    down["policies"][0]["periodSeconds"] = 15.into();
+    Ok(serde_norway::to_string(&hpa)?)
+}
+
+/// The Events of the namespace's HPAs (`kubectl get events`): what they did, and why.
+pub fn hpa_events(ns: &str) -> Result<String> {
+    kubectl_in(
+        ns,
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.kind=HorizontalPodAutoscaler",
+        ],
+    )
 }
