@@ -54,11 +54,12 @@ e2e-build:
 	e2e/build.sh
 
 # What each tier needs of them (`e2e/build.sh NAME...` waits for a background build of just
-# these): the KWOK control plane with JobSet, Kueue and Helm; the real node adds CoreDNS.
+# these): the KWOK control plane with JobSet, Kueue and Helm; the real node adds CoreDNS and
+# containerd.
 # The real node's autoscaling tests also need prometheus-adapter: test-node runs them last,
 # so that its build goes on behind the other tests.
 GO_KWOK := kube kwok jobset kueue helm
-GO_NODE := $(GO_KWOK) coredns
+GO_NODE := $(GO_KWOK) coredns containerd
 
 # The same build, detached at idle CPU and I/O priority: `make test` starts it first, so it
 # runs on what the tiers leave idle (downloads, waits), and each tier waits only for the

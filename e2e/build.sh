@@ -4,8 +4,9 @@
 # A stamp of versions, flags and Go version makes a warm machine rebuild nothing.
 #
 #   e2e/build.sh [COMPONENT...]     build what is stale of COMPONENT (kube kwok jobset kueue
-#                                   helm coredns adapter kueue-oldest; all without one); while a
-#                                   background build runs, wait until it has made these
+#                                   helm coredns containerd adapter kueue-oldest; all without
+#                                   one); while a background build runs, wait until it has
+#                                   made these
 #   e2e/build.sh --background       start the whole build detached, at idle CPU and I/O
 #                                   priority, and return: `make test` and CI start it first,
 #                                   so it runs on what the tiers leave idle, and each tier
@@ -97,11 +98,13 @@ build_kube() {
 # is not usable here: it asks the proxy for the module's version list to look
 # for deprecations, and the proxy this machine reaches refuses that list for
 # JobSet and Kueue.)
+# $gotags, when set, are the build tags (comma-separated).
 build_from_module() {
   local module=$1 version=$2 ldflags=$3 out=$4 dir
   shift 4
   dir=$(go_module_dir "$module" "$version")
-  (cd "$dir" && GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" go_build "$ldflags" "$out" "$@")
+  (cd "$dir" && GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false${gotags:+ -tags=$gotags}" \
+    go_build "$ldflags" "$out" "$@")
 }
 
 build_kwok() {
@@ -135,6 +138,14 @@ build_coredns() {
   build_from_module github.com/coredns/coredns "$COREDNS_VERSION" "$ld" "$E2E_BIN/coredns" .
 }
 
+# containerd runs the real node's pods (e2e/node.sh): 2.x for image volumes. Without the
+# snapshotters that need C libraries or kernel modules this host lacks (overlayfs is used).
+build_containerd() {
+  local ld="-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
+  gotags=no_btrfs,no_devmapper,no_zfs build_from_module github.com/containerd/containerd/v2 \
+    "$CONTAINERD_VERSION" "$ld" "$E2E_BIN/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr
+}
+
 # prometheus-adapter serves Prometheus' series as the custom and resource metrics APIs the
 # HPA reads (the real node's autoscaling tests).
 build_adapter() {
@@ -151,6 +162,7 @@ each_component() {
   "$1" kueue "$KUEUE_VERSION" module-build -- kueue
   "$1" helm "$HELM_VERSION" module-build -- helm
   "$1" coredns "$COREDNS_VERSION" module-build -- coredns
+  "$1" containerd "$CONTAINERD_VERSION" module-build -- containerd
   "$1" adapter "$PROMETHEUS_ADAPTER_VERSION" module-build -- adapter
   "$1" "kueue-$KUEUE_OLDEST_VERSION" "$KUEUE_OLDEST_VERSION" module-build -- kueue-oldest
 }

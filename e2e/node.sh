@@ -53,7 +53,7 @@ FORWARD_GUARD=FLUX-E2E-FORWARD
 INPUT_GUARD=FLUX-E2E-INPUT
 
 kubectl() { command "$E2E_BIN/kubectl" --kubeconfig "$E2E_KUBECONFIG" --cache-dir "$E2E_STATE/kube-cache" "$@"; }
-ctr() { command ctr --address "$node/containerd/containerd.sock" --namespace k8s.io "$@"; }
+ctr() { "$E2E_BIN/ctr" --address "$node/containerd/containerd.sock" --namespace k8s.io "$@"; }
 
 start_bg() { # NAME CMD...: detached, output to $logs/NAME.log, pid to $pids/NAME.pid
   local name=$1; shift
@@ -143,28 +143,38 @@ network_guards() { # KUBELET_PORT DNS_PORT
 write_configs() {
   local ip=$1 dns_port=$2 ready_port=$3 kubelet_port=$4 kubelet_health=$5 proxy_health=$6 proxy_metrics=$7
   mkdir -p "$node/containerd" "$node/cni/net.d" "$node/cni/ipam" "$node/kubelet" "$node/pod-logs"
+  # containerd 2 (built by e2e/build.sh): its config's version 4, nothing imported from the
+  # host's /etc/containerd, no NRI socket under /var/run.
   cat > "$node/containerd/config.toml" <<EOF
-version = 2
+version = 4
 root = "$node/containerd/root"
 state = "$node/containerd/state"
+imports = []
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-                    "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
-[grpc]
+                    "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.blockfile",
+                    "io.containerd.snapshotter.v1.erofs", "io.containerd.nri.v1.nri"]
+[plugins."io.containerd.server.v1.grpc"]
   address = "$node/containerd/containerd.sock"
+[plugins."io.containerd.server.v1.ttrpc"]
+  address = "$node/containerd/containerd.sock.ttrpc"
 [plugins."io.containerd.internal.v1.opt"]
   path = "$node/containerd/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$PAUSE_IMAGE"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "$PAUSE_IMAGE"
+[plugins."io.containerd.cri.v1.runtime"]
   # Root here lacks CAP_SYS_RESOURCE: the -998 score containerd gives sandboxes is refused.
   restrict_oom_score_adj = true
   disable_apparmor = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+      # The shim built beside containerd, not one of the host's.
+      runtime_path = "$E2E_BIN/containerd-shim-runc-v2"
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["/usr/lib/cni"]
     conf_dir = "$node/cni/net.d"
 EOF
   cat > "$node/cni/net.d/10-flux-e2e.conflist" <<EOF
@@ -272,10 +282,10 @@ node_ready() {
 }
 
 start() {
-  for b in kubelet kube-proxy coredns; do
+  for b in kubelet kube-proxy coredns containerd containerd-shim-runc-v2 ctr; do
     [ -x "$E2E_BIN/$b" ] || die "$E2E_BIN/$b is missing: run 'make e2e-build' (e2e/build.sh)"
   done
-  for t in containerd containerd-shim-runc-v2 ctr runc iptables; do
+  for t in runc iptables; do
     command -v "$t" > /dev/null || die "$t is missing: run e2e/setup-host.sh"
   done
   [ -x /usr/lib/cni/bridge ] || die "the CNI plugins are missing: run e2e/setup-host.sh"
@@ -298,7 +308,7 @@ start() {
   write_configs "$ip" "$dns_port" "$ready_port" "$kubelet_port" "$kubelet_health" "$proxy_health" "$proxy_metrics"
 
   phase "real node: containerd and images"
-  start_bg containerd containerd --config "$node/containerd/config.toml"
+  start_bg containerd "$E2E_BIN/containerd" --config "$node/containerd/config.toml"
   wait_for containerd 30 ctr version
   ctr images import "$E2E_CACHE/images/images.tar" > "$logs/images-import.log" 2>&1 ||
     { tail -n 20 "$logs/images-import.log" >&2; die "node: importing the images failed"; }

@@ -17,9 +17,10 @@ packages=(
   python3-ply python3-setuptools python3-yaml python3-jsonschema libboost-dev libboost-graph-dev libedit-dev
   libyaml-cpp-dev g++
   iproute2 util-linux  # the pod emulator: ip netns, unshare, nsenter, setpriv
-  # the real node (e2e/node.sh): container runtime, CNI plugins, kube-proxy's iptables,
-  # and the Debian root filesystem the local images are made of (e2e/images.sh)
-  containerd runc containernetworking-plugins iptables conntrack mmdebstrap
+  # the real node (e2e/node.sh): runc (containerd 2 is built, e2e/build.sh), CNI plugins,
+  # kube-proxy's iptables, and the Debian root filesystem the local images are made of
+  # (e2e/images.sh)
+  runc containernetworking-plugins iptables conntrack mmdebstrap
   # mpi-check (e2e/mpi), built with each MPI's mpicc for the MPI image (e2e/images.sh)
   libmpich-dev libopenmpi-dev
 )
