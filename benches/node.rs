@@ -21,7 +21,9 @@
 //!   running, the lead broker's start (Flux's `broker.starttime`), all pods Ready, all brokers
 //!   up (the job's `t_submit`) and the job done (`t_inactive`); medians per size and arm.
 //!
-//! `BENCH_NODE_SECCOMP=1` adds a third arm: this operator with the pods' seccomp profile
+//! `BENCH_NODE_IMAGE_VOLUME=1` adds an arm: this operator with the flux view mounted as an
+//! image volume (`flux.container.imageVolume`), no init container and no copy, against its
+//! default copy. `BENCH_NODE_SECCOMP=1` adds one with the pods' seccomp profile
 //! `Unconfined` (`spec.pod.securityContext`), against its default `RuntimeDefault`.
 
 use std::collections::BTreeMap;
@@ -47,19 +49,33 @@ use timeline::{PodSteps, Seen, Timeline};
 const MC: &str = "bench";
 const VIEW: &str = "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble";
 
-/// One arm of the benchmark: an operator, and for this one the seccomp profile it renders.
+/// One arm of the benchmark: an operator, and for this one how the view reaches the pods and
+/// the seccomp profile it renders.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 struct Variant {
     arm: Arm,
+    image_volume: bool,
     unconfined: bool,
 }
 
 impl Variant {
-    fn title(self) -> String {
-        match (self.arm, self.unconfined) {
-            (arm, false) => arm.title().to_string(),
-            (arm, true) => format!("{}, seccomp Unconfined", arm.title()),
+    fn of(arm: Arm) -> Self {
+        Variant {
+            arm,
+            image_volume: false,
+            unconfined: false,
         }
+    }
+
+    fn title(self) -> String {
+        let mut title = self.arm.title().to_string();
+        if self.image_volume {
+            title.push_str(", image volume");
+        }
+        if self.unconfined {
+            title.push_str(", seccomp Unconfined");
+        }
+        title
     }
 }
 
@@ -69,6 +85,9 @@ fn minicluster(v: Variant, size: u32) -> Result<String> {
          spec:\n  size: {size}\n  interactive: true\n  containers:\n    - image: ubuntu:noble\n\
          \x20 flux:\n    container:\n      image: {VIEW}\n"
     );
+    if v.image_volume {
+        yaml.push_str("      imageVolume: true\n");
+    }
     if v.unconfined {
         yaml.push_str(
             "  pod:\n    securityContext:\n      seccompProfile:\n        type: Unconfined\n",
@@ -99,7 +118,9 @@ async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
     let applied = now();
     let lead = running_lead(&ns.name, &prefix, MC).await?;
     let script = format!(
-        "export PATH=$PATH:/mnt/flux/view/bin FLUX_URI=local://{socket}\n\
+        "if [ -r /etc/flux-operator/config/flux-view.sh ]; then . /etc/flux-operator/config/flux-view.sh\n\
+         else export PATH=$PATH:/mnt/flux/view/bin; fi\n\
+         export FLUX_URI=local://{socket}\n\
          until [ \"$(flux resource list -s up -no {{nnodes}} 2>/dev/null)\" = {size} ]; do sleep 0.1; done\n\
          flux run -N{size} true\n\
          echo $(flux getattr broker.starttime) $(flux jobs -a -no '{{t_submit}} {{t_inactive}}' | head -n 1)"
@@ -287,19 +308,19 @@ async fn main() -> Result<()> {
         crd: None,
     };
     let started = load();
-    let ours = Variant {
-        arm: Arm::Operator,
-        unconfined: false,
-    };
-    let go = Variant {
-        arm: Arm::Go,
-        unconfined: false,
-    };
+    let (ours, go) = (Variant::of(Arm::Operator), Variant::of(Arm::Go));
     let mut variants = vec![ours, go];
-    if std::env::var("BENCH_NODE_SECCOMP").is_ok_and(|v| v == "1") {
+    let on = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
+    if on("BENCH_NODE_IMAGE_VOLUME") {
         variants.push(Variant {
-            arm: Arm::Operator,
+            image_volume: true,
+            ..ours
+        });
+    }
+    if on("BENCH_NODE_SECCOMP") {
+        variants.push(Variant {
             unconfined: true,
+            ..ours
         });
     }
     // (size, variant) -> its runs, in round order
@@ -335,8 +356,9 @@ async fn main() -> Result<()> {
         load()
     );
     print_table(&figures, &sizes, ours, go);
-    if let Some(&unconfined) = variants.get(2) {
-        print_table(&figures, &sizes, ours, unconfined);
+    for &extra in &variants[2..] {
+        print_table(&figures, &sizes, extra, go);
+        print_table(&figures, &sizes, extra, ours);
     }
     print_breakdown(&figures, &sizes, &variants);
     Ok(())

@@ -165,11 +165,13 @@ tar_layer() { # OUT DIR PATHS...: a layer of PATHS under DIR, owned by root
 }
 tar_layer "$work/pause.tar" "$work/pause" pause
 # The view where the Go operator's view images keep it (/opt/views/._view/<hash>, with
-# /opt/view a link to it): its init container copies from there, this operator's from /opt/view.
+# /opt/view an absolute link to it, as Spack makes it): its init container copies from
+# there, this operator's from /opt/view; mounted as an image volume, the entrypoints follow
+# the link under the mount.
 tar_layer "$work/flux.tar" "$flux_root" --transform='s,^opt/view,opt/views/._view/flux,S' \
   opt/software opt/view
 mkdir -p "$work/link/opt"
-ln -s views/._view/flux "$work/link/opt/view"
+ln -s /opt/views/._view/flux "$work/link/opt/view"
 tar_layer "$work/link.tar" "$work/link" opt/view
 install -m 0755 "$operator_bin" "$work/operator/usr/local/bin/flux-operator"
 tar_layer "$work/operator.tar" "$work/operator" usr

@@ -44,9 +44,9 @@ pub fn parse_minicluster(text: &str) -> anyhow::Result<MiniCluster> {
 }
 
 /// Print the objects (or, with `files`, the broker config and scripts) for a manifest.
-pub fn render(path: &Path, cluster_domain: &str, files: bool) -> anyhow::Result<()> {
+pub fn render(path: &Path, env: &Environment, files: bool) -> anyhow::Result<()> {
     let mc = read_minicluster(path)?;
-    let cluster = resolve(&mc, cluster_domain)?;
+    let cluster = resolve(&mc, env)?;
     for warning in model::unsupported(&mc) {
         eprintln!("warning: {warning}");
     }
@@ -54,13 +54,9 @@ pub fn render(path: &Path, cluster_domain: &str, files: bool) -> anyhow::Result<
     Ok(())
 }
 
-/// The MiniCluster resolved in a cluster whose DNS domain is `cluster_domain`, or every error
-/// in its spec.
-fn resolve<'a>(mc: &'a MiniCluster, cluster_domain: &str) -> anyhow::Result<Cluster<'a>> {
-    let env = Environment {
-        cluster_domain: cluster_domain.to_string(),
-    };
-    model::resolve(mc, &env).map_err(|errors| {
+/// The MiniCluster resolved in the operator's environment `env`, or every error in its spec.
+fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> anyhow::Result<Cluster<'a>> {
+    model::resolve(mc, env).map_err(|errors| {
         let list = errors
             .iter()
             .map(|e| format!("  - {e}"))
@@ -74,10 +70,10 @@ fn resolve<'a>(mc: &'a MiniCluster, cluster_domain: &str) -> anyhow::Result<Clus
 /// under a `# ---- name ----` header.
 pub fn render_to_string(
     mc: &MiniCluster,
-    cluster_domain: &str,
+    env: &Environment,
     files: bool,
 ) -> anyhow::Result<String> {
-    render_cluster(&resolve(mc, cluster_domain)?, files)
+    render_cluster(&resolve(mc, env)?, files)
 }
 
 /// [`render_to_string`] of a resolved MiniCluster.

@@ -91,6 +91,7 @@ impl Builder {
 pub(crate) fn env() -> Environment {
     Environment {
         cluster_domain: "cluster.local".to_string(),
+        view_image_volume: false,
     }
 }
 

@@ -35,6 +35,10 @@ enum Command {
         /// The cluster DNS domain to write into broker addresses.
         #[arg(long, default_value = "cluster.local")]
         cluster_domain: String,
+        /// Mount the flux view as an image volume where the spec does not say (the
+        /// operator's `--flux-view-image-volume`).
+        #[arg(long)]
+        flux_view_image_volume: bool,
         /// Print only the broker config and scripts, as files, not the Kubernetes objects.
         #[arg(long)]
         files: bool,
@@ -60,8 +64,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Render {
             file,
             cluster_domain,
+            flux_view_image_volume,
             files,
-        } => cli::render(&file, &cluster_domain, files),
+        } => {
+            let env = flux_operator::model::Environment {
+                cluster_domain,
+                view_image_volume: flux_view_image_volume,
+            };
+            cli::render(&file, &env, files)
+        }
         Command::Run(config) => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

@@ -929,6 +929,13 @@ pub struct FluxContainer {
     /// Image pull Secret of the view image.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub image_pull_secret: String,
+    /// Mount the view image as an image volume, read-only and copied nowhere, instead of
+    /// copying it into every pod with an init container (so `name`, `workingDir`,
+    /// `resources` and `securityContext` do not apply). Needs Kubernetes 1.33 or newer and
+    /// a container runtime with image volumes (containerd 2.1+, CRI-O 1.31+). Unset: the
+    /// operator's default (`--flux-view-image-volume`, off unless its installer says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_volume: Option<bool>,
 }
 
 impl Default for FluxContainer {
@@ -944,6 +951,7 @@ impl Default for FluxContainer {
             security_context: None,
             pull_always: false,
             image_pull_secret: String::new(),
+            image_volume: None,
         }
     }
 }

@@ -34,12 +34,17 @@ const PLUGIN_ERROR: u8 = 1;
 /// `$1` = the flux view's directory (empty without a view), `$2` = the lead broker's URI,
 /// `$3` = `flux` or `shell`, then the arguments. POSIX sh; the arguments are only ever
 /// expanded as `"$@"`, so none is split, globbed or expanded.
+///
+/// A view mounted as an image volume is read-only and has no `flux-view.sh`: the operator's
+/// ConfigMap has it (since the image volume came; older pods have it in the view only).
 const REMOTE_SCRIPT: &str = r#"if [ -n "$1" ]; then
-  if [ ! -r "$1/flux-view.sh" ]; then
+  env_file="$1/flux-view.sh"
+  [ -r "$env_file" ] || env_file=/etc/flux-operator/config/flux-view.sh
+  if [ ! -r "$env_file" ]; then
     printf 'kubectl-flux: %s/flux-view.sh is missing in this container\n' "$1" >&2
     exit 127
   fi
-  . "$1/flux-view.sh"
+  . "$env_file"
 else
   FLUX_URI=$2
   fluxsocket=$2
@@ -1356,6 +1361,13 @@ mod tests {
         // No view (spec.flux.container.disable): FLUX_URI from the plugin.
         let out = run("", "local:///the/socket");
         assert_eq!(out, format!("{want}uri=local:///the/socket\n"));
+    }
+
+    /// The ConfigMap's copy the remote script falls back to is where the operator mounts it.
+    #[test]
+    fn the_remote_script_falls_back_to_the_config_maps_flux_view_sh() {
+        let file = format!("{}/flux-view.sh", flux_operator::flux::CONFIG_MOUNT);
+        assert!(REMOTE_SCRIPT.contains(&format!("env_file={file}\n")));
     }
 
     #[test]

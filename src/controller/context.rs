@@ -62,14 +62,14 @@ impl Context {
         reporter: Reporter,
         metrics: SharedMetrics,
         index: Index,
-        cluster_domain: String,
+        env: Environment,
     ) -> Self {
         Self {
             client,
             reporter,
             metrics,
             index,
-            env: Environment { cluster_domain },
+            env,
             failures: Mutex::default(),
             sightings: Sightings::default(),
             written: Mutex::default(),

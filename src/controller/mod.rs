@@ -41,6 +41,7 @@ use tokio::sync::watch;
 
 use crate::api::MiniCluster;
 use crate::metrics::{self, Health, Metrics};
+use crate::model::Environment;
 
 pub use apply::{Deleted, delete_pinned};
 pub use cluster_domain::discover_cluster_domain;
@@ -63,6 +64,11 @@ pub struct Config {
     /// running in a pod; required otherwise.
     #[arg(long, env = "CLUSTER_DOMAIN")]
     pub cluster_domain: Option<String>,
+    /// Mount each MiniCluster's flux view image as an image volume (read-only, nothing
+    /// copied) unless its `flux.container.imageVolume` says otherwise. Needs Kubernetes 1.33+
+    /// and a runtime with image volumes (containerd 2.1+, CRI-O 1.31+) on every node.
+    #[arg(long, env = "FLUX_VIEW_IMAGE_VOLUME", default_value_t = false, action = clap::ArgAction::Set)]
+    pub flux_view_image_volume: bool,
     /// Only one replica reconciles at a time (a Lease in --lease-namespace).
     #[arg(long, env = "LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_election: bool,
@@ -92,8 +98,15 @@ pub struct Config {
 pub async fn run(config: Config) -> anyhow::Result<()> {
     crate::telemetry::init(config.log_format);
     let client = Client::try_default().await?;
-    let cluster_domain = cluster_domain(&config)?;
-    tracing::info!(%cluster_domain, "starting flux-operator");
+    let env = Environment {
+        cluster_domain: cluster_domain(&config)?,
+        view_image_volume: config.flux_view_image_volume,
+    };
+    tracing::info!(
+        cluster_domain = %env.cluster_domain,
+        flux_view_image_volume = env.view_image_volume,
+        "starting flux-operator"
+    );
 
     let metrics = Arc::new(Metrics::new());
     let health = Health::default();
@@ -147,9 +160,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         instance: config.identity.clone(),
     };
     let (sync, synced_rx) = spawn_sync(index.clone());
-    let ctx = Arc::new(
-        Context::new(client, reporter, metrics, index, cluster_domain).with_sync(synced_rx),
-    );
+    let ctx = Arc::new(Context::new(client, reporter, metrics, index, env).with_sync(synced_rx));
     let pruner = spawn_pruner(ctx.clone(), mc_store.clone());
 
     run_controller(controller, ctx).await;

@@ -167,7 +167,7 @@ fn context(client: Client, index: Index) -> Arc<Context> {
         reporter,
         Arc::new(Metrics::new()),
         index,
-        "cluster.local".into(),
+        crate::fixtures::env(),
     ))
 }
 
@@ -715,9 +715,7 @@ fn running_without_service_and_job() -> (MiniCluster, Index) {
         curve_secret: "m-curve".into(),
         ..Default::default()
     });
-    let env = crate::render::Environment {
-        cluster_domain: "cluster.local".into(),
-    };
+    let env = crate::fixtures::env();
     let desired = crate::render::desired(&crate::model::resolve(&mc, &env).unwrap()).unwrap();
     let (index, mut stores) = index();
     hold_as_made(&mut stores, &mc, &desired);

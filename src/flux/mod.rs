@@ -8,13 +8,13 @@
 //!
 //! | path | what | from |
 //! |---|---|---|
-//! | [`CONFIG_MOUNT`] `/etc/flux-operator/config` | `broker.toml`, `lead.sh`, `follower.sh`, `view-init.sh`, `container.<name>.sh`, `service.<name>.sh`, hook files, `script.sh`, `batch.sh` | the ConfigMap ([`config_map_data`]), read-only |
+//! | [`CONFIG_MOUNT`] `/etc/flux-operator/config` | `broker.toml`, `lead.sh`, `follower.sh`, `view-init.sh`, `flux-view.sh`, `container.<name>.sh`, `service.<name>.sh`, hook files, `script.sh`, `batch.sh` | the ConfigMap ([`config_map_data`]), read-only |
 //! | [`CURVE_MOUNT`] `/etc/flux-operator/curve` | `curve.cert` | the CURVE Secret, read-only ([`pod::curve_secret_mode`]), Flux container only |
 //! | [`KEY_MOUNT`] `/run/flux-operator-key` | `curve.cert` (private copy, 0400: [`CURVE_PRIVATE_PATH`]) | memory-backed emptyDir ([`KEY_VOLUME`](crate::render::flux_pod::KEY_VOLUME)), Flux container only |
 //! | [`RUN_MOUNT`] `/run/flux-operator` | `broker/` only | emptyDir ([`RUN_VOLUME`](crate::render::flux_pod::RUN_VOLUME)), owned by root (mode 0777, or group fsGroup with setgid), shared with the containers that do not run Flux (read-only there) |
 //! | [`BROKER_DIR`] `/run/flux-operator/broker` | `local` (the broker socket, [`SOCKET_PATH`]); `R.json` ([`RESOURCE_PATH`], unless `flux.brokerConfig`: [`config::resource_hosts`]) | made by the entrypoint, owned by the broker's user, mode 0755 (Flux refuses a socket directory the instance owner does not own; companions of any user can reach the socket) |
-//! | `flux.container.mountPath` (`/mnt/flux`) | `view/` (Flux), `software/` | emptyDir filled by the view init container, read-only in the app |
-//! | [`SOFTWARE_MOUNT`] `/opt/software` | the view's install tree | subPath `software` of the view volume |
+//! | `flux.container.mountPath` (`/mnt/flux`) | `view/` (Flux), `software/` (and `flux-view.sh` when copied) | emptyDir filled by the view init container, or with `imageVolume` the view image's `/opt` (subPath `opt`, where `view` may link to an absolute `/opt/...` path); read-only in the app |
+//! | [`SOFTWARE_MOUNT`] `/opt/software` | the view's install tree | subPath `software` of the view volume (`opt/software` of an image volume) |
 //!
 //! Flux reads every `*.toml` in its config directory and merges them; the ConfigMap's are
 //! `broker.toml` and, with `flux.scheduler.simple`, `scheduler.toml`

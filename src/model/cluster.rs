@@ -31,6 +31,30 @@ pub struct Cluster<'a> {
     pub certificate: Option<Certificate>,
     /// `spec.archive`, when the instance saves and restores.
     pub archive: Option<Archive<'a>>,
+    /// How Flux reaches the pods from the view image (`None`: `flux.container.disable`, the
+    /// application image has Flux).
+    pub view: Option<View>,
+}
+
+/// How the flux view image reaches the pods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// An init container copies it into an emptyDir in every pod.
+    Copy,
+    /// The runtime mounts the image itself, read-only (`flux.container.imageVolume`).
+    ImageVolume,
+}
+
+impl View {
+    /// The view of `mc`: its `imageVolume`, else the operator's default.
+    pub fn of(mc: &MiniCluster, env: &Environment) -> Option<View> {
+        let view = &mc.spec.flux.container;
+        match view.image_volume.unwrap_or(env.view_image_volume) {
+            _ if view.disable => None,
+            true => Some(View::ImageVolume),
+            false => Some(View::Copy),
+        }
+    }
 }
 
 /// Where the instance saves to and restores from (`spec.archive`).
@@ -72,12 +96,13 @@ pub fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> Result<Cluster<'a>
     }
     let one = |e: FieldError| vec![e];
     let flux = FluxContainer::of(mc).map_err(one)?;
-    let mut flux_mounts = flux_container_mounts(mc);
+    let view = View::of(mc, env);
+    let mut flux_mounts = flux_container_mounts(mc, view);
     flux_mounts.extend(user_mounts(flux.spec));
     let companions = companion_containers(mc)
         .into_iter()
         .map(|mut s| {
-            let mut mounts = companion_mounts(mc, s.companion);
+            let mut mounts = companion_mounts(mc, s.companion, view);
             mounts.extend(user_mounts(s.spec));
             s.mounts = mounts;
             s
@@ -100,5 +125,6 @@ pub fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> Result<Cluster<'a>
             grace_seconds: mc.archive_grace_seconds(),
             running_jobs: mc.spec.archive.running_jobs,
         }),
+        view,
     })
 }

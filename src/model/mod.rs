@@ -22,7 +22,7 @@ pub mod network;
 pub mod words;
 
 pub use check::{unsupported, validate};
-pub use cluster::{Archive, Cluster, resolve};
+pub use cluster::{Archive, Cluster, View, resolve};
 
 /// What the operator knows about the cluster it runs in.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +30,9 @@ pub struct Environment {
     /// The cluster's DNS domain (from `--cluster-domain` or discovered), e.g. `cluster.local`.
     /// `spec.network.clusterDomain` overrides it.
     pub cluster_domain: String,
+    /// Mount flux views as image volumes unless a MiniCluster says otherwise
+    /// (`--flux-view-image-volume`; `spec.flux.container.imageVolume` overrides it).
+    pub view_image_volume: bool,
 }
 
 #[cfg(test)]

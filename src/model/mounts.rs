@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::VolumeMount;
 
+use super::cluster::View;
 use super::containers::{Companion, is_wrapped};
 use crate::api::validation::{FieldError, key_field};
 use crate::api::{ContainerVolume, MiniCluster, MiniClusterContainer};
@@ -34,7 +35,8 @@ pub const RUN_VOLUME: &str = "flux-operator-run";
 /// Memory-backed emptyDir for the certificate copy Flux reads (mounted at [`KEY_MOUNT`] in the
 /// Flux container only).
 pub const KEY_VOLUME: &str = "flux-operator-key";
-/// emptyDir the init container copies the flux view into.
+/// The flux view: an emptyDir the init container copies the view into, or the view image
+/// itself as an image volume ([`View`]).
 pub const VIEW_VOLUME: &str = "flux-view";
 /// emptyDir of an interactive cluster's Flux container where the lead broker keeps the
 /// instance's state (its `statedir`), so a restart of the container in the same pod starts
@@ -74,15 +76,24 @@ pub fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
     }
 }
 
-fn view_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
-    if mc.spec.flux.container.disable {
-        return Vec::new();
-    }
+/// The view at `flux.container.mountPath` (`view/` and `software/` there) and its install
+/// tree at `/opt/software`, where the view's links and library paths point. The copy has
+/// them at its top; an image volume is the image's root, so both come from its `/opt`
+/// (where `view` may be a link to an absolute `/opt/...` path: the entrypoints follow it
+/// under the mount). The same paths either way.
+fn view_mounts(mc: &MiniCluster, view: Option<View>) -> Vec<VolumeMount> {
+    let (top, software) = match view {
+        None => return Vec::new(),
+        Some(View::Copy) => (None, "software"),
+        Some(View::ImageVolume) => (Some("opt".to_string()), "opt/software"),
+    };
     vec![
-        mount(VIEW_VOLUME, &mc.spec.flux.container.mount_path, true),
-        // The view's links and library paths point into /opt/software.
         VolumeMount {
-            sub_path: Some("software".into()),
+            sub_path: top,
+            ..mount(VIEW_VOLUME, &mc.spec.flux.container.mount_path, true)
+        },
+        VolumeMount {
+            sub_path: Some(software.into()),
             ..mount(VIEW_VOLUME, SOFTWARE_MOUNT, true)
         },
     ]
@@ -92,7 +103,7 @@ fn view_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
 /// directory, the key directory, the flux view with its install tree at `/opt/software`
 /// (read-only), and for an interactive cluster the state directory. The only container that
 /// mounts the Secret or the key directory.
-pub fn flux_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
+pub fn flux_container_mounts(mc: &MiniCluster, view: Option<View>) -> Vec<VolumeMount> {
     let mut mounts = vec![
         mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
         mount(CURVE_VOLUME, CURVE_MOUNT, true),
@@ -102,7 +113,7 @@ pub fn flux_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
     if super::containers::keeps_state(mc) {
         mounts.push(mount(STATE_VOLUME, STATE_MOUNT, false));
     }
-    mounts.extend(view_mounts(mc));
+    mounts.extend(view_mounts(mc, view));
     mounts
 }
 
@@ -113,7 +124,11 @@ pub fn flux_container_mounts(mc: &MiniCluster) -> Vec<VolumeMount> {
 /// the container is wrapped. Never the CURVE Secret or the key directory: no companion mounts
 /// the secret key (one running as the broker's user or root reaches it through the socket,
 /// as the instance's owner: docs/security.md).
-pub fn companion_mounts(mc: &MiniCluster, companion: Companion) -> Vec<VolumeMount> {
+pub fn companion_mounts(
+    mc: &MiniCluster,
+    companion: Companion,
+    view: Option<View>,
+) -> Vec<VolumeMount> {
     if !companion.in_broker_pods() {
         return if is_wrapped(mc, companion) {
             vec![mount(CONFIG_VOLUME, CONFIG_MOUNT, true)]
@@ -125,7 +140,7 @@ pub fn companion_mounts(mc: &MiniCluster, companion: Companion) -> Vec<VolumeMou
         mount(CONFIG_VOLUME, CONFIG_MOUNT, true),
         mount(RUN_VOLUME, RUN_MOUNT, true),
     ];
-    mounts.extend(view_mounts(mc));
+    mounts.extend(view_mounts(mc, view));
     mounts
 }
 

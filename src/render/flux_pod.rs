@@ -5,29 +5,25 @@
 
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, ExecAction, KeyToPath, Probe, ResourceFieldSelector, SeccompProfile,
-    SecretVolumeSource, SecurityContext, TCPSocketAction, Volume,
+    EnvVarSource, ExecAction, ImageVolumeSource, KeyToPath, Probe, ResourceFieldSelector,
+    SeccompProfile, SecretVolumeSource, SecurityContext, TCPSocketAction, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::flux::{self, BROKER_PORT, CONFIG_MOUNT, CURVE_SECRET_KEY, Role};
-use crate::model::Cluster;
 use crate::model::containers::CompanionContainer;
 pub use crate::model::mounts::{
     CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RESERVED_VOLUMES, RUN_VOLUME, STATE_VOLUME,
     VIEW_VOLUME, companion_mounts, flux_container_mounts, mount,
 };
+use crate::model::{Cluster, View};
 
 /// Size limit of [`KEY_VOLUME`] (it holds one certificate of a few hundred bytes).
 const KEY_VOLUME_SIZE: &str = "1Mi";
 /// User the view init container runs as unless `flux.container.securityContext` says
 /// otherwise (`nobody`: the view's files are world-readable, the emptyDir world-writable).
 pub const VIEW_INIT_USER: i64 = 65534;
-
-fn view_enabled(mc: &crate::api::MiniCluster) -> bool {
-    !mc.spec.flux.container.disable
-}
 
 /// Pod volumes Flux needs: the ConfigMap `config_map`, the CURVE Secret `curve_secret`, the
 /// run directory (the socket), the key directory (memory-backed, for the certificate copy),
@@ -72,13 +68,7 @@ pub fn pod_volumes(cluster: &Cluster<'_>, config_map: &str, curve_secret: &str) 
             ..Default::default()
         },
     ];
-    if view_enabled(mc) {
-        volumes.push(Volume {
-            name: VIEW_VOLUME.into(),
-            empty_dir: Some(EmptyDirVolumeSource::default()),
-            ..Default::default()
-        });
-    }
+    volumes.extend(cluster.view.map(|view| view_volume(cluster, view)));
     if crate::model::containers::keeps_state(mc) {
         volumes.push(Volume {
             name: STATE_VOLUME.into(),
@@ -87,6 +77,36 @@ pub fn pod_volumes(cluster: &Cluster<'_>, config_map: &str, curve_secret: &str) 
         });
     }
     volumes
+}
+
+/// The flux view's volume: the emptyDir the init container copies into, or the view image
+/// itself, pulled as the init container's image would be.
+fn view_volume(cluster: &Cluster<'_>, view: View) -> Volume {
+    let image = &cluster.mc.spec.flux.container;
+    match view {
+        View::Copy => Volume {
+            name: VIEW_VOLUME.into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        },
+        View::ImageVolume => Volume {
+            name: VIEW_VOLUME.into(),
+            image: Some(ImageVolumeSource {
+                reference: Some(image.image.clone()),
+                pull_policy: Some(view_pull_policy(image).into()),
+            }),
+            ..Default::default()
+        },
+    }
+}
+
+/// `Always` with `flux.container.pullAlways`, else `IfNotPresent`.
+fn view_pull_policy(view: &crate::api::FluxContainer) -> &'static str {
+    if view.pull_always {
+        "Always"
+    } else {
+        "IfNotPresent"
+    }
 }
 
 /// Environment of the Flux container: where the entrypoint finds things, the role
@@ -167,24 +187,17 @@ pub fn view_init_security_context() -> SecurityContext {
     }
 }
 
-/// The flux view init container, `None` with `flux.container.disable`. It runs
+/// The flux view init container, `None` unless the view is copied ([`View::Copy`]). It runs
 /// `view-init.sh` from the ConfigMap to copy the view into the shared emptyDir.
 pub fn view_init_container(cluster: &Cluster<'_>) -> Option<Container> {
     let view = &cluster.mc.spec.flux.container;
-    if view.disable {
+    if cluster.view != Some(View::Copy) {
         return None;
     }
     Some(Container {
         name: view.name.clone(),
         image: Some(view.image.clone()),
-        image_pull_policy: Some(
-            if view.pull_always {
-                "Always"
-            } else {
-                "IfNotPresent"
-            }
-            .into(),
-        ),
+        image_pull_policy: Some(view_pull_policy(view).into()),
         command: Some(flux::view_init_command()),
         working_dir: (!view.working_dir.is_empty()).then(|| view.working_dir.clone()),
         resources: view.resources.clone(),

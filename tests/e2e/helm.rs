@@ -156,6 +156,7 @@ fn helm_lint_passes_with_defaults_and_every_option() -> Result<()> {
             "metrics.prometheusRule.enabled=true",
             "logFormat=text",
             "clusterDomain=example.org",
+            "fluxView.imageVolume=true",
             "metrics.port=9090",
             "metrics.readers[0].name=prometheus-k8s",
             "metrics.readers[0].namespace=monitoring",
@@ -183,6 +184,37 @@ fn helm_lint_passes_with_defaults_and_every_option() -> Result<()> {
             .is_err_and(|e| e.to_string().contains("leaderElection")),
         "{refused:?}"
     );
+    Ok(())
+}
+
+/// `fluxView.imageVolume` reaches the operator as `FLUX_VIEW_IMAGE_VOLUME=true` (its
+/// `--flux-view-image-volume`), and the default sets nothing.
+#[test]
+fn helm_flux_view_image_volume_value_sets_the_operators_default() -> Result<()> {
+    let env_of = |set: &[&str]| -> Result<Option<Value>> {
+        let objects = by_key(yaml_documents(&helm_template(
+            "flux-operator-system",
+            set,
+        )?)?);
+        let deployment = objects
+            .values()
+            .find(|o| o["kind"] == "Deployment")
+            .cloned()
+            .unwrap_or_default();
+        Ok(
+            deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|e| e["name"] == "FLUX_VIEW_IMAGE_VOLUME")
+                .cloned(),
+        )
+    };
+    assert_eq!(
+        env_of(&["fluxView.imageVolume=true"])?,
+        Some(serde_json::json!({"name": "FLUX_VIEW_IMAGE_VOLUME", "value": "true"}))
+    );
+    assert_eq!(env_of(&[])?, None);
     Ok(())
 }
 

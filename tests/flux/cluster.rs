@@ -134,6 +134,7 @@ impl MiniClusterRun {
         assert!(errors.is_empty(), "invalid MiniCluster: {errors:?}");
         let env = Environment {
             cluster_domain: CLUSTER_DOMAIN.into(),
+            view_image_volume: false,
         };
         let desired = render::desired(&model::resolve(&mc, &env).unwrap()).expect("render");
         let cert = flux::curve_certificate(&mc).expect("certificate");

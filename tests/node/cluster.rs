@@ -219,10 +219,12 @@ pub fn lead_pod(ns: &str, mc: &str) -> Result<String> {
 }
 
 /// `kubectl exec POD -c CONTAINER -- CMD...` with Flux's commands on PATH, talking to the
-/// local broker (as the README tells users to reach the instance).
+/// local broker (as the README tells users to reach the instance: `flux-view.sh` from the
+/// ConfigMap, there whether the view is copied or an image volume).
 pub fn flux_exec(ns: &str, pod: &str, container: &str, flux_args: &str) -> Result<String> {
     let script = format!(
-        "export PATH=$PATH:/mnt/flux/view/bin FLUX_URI=local:///run/flux-operator/broker/local; {flux_args}"
+        "view=/etc/flux-operator/config/flux-view.sh; if [ -r $view ]; then . $view; fi; \
+         export FLUX_URI=local:///run/flux-operator/broker/local; {flux_args}"
     );
     kubectl_in(
         ns,

@@ -20,6 +20,7 @@ mod autoscaling;
 mod elastic;
 mod failure;
 mod go_examples;
+mod image_volume;
 mod installed;
 mod interactive;
 mod kueue;

@@ -31,7 +31,7 @@ spec:
 }
 
 /// The host names of every broker pod of `mc`.
-fn broker_hosts(ns: &str, mc: &str) -> Result<BTreeSet<String>> {
+pub fn broker_hosts(ns: &str, mc: &str) -> Result<BTreeSet<String>> {
     let mut hosts = BTreeSet::new();
     for role in ["lead", "workers"] {
         for pod in pods(ns, mc, role)? {
@@ -47,7 +47,7 @@ fn broker_hosts(ns: &str, mc: &str) -> Result<BTreeSet<String>> {
 }
 
 /// What `mpi-check` printed: the host of each rank, and its last line (rank 0's verdict).
-fn ranks_and_verdict(output: &str) -> (Vec<(usize, String)>, String) {
+pub fn ranks_and_verdict(output: &str) -> (Vec<(usize, String)>, String) {
     let mut ranks: Vec<(usize, String)> = output
         .lines()
         .filter_map(|l| {

@@ -1153,6 +1153,35 @@ fn the_view_puts_flux_on_path_and_python_path() {
     assert!(stderr(&out).contains("flux is not on PATH"));
 }
 
+/// A view image mounted as an image volume: its /opt is the view's directory, where `view`
+/// links to the view, relatively or (as a Spack view does) to an absolute /opt/... path that
+/// the container does not have. The entrypoint finds Flux and its bindings there either way.
+#[test]
+fn the_view_is_found_through_the_images_view_link_relative_or_absolute() {
+    let mc = with_command("mc", 2, "hostname");
+    // The view's root as the entrypoint names it: through the link when it resolves.
+    for (link, root_seen) in [
+        ("views/._view/abc", "view"),
+        ("/opt/views/._view/abc", "views/._view/abc"),
+    ] {
+        let pod = Pod::new(&mc);
+        let root = pod.view.join("views/._view/abc");
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::rename(pod.bin.join("flux"), root.join("bin/flux")).unwrap();
+        let site = "lib/python3.12/site-packages";
+        std::fs::create_dir_all(root.join(site)).unwrap();
+        std::os::unix::fs::symlink(link, pod.view.join("view")).unwrap();
+        assert_ok(&pod.run("lead.sh", &[("FAKE_FLUX_SHOW_ENV", "PYTHONPATH")]));
+        assert_eq!(pod.flux_calls().len(), 2, "{link}");
+        let seen = pod.view.join(root_seen).join(site);
+        assert_eq!(
+            pod.env_seen()["PYTHONPATH"],
+            seen.display().to_string(),
+            "{link}"
+        );
+    }
+}
+
 #[test]
 fn python_path_from_the_spec() {
     let mut mc = with_command("mc", 2, "hostname");
@@ -1406,7 +1435,9 @@ fn flux_view_sh_puts_flux_on_path_and_points_at_the_broker_for_any_mount_path() 
         let file = dir.path().join("flux-view.sh");
         std::fs::write(
             &file,
-            crate::flux::scripts::shell_environment(&crate::fixtures::cluster(&mc)),
+            crate::flux::scripts::shell_environment(&crate::fixtures::cluster(&mc))
+                .unwrap()
+                .unwrap(),
         )
         .unwrap();
         let out = Command::new("sh")

@@ -62,6 +62,7 @@ fn hosts_are_the_pod_fqdns_in_rank_order() {
         let mc = with_spec(name, ns, &spec);
         let ctx = Context {
             cluster_domain: domain.into(),
+            view_image_volume: false,
         };
         let text =
             crate::flux::config::broker_toml(&crate::model::resolve(&mc, &ctx).unwrap()).unwrap();
@@ -187,6 +188,7 @@ fn connect_uses_subdomain_namespace_and_domain() {
             &mc,
             &Context {
                 cluster_domain: "cluster.example.".into(),
+                view_image_volume: false,
             },
         )
         .unwrap(),
@@ -214,6 +216,7 @@ fn cluster_domain_is_never_assumed() {
         &mc,
         &Context {
             cluster_domain: String::new(),
+            view_image_volume: false,
         },
     )
     .unwrap_err();

@@ -8,6 +8,7 @@ use super::err;
 use super::texts::check_texts;
 use crate::api::validation::{FieldError, key_field};
 use crate::api::{MiniCluster, MiniClusterContainer, is_dns_label};
+use crate::model::cluster::View;
 use crate::model::containers::{ARCHIVE_INIT, Companion, default_container_name, runs_flux};
 use crate::model::mounts::{
     RESERVED_VOLUMES, check_mount_paths, companion_mounts, flux_container_mounts,
@@ -88,10 +89,11 @@ fn check_broker_pod_container(
     }
     check_container(&field, c, names, reserved, errors);
     check_texts(&field, c, is_runner, errors);
+    let view = paths_of_view(mc);
     let operator = if is_runner {
-        flux_container_mounts(mc)
+        flux_container_mounts(mc, view)
     } else {
-        companion_mounts(mc, Companion::Container(i))
+        companion_mounts(mc, Companion::Container(i), view)
     };
     check_mount_paths(&field, c, &operator, errors);
     if c.launcher && c.batch {
@@ -150,8 +152,14 @@ fn check_service(
     }
     check_container(&field, s, names, reserved, errors);
     check_texts(&field, s, false, errors);
-    let operator = companion_mounts(mc, Companion::Service(i));
+    let operator = companion_mounts(mc, Companion::Service(i), paths_of_view(mc));
     check_mount_paths(&field, s, &operator, errors);
+}
+
+/// The view whose mount paths the user's must not take: those of a copy, which an image
+/// volume mounts at the same paths (so the check needs no operator default).
+fn paths_of_view(mc: &MiniCluster) -> Option<View> {
+    (!mc.spec.flux.container.disable).then_some(View::Copy)
 }
 
 /// Whether the Flux container is unnamed and would get `name`.

@@ -13,6 +13,7 @@ pub(super) fn check(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
         // Only the spec's domain is checked: the operator's own is not the spec's fault.
         let operator = Environment {
             cluster_domain: String::new(),
+            view_image_volume: false,
         };
         if let Err(e) = network::cluster_domain(mc, &operator) {
             push_new(errors, e);

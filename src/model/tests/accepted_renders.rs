@@ -475,6 +475,7 @@ fn every_spec_validation_accepts_renders_and_every_refusal_names_api_fields() {
     let cases = config.cases as usize;
     let env = Environment {
         cluster_domain: "cluster.local".to_string(),
+        view_image_volume: false,
     };
     let accepted = Cell::new(0usize);
     let refused = Cell::new(0usize);

@@ -988,3 +988,28 @@ fn programs_beyond_their_sum_are_refused_naming_the_spec_as_the_api_servers_rule
     assert_eq!(field, "spec");
     assert!(message.contains(&MAX_PROGRAMS.to_string()), "{message}");
 }
+
+/// How the view reaches the pods: the spec's `imageVolume` when it says, else the
+/// operator's default; no view at all with `disable`, whatever either says.
+#[test]
+fn the_view_is_an_image_volume_as_the_spec_or_else_the_operator_says() {
+    use crate::model::{Environment, View};
+    for (spec, operator, disable, want) in [
+        (None, false, false, Some(View::Copy)),
+        (None, true, false, Some(View::ImageVolume)),
+        (Some(true), false, false, Some(View::ImageVolume)),
+        (Some(false), true, false, Some(View::Copy)),
+        (Some(true), true, true, None),
+        (None, true, true, None),
+    ] {
+        let mut mc = crate::fixtures::with_command("mc", 2, "hostname");
+        mc.spec.flux.container.image_volume = spec;
+        mc.spec.flux.container.disable = disable;
+        let env = Environment {
+            cluster_domain: "cluster.local".into(),
+            view_image_volume: operator,
+        };
+        let cluster = crate::model::resolve(&mc, &env).unwrap();
+        assert_eq!(cluster.view, want, "{spec:?} {operator} {disable}");
+    }
+}

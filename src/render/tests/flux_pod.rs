@@ -6,11 +6,16 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use crate::api::MiniClusterContainer;
 use crate::fixtures::with_command;
 use crate::flux::{self, CONFIG_MOUNT, CURVE_MOUNT, Companion, KEY_MOUNT, RUN_MOUNT, Role};
+use crate::model::View;
 use crate::model::mounts::STATE_MOUNT;
 use crate::render::flux_pod::{
     self, CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RUN_VOLUME, STATE_VOLUME, VIEW_VOLUME,
 };
 use crate::render::{self};
+use k8s_openapi::api::core::v1::{ImageVolumeSource, VolumeMount};
+
+/// The view of the mount tests: copied (an image volume mounts at the same paths).
+const COPY: Option<View> = Some(View::Copy);
 
 fn mounts_of(
     m: &[k8s_openapi::api::core::v1::VolumeMount],
@@ -52,7 +57,7 @@ fn an_interactive_cluster_has_a_state_volume_for_its_flux_container_only() {
         "on the node's disk"
     );
     assert!(
-        mounts_of(&flux_pod::flux_container_mounts(&mc)).contains(&t(
+        mounts_of(&flux_pod::flux_container_mounts(&mc, COPY)).contains(&t(
             STATE_VOLUME,
             STATE_MOUNT,
             false,
@@ -64,7 +69,7 @@ fn an_interactive_cluster_has_a_state_volume_for_its_flux_container_only() {
         name: "side".into(),
         ..Default::default()
     });
-    let side = flux_pod::companion_mounts(&mc, Companion::Container(1));
+    let side = flux_pod::companion_mounts(&mc, Companion::Container(1), COPY);
     assert!(side.iter().all(|m| m.name != STATE_VOLUME), "{side:?}");
 
     let batch = with_command("mc", 2, "hostname");
@@ -95,7 +100,7 @@ fn volumes_and_mounts_with_the_view() {
     assert!(volumes[2..].iter().all(|v| v.empty_dir.is_some()));
 
     assert_eq!(
-        mounts_of(&flux_pod::flux_container_mounts(&mc)),
+        mounts_of(&flux_pod::flux_container_mounts(&mc, COPY)),
         [
             t(CONFIG_VOLUME, CONFIG_MOUNT, true, None),
             t(CURVE_VOLUME, CURVE_MOUNT, true, None),
@@ -123,7 +128,11 @@ fn volumes_and_mounts_with_the_view() {
         ..Default::default()
     });
     assert_eq!(
-        mounts_of(&flux_pod::companion_mounts(&mc, Companion::Container(1))),
+        mounts_of(&flux_pod::companion_mounts(
+            &mc,
+            Companion::Container(1),
+            COPY
+        )),
         [
             t(CONFIG_VOLUME, CONFIG_MOUNT, true, None),
             t(RUN_VOLUME, RUN_MOUNT, true, None),
@@ -132,10 +141,68 @@ fn volumes_and_mounts_with_the_view() {
         ]
     );
     assert_eq!(
-        mounts_of(&flux_pod::companion_mounts(&mc, Companion::Service(0))),
+        mounts_of(&flux_pod::companion_mounts(
+            &mc,
+            Companion::Service(0),
+            COPY
+        )),
         [t(CONFIG_VOLUME, CONFIG_MOUNT, true, None)]
     );
-    assert!(flux_pod::companion_mounts(&mc, Companion::Service(1)).is_empty());
+    assert!(flux_pod::companion_mounts(&mc, Companion::Service(1), COPY).is_empty());
+}
+
+/// With `imageVolume` the view image is the volume: no init container and no `view-init.sh`,
+/// the image's /opt at `mountPath` and its /opt/software at /opt/software (read-only, in
+/// every broker container), pulled as the init container's image would be, and
+/// `flux-view.sh` in the ConfigMap.
+#[test]
+fn an_image_volume_view_mounts_the_image_and_copies_nothing() {
+    let mut mc = with_command("mc", 2, "hostname");
+    mc.spec.containers[0].run_flux = true;
+    mc.spec.containers.push(MiniClusterContainer {
+        name: "side".into(),
+        image: "busybox".into(),
+        ..Default::default()
+    });
+    mc.spec.flux.container.image_volume = Some(true);
+    mc.spec.flux.container.pull_always = true;
+    let cluster = crate::fixtures::cluster(&mc);
+    assert_eq!(cluster.view, Some(View::ImageVolume));
+    assert!(flux_pod::view_init_container(&cluster).is_none());
+    let volume = flux_pod::pod_volumes(&cluster, "a", "b")
+        .into_iter()
+        .find(|v| v.name == VIEW_VOLUME)
+        .unwrap();
+    assert_eq!(
+        (volume.image, volume.empty_dir),
+        (
+            Some(ImageVolumeSource {
+                reference: Some(mc.spec.flux.container.image.clone()),
+                pull_policy: Some("Always".into()),
+            }),
+            None
+        )
+    );
+    let view_mounts = |mounts: &[VolumeMount]| -> Vec<(String, Option<String>, Option<bool>)> {
+        mounts
+            .iter()
+            .filter(|m| m.name == VIEW_VOLUME)
+            .map(|m| (m.mount_path.clone(), m.sub_path.clone(), m.read_only))
+            .collect()
+    };
+    let want = vec![
+        ("/mnt/flux".to_string(), Some("opt".to_string()), Some(true)),
+        (
+            "/opt/software".into(),
+            Some("opt/software".into()),
+            Some(true),
+        ),
+    ];
+    assert_eq!(view_mounts(&cluster.flux_mounts), want);
+    assert_eq!(view_mounts(&cluster.companions[0].mounts), want);
+    let data = flux::config_map_data(&cluster).unwrap();
+    assert!(!data.contains_key("view-init.sh"));
+    assert!(data["flux-view.sh"].contains("view_dir=/mnt/flux"));
 }
 
 #[test]
@@ -149,7 +216,8 @@ fn no_view_when_disabled() {
             .any(|v| v.name == VIEW_VOLUME)
     );
     assert!(
-        !flux_pod::flux_container_mounts(&mc)
+        !crate::fixtures::cluster(&mc)
+            .flux_mounts
             .iter()
             .any(|m| m.name == VIEW_VOLUME)
     );
@@ -623,7 +691,7 @@ fn only_the_flux_container_mounts_the_private_key() {
             Some("Memory"),
             "the key copy never touches the node's disk"
         );
-        let flux_mounts = flux_pod::flux_container_mounts(&mc);
+        let flux_mounts = flux_pod::flux_container_mounts(&mc, COPY);
         let key_mounts: Vec<_> = flux_mounts.iter().filter(|m| sees_key(m)).collect();
         assert_eq!(key_mounts.len(), 1, "{flux_mounts:?}");
         assert_eq!(key_mounts[0].name, KEY_VOLUME);
@@ -641,7 +709,8 @@ fn only_the_flux_container_mounts_the_private_key() {
             command: "true".into(),
             ..Default::default()
         });
-        let service_mounts = flux_pod::companion_mounts(&with_companion, Companion::Container(1));
+        let service_mounts =
+            flux_pod::companion_mounts(&with_companion, Companion::Container(1), COPY);
         assert!(
             service_mounts.iter().any(|m| m.name == RUN_VOLUME),
             "companions still share the broker socket"

@@ -489,7 +489,7 @@ fn examples_render_as_committed() {
             "{} is valid",
             path.display()
         );
-        let text = crate::cli::render_to_string(&mc, "cluster.local", false).unwrap();
+        let text = crate::cli::render_to_string(&mc, &crate::fixtures::env(), false).unwrap();
         let golden = root.join("tests/golden").join(path.file_name().unwrap());
         if std::env::var_os("UPDATE_GOLDEN").is_some() {
             std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
