@@ -14,8 +14,9 @@
 #   make flux-build   build flux-core and Fluxion from ../shared/vendor (cached)
 #   make bench        side by side on a cluster of its own: this operator, the bare JobSet
 #                     it renders, the Go operator from ../shared/vendor (figures, ~15 min)
-#   make bench-node   this operator and the Go operator on the real node, real Flux: from
-#                     kubectl apply to the first job done, and teardown (~20 min)
+#   make bench-node   this operator (the view copied, and mounted as an image volume) and the
+#                     Go operator on the real node, real Flux: from kubectl apply to the first
+#                     job done, and teardown (~20 min)
 #   make bench-hpc    LAMMPS and an MPI ping-pong in this operator's MiniCluster, the Go
 #                     operator's, and as plain processes under mpirun (~20 min)
 #   make bench-autoscaling  an HPA on a MiniCluster's queue against scaling it by hand, on

@@ -21,9 +21,9 @@
 //!   running, the lead broker's start (Flux's `broker.starttime`), all pods Ready, all brokers
 //!   up (the job's `t_submit`) and the job done (`t_inactive`); medians per size and arm.
 //!
-//! `BENCH_NODE_IMAGE_VOLUME=1` adds an arm: this operator with the flux view mounted as an
-//! image volume (`flux.container.imageVolume`), no init container and no copy, against its
-//! default copy. `BENCH_NODE_SECCOMP=1` adds one with the pods' seccomp profile
+//! A third arm, unless `BENCH_NODE_IMAGE_VOLUME=0`: this operator with the flux view mounted
+//! as an image volume (`flux.container.imageVolume`), no init container and no copy, against
+//! the Go operator and against its default copy. `BENCH_NODE_SECCOMP=1` adds one with the pods' seccomp profile
 //! `Unconfined` (`spec.pod.securityContext`), against its default `RuntimeDefault`.
 
 use std::collections::BTreeMap;
@@ -311,7 +311,7 @@ async fn main() -> Result<()> {
     let (ours, go) = (Variant::of(Arm::Operator), Variant::of(Arm::Go));
     let mut variants = vec![ours, go];
     let on = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
-    if on("BENCH_NODE_IMAGE_VOLUME") {
+    if std::env::var("BENCH_NODE_IMAGE_VOLUME").as_deref() != Ok("0") {
         variants.push(Variant {
             image_volume: true,
             ..ours

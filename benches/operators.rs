@@ -43,6 +43,13 @@
 //!   `controller::UPDATE_MANAGER`, forced, as `controller::apply` does; JobSet's
 //!   `ElasticJobSet` gate is on in the harness); the `job` arm, its Job's parallelism and
 //!   completions;
+//! - the end of a batch cluster (`BENCH_END`, sizes, default `8`; empty or 0 skips it;
+//!   issue 32): one MiniCluster of size N, its N pods Ready (and this operator's status
+//!   Running), then its lead pod's status set to Succeeded, as the kubelet reports a lead
+//!   broker that exited 0 (KWOK runs nothing): seconds from that request until a pod watch has
+//!   seen every other pod deleted from the API (JobSet's success policy ends the JobSet, which
+//!   deletes the followers' Job). This operator and the bare JobSet only: the Go operator's
+//!   one Job ends when each of its pods does;
 //! - many clusters (`BENCH_MANY`, default 50; 0 skips it): that many MiniClusters of size 2
 //!   in one namespace, until all their pods are Ready; then `BENCH_IDLE` seconds (default
 //!   30) of nothing, in which the operator's reconciles are counted from its /metrics.
@@ -179,6 +186,8 @@ enum Scenario {
     Resize(usize, usize),
     /// This many MiniClusters of size 2, then the idle window.
     Many(usize),
+    /// One MiniCluster of this size, Ready, then its lead pod Succeeded.
+    End(usize),
 }
 
 impl Scenario {
@@ -187,6 +196,7 @@ impl Scenario {
             Scenario::Single(n) => format!("n{n}"),
             Scenario::Many(m) => format!("m{m}"),
             Scenario::Resize(a, b) => format!("resize{a}-{b}"),
+            Scenario::End(n) => format!("end{n}"),
         }
     }
 }
@@ -1119,6 +1129,12 @@ impl Bench {
                 timed: vec![self.resize_request(arm, ns, &one[0], b)?],
                 pods: b,
             },
+            Scenario::End(n) => Steps {
+                before: self.objects(arm, &one, ns, n, None)?,
+                before_pods: n,
+                timed: Vec::new(),
+                pods: n,
+            },
         })
     }
 
@@ -1225,13 +1241,17 @@ impl Bench {
             self.start_from(arm, ns, &steps.before, steps.before_pods)
                 .await?;
         }
-        let run = self
-            .measure(scenario, arm, ns, &steps.timed, steps.pods, operator)
-            .await?;
+        let run = match scenario {
+            Scenario::End(n) => self.measure_end(scenario, arm, ns, n, operator).await?,
+            _ => {
+                self.measure(scenario, arm, ns, &steps.timed, steps.pods, operator)
+                    .await?
+            }
+        };
         self.check_control_plane()?;
         let teardown = match scenario {
             Scenario::Single(_) => Some(self.teardown(ns, &steps.timed, steps.pods).await?),
-            Scenario::Many(_) | Scenario::Resize(..) => None,
+            Scenario::Many(_) | Scenario::Resize(..) | Scenario::End(_) => None,
         };
         self.check_control_plane()?;
         Ok(Run { teardown, ..run })
@@ -1283,6 +1303,7 @@ impl Bench {
         let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
         let watch = tokio::spawn(watch_no_pods(
             Api::namespaced(self.client.clone(), ns),
+            None,
             synced_tx,
         ));
         synced_rx
@@ -1346,7 +1367,7 @@ impl Bench {
         };
         let idle = match scenario {
             Scenario::Many(_) => Some(self.idle_window(operator.as_deref(), ctl1.as_ref()).await?),
-            Scenario::Single(_) | Scenario::Resize(..) => None,
+            Scenario::Single(_) | Scenario::Resize(..) | Scenario::End(_) => None,
         };
         let (reconcile_ms, decide_ms) = match &operator {
             Some(p) => p.reconcile_quantiles().await,
@@ -1369,6 +1390,73 @@ impl Bench {
             idle,
             running,
             teardown: None, // measured after
+            load: load_average(),
+        })
+    }
+
+    /// The end of a batch cluster of `pods` pods, Ready (issue 32): its lead pod's status set
+    /// to Succeeded, as the kubelet reports it once the lead broker exited 0, then seconds
+    /// until the pod watch has seen every other pod deleted from the API. The CPU and the
+    /// requests over that window.
+    async fn measure_end(
+        &self,
+        scenario: Scenario,
+        arm: Arm,
+        ns: &str,
+        pods: usize,
+        operator: Option<&mut OperatorProc>,
+    ) -> Result<Run> {
+        let op_pid = operator.as_ref().map(|p| p.pid());
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+        let lead = api
+            .list(&ListParams::default().labels("flux-framework.org/role=lead"))
+            .await?
+            .items
+            .first()
+            .map(|p| p.name_any())
+            .context("no lead pod")?;
+        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+        let watch = tokio::spawn(watch_no_pods(api.clone(), Some(lead.clone()), synced_tx));
+        synced_rx
+            .await
+            .context("the pod watch ended before it synced")?;
+        let ctl0 = self.controllers();
+        let api0 = self.api_stats().await?;
+        let cpu0 = self.cpu(op_pid)?;
+        let t0 = Instant::now();
+        let succeeded = json!({"status": {"phase": "Succeeded"}});
+        api.patch_status(&lead, &PatchParams::default(), &Patch::Merge(&succeeded))
+            .await
+            .with_context(|| format!("setting {lead} Succeeded"))?;
+        let limit = pods_limit(pods);
+        let gone = tokio::time::timeout(limit, watch)
+            .await
+            .with_context(|| {
+                format!(
+                    "followers of {ns} still there {} s after the lead's end",
+                    limit.as_secs()
+                )
+            })???;
+        let cpu1 = self.cpu(op_pid)?;
+        let api1 = self.api_stats().await?;
+        let ctl1 = self.controllers();
+        let secs = gone.saturating_duration_since(t0).as_secs_f64();
+        Ok(Run {
+            scenario,
+            arm,
+            round: 0, // set by the caller
+            secs,
+            first_pod: 0.0,
+            all_created: 0.0,
+            cpu: cpu_minus(&cpu1, &cpu0),
+            peak_rss_mib: op_pid.and_then(peak_rss_mib),
+            reconcile_ms: None,
+            decide_ms: None,
+            api: api1.minus(&api0),
+            controllers: ctl0.zip(ctl1).map(|(a, b)| b.minus(&a)),
+            idle: None,
+            running: None,
+            teardown: None,
             load: load_average(),
         })
     }
@@ -1575,10 +1663,14 @@ async fn watch_pods(
     bail!("the pod watch ended")
 }
 
-/// Watch the namespace's pods until none is left, each deleted from the API (a watch
-/// `Delete`; a terminating pod is still there); tell `synced` once the watch has listed.
-/// When it is that none is left.
-async fn watch_no_pods(api: Api<Pod>, synced: tokio::sync::oneshot::Sender<()>) -> Result<Instant> {
+/// Watch the namespace's pods until none is left but `except`, each deleted from the API (a
+/// watch `Delete`; a terminating pod is still there); tell `synced` once the watch has
+/// listed. When it is that none is left.
+async fn watch_no_pods(
+    api: Api<Pod>,
+    except: Option<String>,
+    synced: tokio::sync::oneshot::Sender<()>,
+) -> Result<Instant> {
     let mut stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
@@ -1605,6 +1697,9 @@ async fn watch_no_pods(api: Api<Pod>, synced: tokio::sync::oneshot::Sender<()>) 
                 present.remove(&pod.name_any());
             }
             Err(e) => eprintln!("  pod watch: {e} (retrying)"),
+        }
+        if let Some(name) = &except {
+            present.remove(name);
         }
         if synced.is_none() && listing.is_none() && present.is_empty() {
             return Ok(Instant::now());
@@ -1693,9 +1788,19 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
         let n = *singles.last().unwrap_or(&0);
         r.webhooks(&mut o, Scenario::Single(n), &format!("N = {n}"));
     }
+    let ends: Vec<usize> = scenarios
+        .iter()
+        .filter_map(|s| match s {
+            Scenario::End(n) => Some(*n),
+            _ => None,
+        })
+        .collect();
+    if !ends.is_empty() {
+        r.end(&mut o, &ends);
+    }
     for &sc in &scenarios {
         match sc {
-            Scenario::Single(_) => {}
+            Scenario::Single(_) | Scenario::End(_) => {}
             Scenario::Resize(a, b) => r.resize(&mut o, a, b),
             Scenario::Many(m) => {
                 r.many(&mut o, m);
@@ -1840,6 +1945,27 @@ impl Report<'_> {
             .map(|&n| (n.to_string(), Scenario::Single(n)))
             .collect();
         self.timing_table(o, "N", &rows, &|r| r.teardown);
+    }
+
+    /// The end of a batch cluster of size N: min / median / max seconds from the lead pod's
+    /// success to no other pod left, and the ratios.
+    fn end(&self, o: &mut String, ends: &[usize]) {
+        let _ = writeln!(
+            o,
+            "\n### The end of a batch cluster of size N: seconds from its lead pod's success to \
+             no other pod left\n\n\
+             Its N pods Ready (and this operator's status Running), then the lead pod's status \
+             set to Succeeded, as the kubelet reports a lead broker that exited 0; the clock \
+             stops when the pod watch has seen every other pod deleted from the API. This \
+             operator and the bare JobSet only. min / median / max of {} rounds; the ratios in \
+             each round and of the medians.\n",
+            self.rounds
+        );
+        let rows: Vec<(String, Scenario)> = ends
+            .iter()
+            .map(|&n| (n.to_string(), Scenario::End(n)))
+            .collect();
+        self.timing_table(o, "N", &rows, &|r| Some(r.secs));
     }
 
     /// Resize from A to B: min / median / max seconds from the change request to B pods
@@ -2243,6 +2369,8 @@ struct Config {
     arms: Vec<Arm>,
     /// `BENCH_RESIZE`: from size A to B (None: no resize scenario).
     resize: Option<(usize, usize)>,
+    /// `BENCH_END`: the sizes of the batch-end scenario (empty: none).
+    end: Vec<usize>,
 }
 
 /// `BENCH_RESIZE`, "A:B" (default 8:64; empty or 0: none).
@@ -2279,6 +2407,10 @@ impl Config {
             idle: Duration::from_secs(env_or("BENCH_IDLE", 30)?),
             arms: env_list("BENCH_ARMS", "operator,jobset,go")?,
             resize: resize_from_env()?,
+            end: env_list("BENCH_END", "8")?
+                .into_iter()
+                .filter(|&n: &usize| n > 0)
+                .collect(),
         };
         ensure!(!config.arms.is_empty(), "BENCH_ARMS is empty");
         ensure!(rounds > 0, "BENCH_ROUNDS must be at least 1");
@@ -2307,10 +2439,11 @@ async fn bench() -> Result<()> {
         idle,
         arms,
         resize,
+        end,
     } = &config;
     eprintln!(
         "bench: sizes {sizes:?}, {rounds} rounds, {many} MiniClusters of size 2 in {many_rounds} \
-         of them, idle {} s, resize {}, arms {:?}; load average {}",
+         of them, idle {} s, resize {}, batch end {end:?}, arms {:?}; load average {}",
         idle.as_secs(),
         resize.map_or("none".into(), |(a, b)| format!("{a} -> {b}")),
         arms.iter().map(|a| a.key()).collect::<Vec<_>>(),
@@ -2361,6 +2494,7 @@ async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result
         if let Some((a, b)) = config.resize {
             scenarios.push(Scenario::Resize(a, b));
         }
+        scenarios.extend(config.end.iter().map(|&n| Scenario::End(n)));
         if config.many > 0 && round <= config.many_rounds {
             scenarios.push(Scenario::Many(config.many));
         }
@@ -2370,7 +2504,7 @@ async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result
                 .map(|i| arms[(i + k) % arms.len()])
                 .collect();
             k += 1;
-            for arm in order {
+            for arm in order.into_iter().filter(|&a| runs_in(sc, a)) {
                 let run = match bench.run(sc, arm, round).await {
                     Ok(run) => run,
                     Err(e) => {
@@ -2389,16 +2523,26 @@ async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result
     Ok(runs)
 }
 
+/// Whether `arm` runs `sc`: the batch end only where the lead's end ends the JobSet (this
+/// operator and the bare JobSet).
+fn runs_in(sc: Scenario, arm: Arm) -> bool {
+    !matches!(sc, Scenario::End(_)) || matches!(arm, Arm::Operator | Arm::JobSet)
+}
+
 /// One line on stderr as each run ends.
 fn log_run(run: &Run, round: usize, rounds: usize, started: Instant) {
+    let what = match run.scenario {
+        Scenario::End(_) => "from the lead's success to no other pod".to_string(),
+        _ => format!(
+            "to Ready (first pod {:.2} s, all created {:.2} s)",
+            run.first_pod, run.all_created
+        ),
+    };
     eprintln!(
-        "[round {round}/{rounds}] {:>5} {:<24} {:7.2} s to Ready (first pod {:.2} s, all \
-         created {:.2} s){}{}; load {:.2}; {:.0} s elapsed",
+        "[round {round}/{rounds}] {:>5} {:<24} {:7.2} s {what}{}{}; load {:.2}; {:.0} s elapsed",
         run.scenario.tag(),
         run.arm.title(),
         run.secs,
-        run.first_pod,
-        run.all_created,
         run.teardown
             .map(|t| format!("; teardown {t:.2} s"))
             .unwrap_or_default(),
