@@ -23,8 +23,11 @@
 //!
 //! A third arm, unless `BENCH_NODE_IMAGE_VOLUME=0`: this operator with the flux view mounted
 //! as an image volume (`flux.container.imageVolume`), no init container and no copy, against
-//! the Go operator and against its default copy. `BENCH_NODE_SECCOMP=1` adds one with the pods' seccomp profile
-//! `Unconfined` (`spec.pod.securityContext`), against its default `RuntimeDefault`.
+//! the Go operator and against its default copy. `BENCH_NODE_FLOOR=1` adds the floor (issue
+//! 32): the pods this operator renders with the view mounted, applied with no operator and
+//! no JobSet ([`floor_objects`]), against which the image-volume arm is compared.
+//! `BENCH_NODE_SECCOMP=1` adds this operator with the pods' seccomp profile `Unconfined`
+//! (`spec.pod.securityContext`), against its default `RuntimeDefault`.
 
 use std::collections::BTreeMap;
 
@@ -50,12 +53,14 @@ const MC: &str = "bench";
 const VIEW: &str = "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble";
 
 /// One arm of the benchmark: an operator, and for this one how the view reaches the pods and
-/// the seccomp profile it renders.
+/// the seccomp profile it renders; or the floor, this operator's pods with no operator.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 struct Variant {
     arm: Arm,
     image_volume: bool,
     unconfined: bool,
+    /// No operator and no JobSet: [`floor_objects`] applied as they are.
+    floor: bool,
 }
 
 impl Variant {
@@ -64,10 +69,14 @@ impl Variant {
             arm,
             image_volume: false,
             unconfined: false,
+            floor: false,
         }
     }
 
     fn title(self) -> String {
+        if self.floor {
+            return "floor: bare pods, view mounted".to_string();
+        }
         let mut title = self.arm.title().to_string();
         if self.image_volume {
             title.push_str(", image volume");
@@ -99,6 +108,99 @@ fn minicluster(v: Variant, size: u32) -> Result<String> {
     Ok(yaml)
 }
 
+/// The label the floor's pods carry, which its headless Service selects.
+const FLOOR_LABEL: &str = "bench.flux-framework.org/floor";
+
+/// The floor (issue 32): this operator's pods with no operator and no JobSet. What it renders
+/// for the MiniCluster with the view mounted as an image volume (so the view is already
+/// present), as plain objects: the ConfigMap, the certificate's Secret, a headless Service
+/// for the pods' subdomain, and each broker's pod from the JobSet's templates with the host
+/// name and completion index JobSet and the Job controller would give it. One `kubectl
+/// apply` of the list starts the clock, as the operators' MiniCluster does.
+fn floor_objects(ns: &str, size: u32) -> Result<String> {
+    let mounted = Variant {
+        image_volume: true,
+        ..Variant::of(Arm::Operator)
+    };
+    let mut mc = flux_operator::cli::parse_minicluster(&minicluster(mounted, size)?)?;
+    mc.metadata.namespace = Some(ns.into());
+    let env = flux_operator::model::Environment {
+        cluster_domain: "cluster.local".into(),
+        view_image_volume: true,
+    };
+    let cluster = flux_operator::model::resolve(&mc, &env)
+        .map_err(|e| anyhow::anyhow!("the floor's MiniCluster: {e:?}"))?;
+    let desired = flux_operator::render::desired(&cluster)?;
+    let cert = flux_operator::flux::curve::Certificate::generate(MC)?.to_text();
+    let secret = flux_operator::render::curve_secret(&mc, &cert);
+    let spec = &desired.jobset.spec;
+    let subdomain = spec
+        .network
+        .as_ref()
+        .and_then(|n| n.subdomain.clone())
+        .unwrap_or_else(|| MC.to_string());
+    let mut items = vec![
+        serde_json::to_value(&desired.config_map)?,
+        serde_json::to_value(&secret)?,
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": subdomain},
+            "spec": {"clusterIP": "None", "publishNotReadyAddresses": true,
+                     "selector": {FLOOR_LABEL: MC}},
+        }),
+    ];
+    for rj in &spec.replicated_jobs {
+        let job = rj
+            .template
+            .spec
+            .as_ref()
+            .context("a replicated job without a spec")?;
+        for index in 0..job.completions.unwrap_or(1) {
+            items.push(floor_pod(&job.template, &rj.name, index, &subdomain)?);
+        }
+    }
+    for item in &mut items {
+        if let Some(meta) = item["metadata"].as_object_mut() {
+            meta.remove("ownerReferences"); // there is no MiniCluster
+            meta.insert("namespace".into(), ns.into());
+        }
+    }
+    Ok(serde_json::to_string(
+        &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}),
+    )?)
+}
+
+/// Broker pod INDEX of replicated job JOB, as JobSet and the Job controller would make it
+/// from TEMPLATE: host name `<mc>-<job>-0-<index>` in SUBDOMAIN, `JOB_COMPLETION_INDEX`.
+fn floor_pod(
+    template: &k8s_openapi::api::core::v1::PodTemplateSpec,
+    job: &str,
+    index: i32,
+    subdomain: &str,
+) -> Result<serde_json::Value> {
+    let host = format!("{MC}-{job}-0-{index}");
+    let mut pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": serde_json::to_value(&template.metadata)?,
+        "spec": serde_json::to_value(&template.spec)?,
+    });
+    pod["metadata"]["name"] = format!("{host}-floor").into();
+    pod["metadata"]["labels"][FLOOR_LABEL] = MC.into();
+    pod["spec"]["hostname"] = host.into();
+    pod["spec"]["subdomain"] = subdomain.into();
+    for c in pod["spec"]["containers"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        let var = serde_json::json!({"name": "JOB_COMPLETION_INDEX", "value": index.to_string()});
+        match c["env"].as_array_mut() {
+            Some(env) => env.push(var),
+            None => c["env"] = serde_json::json!([var]),
+        }
+    }
+    Ok(pod)
+}
+
 /// up and down, in seconds, for one MiniCluster of SIZE under V.
 async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
     let arm = v.arm;
@@ -106,9 +208,16 @@ async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
     bench.use_crd(arm).await?;
     let ns = TestNamespace::create(&format!("bench-{}", size)).await?;
     on_real_node(&ns.name)?;
-    let _operator = bench.start(arm, &ns.name).await?;
+    let _operator = match v.floor {
+        false => Some(bench.start(arm, &ns.name).await?),
+        true => None,
+    };
     let file = tempfile::NamedTempFile::new()?;
-    std::fs::write(file.path(), minicluster(v, size)?)?;
+    let objects = match v.floor {
+        false => minicluster(v, size)?,
+        true => floor_objects(&ns.name, size)?,
+    };
+    std::fs::write(file.path(), objects)?;
     warm_up(&ns.name, file.path())?;
     let (socket, prefix) = arm.socket_and_lead(MC);
     let timeline = Timeline::start(&bench.client, &ns.name).await;
@@ -156,7 +265,10 @@ async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
     );
     drop(timeline);
 
-    let down = delete_and_time(&ns.name, MC).await?;
+    let down = match v.floor {
+        false => delete_and_time(&ns.name, MC).await?,
+        true => delete_pods_and_time(&ns.name).await?,
+    };
     ns.cleanup().await;
     ensure!(
         phases.up > 0.0,
@@ -167,6 +279,17 @@ async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
         down,
         steps,
     })
+}
+
+/// The floor's teardown: seconds from deleting its pods until none is left.
+async fn delete_pods_and_time(ns: &str) -> Result<f64> {
+    let t1 = std::time::Instant::now();
+    kubectl_in(ns, &["delete", "pods", "--all", "--wait=false"])?;
+    wait_for("every pod gone", LIMIT, || async {
+        Ok(arms::pods(ns)?.is_empty().then_some(()))
+    })
+    .await?;
+    Ok(t1.elapsed().as_secs_f64())
 }
 
 /// Every run starts from the same kernel state. A deleted pod's memory cgroup stays, dying,
@@ -317,6 +440,12 @@ async fn main() -> Result<()> {
             ..ours
         });
     }
+    if on("BENCH_NODE_FLOOR") {
+        variants.push(Variant {
+            floor: true,
+            ..ours
+        });
+    }
     if on("BENCH_NODE_SECCOMP") {
         variants.push(Variant {
             unconfined: true,
@@ -356,9 +485,15 @@ async fn main() -> Result<()> {
         load()
     );
     print_table(&figures, &sizes, ours, go);
+    let mounted = variants.iter().copied().find(|v| v.image_volume);
     for &extra in &variants[2..] {
-        print_table(&figures, &sizes, extra, go);
-        print_table(&figures, &sizes, extra, ours);
+        match (extra.floor, mounted) {
+            (true, Some(mounted)) => print_table(&figures, &sizes, mounted, extra),
+            _ => {
+                print_table(&figures, &sizes, extra, go);
+                print_table(&figures, &sizes, extra, ours);
+            }
+        }
     }
     print_breakdown(&figures, &sizes, &variants);
     Ok(())
