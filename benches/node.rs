@@ -45,7 +45,7 @@ mod timeline;
 use arms::{
     Arm, Bench, LIMIT, delete_and_time, load, now, push_go_certificate, running_lead, stats,
 };
-use cluster::{apply, kubectl_in, on_real_node};
+use cluster::{FLUX_ON_PATH, apply, kubectl_in, on_real_node};
 use common::{TestNamespace, built_go_operator, client, wait_for};
 use timeline::{PodSteps, Seen, Timeline};
 
@@ -227,8 +227,7 @@ async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
     let applied = now();
     let lead = running_lead(&ns.name, &prefix, MC).await?;
     let script = format!(
-        "if [ -r /etc/flux-operator/config/flux-view.sh ]; then . /etc/flux-operator/config/flux-view.sh\n\
-         else export PATH=$PATH:/mnt/flux/view/bin; fi\n\
+        "{FLUX_ON_PATH}\n\
          export FLUX_URI=local://{socket}\n\
          until [ \"$(flux resource list -s up -no {{nnodes}} 2>/dev/null)\" = {size} ]; do sleep 0.1; done\n\
          flux run -N{size} true\n\

@@ -1774,13 +1774,13 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
     };
     let mut o = String::new();
     let scenarios: BTreeSet<Scenario> = runs.iter().map(|r| r.scenario).collect();
-    let singles: Vec<usize> = scenarios
-        .iter()
-        .filter_map(|s| match s {
-            Scenario::Single(n) => Some(*n),
-            _ => None,
-        })
-        .collect();
+    let sizes = |of: fn(Scenario) -> Option<usize>| -> Vec<usize> {
+        scenarios.iter().copied().filter_map(of).collect()
+    };
+    let singles = sizes(|s| match s {
+        Scenario::Single(n) => Some(n),
+        _ => None,
+    });
     if !singles.is_empty() {
         r.seconds_to_ready(&mut o, &singles);
         r.teardown(&mut o, &singles);
@@ -1788,13 +1788,10 @@ fn report(runs: &[Run], arms: &[Arm], rounds: usize, many_rounds: usize, idle: D
         let n = *singles.last().unwrap_or(&0);
         r.webhooks(&mut o, Scenario::Single(n), &format!("N = {n}"));
     }
-    let ends: Vec<usize> = scenarios
-        .iter()
-        .filter_map(|s| match s {
-            Scenario::End(n) => Some(*n),
-            _ => None,
-        })
-        .collect();
+    let ends = sizes(|s| match s {
+        Scenario::End(n) => Some(n),
+        _ => None,
+    });
     if !ends.is_empty() {
         r.end(&mut o, &ends);
     }

@@ -49,11 +49,13 @@ impl View {
     /// The view of `mc`: its `imageVolume`, else the operator's default.
     pub fn of(mc: &MiniCluster, env: &Environment) -> Option<View> {
         let view = &mc.spec.flux.container;
-        match view.image_volume.unwrap_or(env.view_image_volume) {
-            _ if view.disable => None,
-            true => Some(View::ImageVolume),
-            false => Some(View::Copy),
+        if view.disable {
+            return None;
         }
+        Some(match view.image_volume.unwrap_or(env.view_image_volume) {
+            true => View::ImageVolume,
+            false => View::Copy,
+        })
     }
 }
 

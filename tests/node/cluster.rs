@@ -218,13 +218,17 @@ pub fn lead_pod(ns: &str, mc: &str) -> Result<String> {
         .to_string())
 }
 
-/// `kubectl exec POD -c CONTAINER -- CMD...` with Flux's commands on PATH, talking to the
-/// local broker (as the README tells users to reach the instance: `flux-view.sh` from the
-/// ConfigMap, there whether the view is copied or an image volume).
+/// Shell that puts Flux on PATH in a broker container, as the README tells users: this
+/// operator's `flux-view.sh` from its ConfigMap (there whether the view is copied or an image
+/// volume), else the copied view's `bin` (the Go operator's pods).
+pub const FLUX_ON_PATH: &str = "view=/etc/flux-operator/config/flux-view.sh; \
+    if [ -r \"$view\" ]; then . \"$view\"; else PATH=$PATH:/mnt/flux/view/bin; fi";
+
+/// `kubectl exec POD -c CONTAINER -- CMD...` with Flux's commands on PATH ([`FLUX_ON_PATH`]),
+/// talking to the local broker.
 pub fn flux_exec(ns: &str, pod: &str, container: &str, flux_args: &str) -> Result<String> {
     let script = format!(
-        "view=/etc/flux-operator/config/flux-view.sh; if [ -r $view ]; then . $view; fi; \
-         export FLUX_URI=local:///run/flux-operator/broker/local; {flux_args}"
+        "{FLUX_ON_PATH}; export FLUX_URI=local:///run/flux-operator/broker/local; {flux_args}"
     );
     kubectl_in(
         ns,
