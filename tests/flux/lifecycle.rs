@@ -542,3 +542,45 @@ spec:
     run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
+
+/// A MiniCluster deleted whole: the kubelet may stop the lead's pod before a follower's
+/// SIGTERM comes (the two Jobs are deleted apart). The follower's broker then exits 0 with
+/// the instance, and since the lead marked its followers as it stopped (it cannot tell a
+/// deletion of its pod alone from the whole cluster's), the follower waits to rejoin a new
+/// lead. Its SIGTERM in that wait must end it then, not start a broker that waits for a lead
+/// that never comes until the grace period (75 s) ends in SIGKILL.
+#[test]
+fn a_follower_deleted_while_it_waits_to_rejoin_the_lead_exits_at_once_not_after_its_grace() {
+    let yaml = "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  \
+                name: whole\nspec:\n  size: 2\n  interactive: true\n  containers:\n    \
+                - image: rockylinux:9\n";
+    let mut run = MiniClusterRun::start(minicluster(yaml), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    let c = run.flux_container();
+    let follower = run.followers.remove(&0).expect("follower 0");
+    let lead = run.lead.take().expect("the lead");
+    lead.delete(lead.termination_grace());
+    let waiting = "rejoining its replacement";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !follower.logs(&c).contains(waiting) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(follower.logs(&c).contains(waiting), "{}", follower.logs(&c));
+
+    let grace = follower.termination_grace();
+    assert!(grace >= Duration::from_secs(30), "{grace:?}");
+    let started = std::time::Instant::now();
+    follower.delete(grace);
+    let took = started.elapsed();
+    let log = follower.logs(&c);
+    assert!(
+        took < Duration::from_secs(10),
+        "the follower took {took:?}:\n{log}"
+    );
+    let after = &log[log.find(waiting).unwrap()..];
+    assert!(
+        !after.contains("starting a follower broker"),
+        "a broker started after the SIGTERM:\n{log}"
+    );
+    assert!(after.contains("exiting 143"), "{log}");
+}
