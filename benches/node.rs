@@ -24,8 +24,11 @@
 //! A third arm, unless `BENCH_NODE_IMAGE_VOLUME=0`: this operator with the flux view mounted
 //! as an image volume (`flux.container.imageVolume`), no init container and no copy, against
 //! the Go operator and against its default copy. `BENCH_NODE_FLOOR=1` adds the floor (issue
-//! 32): the pods this operator renders with the view mounted, applied with no operator and
-//! no JobSet ([`floor_objects`]), against which the image-volume arm is compared.
+//! 32), twice, against each of which the image-volume arm is compared: the pods this operator
+//! renders with the view mounted, applied with no operator and no JobSet ([`floor_objects`]);
+//! and the same pods as host processes ([`run_on_host`]): the real-Flux tier's pod emulator
+//! (`tests/flux/kubelet.rs`: namespaces on this machine, no API server, kubelet or runtime),
+//! the same Flux (the view image is built from it), the same first job through its exec.
 //! `BENCH_NODE_SECCOMP=1` adds this operator with the pods' seccomp profile `Unconfined`
 //! (`spec.pod.securityContext`), against its default `RuntimeDefault`.
 
@@ -37,6 +40,12 @@ mod arms;
 #[allow(dead_code)]
 #[path = "../tests/node/cluster.rs"]
 mod cluster;
+#[allow(dead_code)]
+#[path = "../tests/flux/cluster.rs"]
+mod emulator;
+#[allow(dead_code)]
+#[path = "../tests/flux/kubelet.rs"]
+mod kubelet;
 #[path = "../tests/common/mod.rs"]
 mod common;
 #[path = "arms/timeline.rs"]
@@ -61,6 +70,8 @@ struct Variant {
     unconfined: bool,
     /// No operator and no JobSet: [`floor_objects`] applied as they are.
     floor: bool,
+    /// The pods as host processes: [`run_on_host`].
+    host: bool,
 }
 
 impl Variant {
@@ -70,12 +81,16 @@ impl Variant {
             image_volume: false,
             unconfined: false,
             floor: false,
+            host: false,
         }
     }
 
     fn title(self) -> String {
         if self.floor {
             return "floor: bare pods, view mounted".to_string();
+        }
+        if self.host {
+            return "floor: host processes, view mounted".to_string();
         }
         let mut title = self.arm.title().to_string();
         if self.image_volume {
@@ -205,6 +220,9 @@ fn floor_pod(
 async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
     let arm = v.arm;
     drop_caches()?;
+    if v.host {
+        return tokio::task::spawn_blocking(move || run_on_host(size)).await?;
+    }
     bench.use_crd(arm).await?;
     let ns = TestNamespace::create(&format!("bench-{}", size)).await?;
     on_real_node(&ns.name)?;
@@ -226,13 +244,7 @@ async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
     apply(&ns.name, file.path())?;
     let applied = now();
     let lead = running_lead(&ns.name, &prefix, MC).await?;
-    let script = format!(
-        "{FLUX_ON_PATH}\n\
-         export FLUX_URI=local://{socket}\n\
-         until [ \"$(flux resource list -s up -no {{nnodes}} 2>/dev/null)\" = {size} ]; do sleep 0.1; done\n\
-         flux run -N{size} true\n\
-         echo $(flux getattr broker.starttime) $(flux jobs -a -no '{{t_submit}} {{t_inactive}}' | head -n 1)"
-    );
+    let script = first_job(socket, size);
     // (The kubelet may report the container running a moment before exec finds it.)
     let out = wait_for("the first job", LIMIT, || async {
         kubectl_in(
@@ -242,20 +254,8 @@ async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
         .map(Some)
     })
     .await?;
-    let stamps: Vec<f64> = out
-        .split_whitespace()
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("broker.starttime, t_submit, t_inactive: {out}"))?;
-    let [started, submitted, done] = stamps[..] else {
-        bail!("broker.starttime, t_submit, t_inactive: {out}");
-    };
-    let phases = Phases {
-        up: done - t0,
-        lead: started - t0,
-        joined: submitted - started,
-        job: done - submitted,
-    };
+    let [started, submitted, done] = stamps(&out)?;
+    let phases = Phases::of(t0, [started, submitted, done]);
     let steps = steps(
         &timeline.seen(),
         size as usize,
@@ -276,6 +276,72 @@ async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
     Ok(Run {
         phases,
         down,
+        steps,
+    })
+}
+
+/// The script, run in the lead's Flux container, that waits for SIZE brokers up, runs the
+/// first job on all of them, and prints the lead broker's start, the job's `t_submit` and
+/// its `t_inactive`.
+fn first_job(socket: &str, size: u32) -> String {
+    format!(
+        "{FLUX_ON_PATH}\n\
+         export FLUX_URI=local://{socket}\n\
+         until [ \"$(flux resource list -s up -no {{nnodes}} 2>/dev/null)\" = {size} ]; do sleep 0.1; done\n\
+         flux run -N{size} true\n\
+         echo $(flux getattr broker.starttime) $(flux jobs -a -no '{{t_submit}} {{t_inactive}}' | head -n 1)"
+    )
+}
+
+/// The three stamps [`first_job`] prints.
+fn stamps(out: &str) -> Result<[f64; 3]> {
+    let stamps: Vec<f64> = out
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("broker.starttime, t_submit, t_inactive: {out}"))?;
+    stamps[..]
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("broker.starttime, t_submit, t_inactive: {out}"))
+}
+
+/// The host-process floor: the MiniCluster of the image-volume arm, rendered by this
+/// operator's code, its pods started as processes by the pod emulator of the real-Flux tier
+/// (their network namespace, mounts, the view image's tree mounted in place, the rendered
+/// entrypoints), all at once as the Jobs would; the clock starts before the first is made.
+/// The first job goes through the emulator's exec (`nsenter`), not `kubectl exec`. Down is
+/// every pod deleted at once, each with its grace period, as the kubelet does.
+fn run_on_host(size: u32) -> Result<Run> {
+    let mounted = Variant {
+        image_volume: true,
+        ..Variant::of(Arm::Operator)
+    };
+    let mc = emulator::minicluster(&minicluster(mounted, size)?);
+    let (socket, _) = Arm::Operator.socket_and_lead(MC);
+    let script = first_job(socket, size);
+    let t0 = now();
+    let mut run = emulator::MiniClusterRun::start(mc, emulator::Start::default());
+    let container = run.flux_container();
+    let deadline = std::time::Instant::now() + LIMIT;
+    // (The emulator starts a container after its pod's init containers: exec may come first.)
+    let out = loop {
+        match run.lead().exec(&container, &["bash", "-c", &script]) {
+            Ok((0, out)) => break out,
+            Ok((code, out)) => bail!("the first job on the host ({code}): {out}"),
+            Err(e) if std::time::Instant::now() > deadline => bail!("the first job: {e}"),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    };
+    let [started, submitted, done] = stamps(&out)?;
+    let down = std::time::Instant::now();
+    run.delete_all_as_kubelet();
+    let mut steps = vec![f64::NAN; STEPS.len()];
+    for (step, t) in [("lead broker", started), ("all up", submitted), ("job done", done)] {
+        steps[STEPS.iter().position(|s| *s == step).expect("a step")] = t - t0;
+    }
+    Ok(Run {
+        phases: Phases::of(t0, [started, submitted, done]),
+        down: down.elapsed().as_secs_f64(),
         steps,
     })
 }
@@ -375,6 +441,18 @@ struct Phases {
     job: f64,
 }
 
+impl Phases {
+    /// From T0 and the stamps [`first_job`] prints.
+    fn of(t0: f64, [started, submitted, done]: [f64; 3]) -> Self {
+        Phases {
+            up: done - t0,
+            lead: started - t0,
+            joined: submitted - started,
+            job: done - submitted,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Run {
     phases: Phases,
@@ -444,6 +522,7 @@ async fn main() -> Result<()> {
             floor: true,
             ..ours
         });
+        variants.push(Variant { host: true, ..ours });
     }
     if on("BENCH_NODE_SECCOMP") {
         variants.push(Variant {
@@ -486,7 +565,7 @@ async fn main() -> Result<()> {
     print_table(&figures, &sizes, ours, go);
     let mounted = variants.iter().copied().find(|v| v.image_volume);
     for &extra in &variants[2..] {
-        match (extra.floor, mounted) {
+        match (extra.floor || extra.host, mounted) {
             (true, Some(mounted)) => print_table(&figures, &sizes, mounted, extra),
             _ => {
                 print_table(&figures, &sizes, extra, go);

@@ -408,6 +408,12 @@ impl MiniClusterRun {
             .any(|c| c.name == container)
     }
 
+    /// The names of the lead's pod template's init containers.
+    pub fn lead_init_containers(&self) -> Vec<String> {
+        let init = self.lead_spec.init_containers.iter().flatten();
+        init.map(|c| c.name.clone()).collect()
+    }
+
     /// The lead pod.
     pub fn lead(&self) -> &Arc<Pod> {
         self.lead.as_ref().expect("the lead pod was started")

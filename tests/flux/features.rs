@@ -41,6 +41,16 @@ fn a_cluster_of_size_one_runs_its_job_on_the_lead_alone() {
 }
 
 #[test]
+fn an_image_volume_view_starts_every_broker_from_the_image_in_place_and_runs_the_job() {
+    let spec = "  flux:\n    container:\n      imageVolume: true\n";
+    let run = MiniClusterRun::start(minicluster(&mc("mounted", 2, spec, "")), Start::default());
+    assert_eq!(run.lead_init_containers(), Vec::<String>::new());
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+    let ids = run.lead_log().lines().filter(|l| l.trim() == "0").count();
+    assert_eq!(ids, 2, "a task on each broker:\n{}", run.debug());
+}
+
+#[test]
 fn user_supplied_curve_certificate_is_the_one_the_brokers_use() {
     let cert = Certificate::generate("user-cert").unwrap();
     let indented: String = cert

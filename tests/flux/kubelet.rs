@@ -14,7 +14,8 @@
 //!   with mode 0777 (group `fsGroup` and setgid with `fsGroup`), `medium: Memory` a tmpfs;
 //!   ConfigMap and Secret volumes are the kubelet's atomic-writer layout (a timestamped
 //!   directory with the files at `defaultMode` or the item's `mode`, a `..data` link to it,
-//!   and one link per key), group `fsGroup` when set.
+//!   and one link per key), group `fsGroup` when set; an image volume (the flux view's,
+//!   `flux.container.imageVolume`) is the image's `/opt` tree in place, nothing copied.
 //!
 //! Per container: a mount, UTS, IPC and PID namespace (the command is PID 1, as in a real
 //! container, so SIGTERM without a handler is ignored), a root filesystem that is a fresh
@@ -401,9 +402,21 @@ impl Pod {
                 fs::create_dir_all(&hp.path).map_err(|e| e.to_string())?;
                 symlink(&hp.path, path).map_err(|e| e.to_string())?;
                 return Ok(());
+            } else if let Some(image) = &v.image {
+                // The image's root, of which only its `/opt` is emulated (mounts name a
+                // subPath under it); mounted in place, nothing copied, as the runtime does.
+                let reference = image.reference.as_deref().unwrap_or_default();
+                let opt = self
+                    .images
+                    .opt_for(reference)
+                    .ok_or_else(|| format!("no tree for image {reference}"))?;
+                fs::create_dir_all(path).map_err(|e| e.to_string())?;
+                symlink(opt, path.join("opt")).map_err(|e| e.to_string())?;
+                return Ok(());
             } else {
                 return Err(
-                    "only emptyDir, configMap, secret and hostPath volumes are emulated".into(),
+                    "only emptyDir, configMap, secret, hostPath and image volumes are emulated"
+                        .into(),
                 );
             };
         // The atomic writer: ..<ts>/ with the files, ..data -> ..<ts>, key -> ..data/key.
