@@ -40,14 +40,14 @@ mod arms;
 #[allow(dead_code)]
 #[path = "../tests/node/cluster.rs"]
 mod cluster;
+#[path = "../tests/common/mod.rs"]
+mod common;
 #[allow(dead_code)]
 #[path = "../tests/flux/cluster.rs"]
 mod emulator;
 #[allow(dead_code)]
 #[path = "../tests/flux/kubelet.rs"]
 mod kubelet;
-#[path = "../tests/common/mod.rs"]
-mod common;
 #[path = "arms/timeline.rs"]
 mod timeline;
 
@@ -321,22 +321,22 @@ fn run_on_host(size: u32) -> Result<Run> {
     let script = first_job(socket, size);
     let t0 = now();
     let mut run = emulator::MiniClusterRun::start(mc, emulator::Start::default());
+    // (The emulator's exec waits for the container to run, as kubectl exec is retried.)
     let container = run.flux_container();
-    let deadline = std::time::Instant::now() + LIMIT;
-    // (The emulator starts a container after its pod's init containers: exec may come first.)
-    let out = loop {
-        match run.lead().exec(&container, &["bash", "-c", &script]) {
-            Ok((0, out)) => break out,
-            Ok((code, out)) => bail!("the first job on the host ({code}): {out}"),
-            Err(e) if std::time::Instant::now() > deadline => bail!("the first job: {e}"),
-            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
-        }
+    let out = match run.lead().exec(&container, &["bash", "-c", &script]) {
+        Ok((0, out)) => out,
+        Ok((code, out)) => bail!("the first job on the host ({code}): {out}"),
+        Err(e) => bail!("the first job on the host: {e}"),
     };
     let [started, submitted, done] = stamps(&out)?;
     let down = std::time::Instant::now();
     run.delete_all_as_kubelet();
     let mut steps = vec![f64::NAN; STEPS.len()];
-    for (step, t) in [("lead broker", started), ("all up", submitted), ("job done", done)] {
+    for (step, t) in [
+        ("lead broker", started),
+        ("all up", submitted),
+        ("job done", done),
+    ] {
         steps[STEPS.iter().position(|s| *s == step).expect("a step")] = t - t0;
     }
     Ok(Run {

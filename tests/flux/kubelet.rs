@@ -104,6 +104,10 @@ pub fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// The error for a volume of a kind the emulator does not lay out.
+const NOT_EMULATED: &str =
+    "only emptyDir, configMap, secret, hostPath and image volumes are emulated";
+
 impl Network {
     /// A new network with its own bridge; `dir` holds the per-pod state.
     pub fn new(dir: &Path) -> Result<Arc<Network>, String> {
@@ -365,6 +369,17 @@ impl Pod {
                 .map_err(|e| e.to_string())?;
             return Ok(());
         }
+        if let Some(image) = &v.image {
+            // The image's root, of which only its `/opt` is emulated (mounts name a subPath
+            // under it); mounted in place, nothing copied, as the runtime does.
+            let reference = image.reference.as_deref().unwrap_or_default();
+            let opt = self
+                .images
+                .opt_for(reference)
+                .ok_or_else(|| format!("no tree for image {reference}"))?;
+            fs::create_dir_all(path).map_err(|e| e.to_string())?;
+            return symlink(opt, path.join("opt")).map_err(|e| e.to_string());
+        }
         let (files, default_mode, items): (BTreeMap<String, Vec<u8>>, i32, _) =
             if let Some(cm) = &v.config_map {
                 let obj = config_maps
@@ -402,22 +417,8 @@ impl Pod {
                 fs::create_dir_all(&hp.path).map_err(|e| e.to_string())?;
                 symlink(&hp.path, path).map_err(|e| e.to_string())?;
                 return Ok(());
-            } else if let Some(image) = &v.image {
-                // The image's root, of which only its `/opt` is emulated (mounts name a
-                // subPath under it); mounted in place, nothing copied, as the runtime does.
-                let reference = image.reference.as_deref().unwrap_or_default();
-                let opt = self
-                    .images
-                    .opt_for(reference)
-                    .ok_or_else(|| format!("no tree for image {reference}"))?;
-                fs::create_dir_all(path).map_err(|e| e.to_string())?;
-                symlink(opt, path.join("opt")).map_err(|e| e.to_string())?;
-                return Ok(());
             } else {
-                return Err(
-                    "only emptyDir, configMap, secret, hostPath and image volumes are emulated"
-                        .into(),
-                );
+                return Err(NOT_EMULATED.into());
             };
         // The atomic writer: ..<ts>/ with the files, ..data -> ..<ts>, key -> ..data/key.
         fs::create_dir_all(path).map_err(|e| e.to_string())?;
@@ -896,10 +897,15 @@ impl Pod {
             .iter()
             .find(|c| c.name == container)
             .ok_or_else(|| format!("no container {container}"))?;
-        // A container that is still starting gets until the timeout to run.
+        // A container that is still starting gets until the timeout to run: its PID 1 is
+        // there from the start, but it is the container only once in its root (before, it
+        // is the script that sets its mounts up, in the host's).
         let deadline = Instant::now() + timeout;
+        let in_its_root = |pid: i32| {
+            fs::read_link(format!("/proc/{pid}/root")).is_ok_and(|r| r != Path::new("/"))
+        };
         let pid = loop {
-            let pid = self.pid1(container);
+            let pid = self.pid1(container).filter(|&pid| in_its_root(pid));
             match pid {
                 Some(pid) => break pid,
                 None if Instant::now() < deadline
