@@ -584,3 +584,32 @@ fn a_follower_deleted_while_it_waits_to_rejoin_the_lead_exits_at_once_not_after_
     );
     assert!(after.contains("exiting 143"), "{log}");
 }
+
+/// The lead's pod gone at once (killed with no grace, its node lost): its broker never shuts
+/// the instance down, and a follower does not notice. A follower then deleted must not wait
+/// for its drain, which only the lead answers, until its grace period (75 s) ends in SIGKILL.
+#[test]
+fn a_follower_deleted_after_its_lead_was_killed_stops_without_waiting_for_the_lead() {
+    let yaml = "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  \
+                name: killed\nspec:\n  size: 2\n  interactive: true\n  containers:\n    \
+                - image: rockylinux:9\n";
+    let mut run = MiniClusterRun::start(minicluster(yaml), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    let c = run.flux_container();
+    let follower = run.followers.remove(&0).expect("follower 0");
+    let lead = run.lead.take().expect("the lead");
+    lead.delete(Duration::ZERO);
+
+    let grace = follower.termination_grace();
+    assert!(grace >= Duration::from_secs(30), "{grace:?}");
+    let started = std::time::Instant::now();
+    follower.delete(grace);
+    let took = started.elapsed();
+    let log = follower.logs(&c);
+    assert!(
+        took < Duration::from_secs(20),
+        "the follower took {took:?}:\n{log}"
+    );
+    assert!(log.contains("the lead did not answer"), "{log}");
+    assert!(log.contains("exiting 143"), "{log}");
+}
