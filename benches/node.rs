@@ -85,6 +85,15 @@ impl Variant {
         }
     }
 
+    /// This operator with the view mounted as an image volume: the arm the floors are
+    /// compared with, and the MiniCluster both floors render.
+    fn mounted() -> Self {
+        Variant {
+            image_volume: true,
+            ..Variant::of(Arm::Operator)
+        }
+    }
+
     fn title(self) -> String {
         if self.floor {
             return "floor: bare pods, view mounted".to_string();
@@ -133,11 +142,7 @@ const FLOOR_LABEL: &str = "bench.flux-framework.org/floor";
 /// name and completion index JobSet and the Job controller would give it. One `kubectl
 /// apply` of the list starts the clock, as the operators' MiniCluster does.
 fn floor_objects(ns: &str, size: u32) -> Result<String> {
-    let mounted = Variant {
-        image_volume: true,
-        ..Variant::of(Arm::Operator)
-    };
-    let mut mc = flux_operator::cli::parse_minicluster(&minicluster(mounted, size)?)?;
+    let mut mc = flux_operator::cli::parse_minicluster(&minicluster(Variant::mounted(), size)?)?;
     mc.metadata.namespace = Some(ns.into());
     let env = flux_operator::model::Environment {
         cluster_domain: "cluster.local".into(),
@@ -312,11 +317,7 @@ fn stamps(out: &str) -> Result<[f64; 3]> {
 /// The first job goes through the emulator's exec (`nsenter`), not `kubectl exec`. Down is
 /// every pod deleted at once, each with its grace period, as the kubelet does.
 fn run_on_host(size: u32) -> Result<Run> {
-    let mounted = Variant {
-        image_volume: true,
-        ..Variant::of(Arm::Operator)
-    };
-    let mc = emulator::minicluster(&minicluster(mounted, size)?);
+    let mc = emulator::minicluster(&minicluster(Variant::mounted(), size)?);
     let (socket, _) = Arm::Operator.socket_and_lead(MC);
     let script = first_job(socket, size);
     let t0 = now();
@@ -512,10 +513,7 @@ async fn main() -> Result<()> {
     let mut variants = vec![ours, go];
     let on = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
     if std::env::var("BENCH_NODE_IMAGE_VOLUME").as_deref() != Ok("0") {
-        variants.push(Variant {
-            image_volume: true,
-            ..ours
-        });
+        variants.push(Variant::mounted());
     }
     if on("BENCH_NODE_FLOOR") {
         variants.push(Variant {

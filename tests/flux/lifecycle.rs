@@ -1,9 +1,10 @@
 //! Start orders, elasticity and readiness, with real brokers.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::cluster::{MiniClusterRun, Start, minicluster};
-use crate::kubelet::State;
+use crate::kubelet::{Pod, State};
 
 const RUN: Duration = Duration::from_secs(120);
 
@@ -543,6 +544,32 @@ spec:
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
 
+/// An interactive cluster of two brokers, both up, with its pods taken out of the run (so
+/// the test deletes them, not the run's drop): the Flux container's name, the lead, the
+/// follower.
+fn two_brokers_taken(name: &str) -> (MiniClusterRun, String, Arc<Pod>, Arc<Pod>) {
+    let yaml = format!(
+        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: {name}\n\
+         spec:\n  size: 2\n  interactive: true\n  containers:\n    - image: rockylinux:9\n"
+    );
+    let mut run = MiniClusterRun::start(minicluster(&yaml), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    let c = run.flux_container();
+    let follower = run.followers.remove(&0).expect("follower 0");
+    let lead = run.lead.take().expect("the lead");
+    (run, c, lead, follower)
+}
+
+/// Delete `follower` as the kubelet does, with its grace period (at least 30 s, so a
+/// deletion that waits it out shows): how long it took, and its log.
+fn delete_follower_timed(follower: &Pod, c: &str) -> (Duration, String) {
+    let grace = follower.termination_grace();
+    assert!(grace >= Duration::from_secs(30), "{grace:?}");
+    let started = Instant::now();
+    follower.delete(grace);
+    (started.elapsed(), follower.logs(c))
+}
+
 /// A MiniCluster deleted whole: the kubelet may stop the lead's pod before a follower's
 /// SIGTERM comes (the two Jobs are deleted apart). The follower's broker then exits 0 with
 /// the instance, and since the lead marked its followers as it stopped (it cannot tell a
@@ -551,28 +578,16 @@ spec:
 /// that never comes until the grace period (75 s) ends in SIGKILL.
 #[test]
 fn a_follower_deleted_while_it_waits_to_rejoin_the_lead_exits_at_once_not_after_its_grace() {
-    let yaml = "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  \
-                name: whole\nspec:\n  size: 2\n  interactive: true\n  containers:\n    \
-                - image: rockylinux:9\n";
-    let mut run = MiniClusterRun::start(minicluster(yaml), Start::default());
-    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
-    let c = run.flux_container();
-    let follower = run.followers.remove(&0).expect("follower 0");
-    let lead = run.lead.take().expect("the lead");
+    let (_run, c, lead, follower) = two_brokers_taken("whole");
     lead.delete(lead.termination_grace());
     let waiting = "rejoining its replacement";
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !follower.logs(&c).contains(waiting) && std::time::Instant::now() < deadline {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !follower.logs(&c).contains(waiting) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(follower.logs(&c).contains(waiting), "{}", follower.logs(&c));
 
-    let grace = follower.termination_grace();
-    assert!(grace >= Duration::from_secs(30), "{grace:?}");
-    let started = std::time::Instant::now();
-    follower.delete(grace);
-    let took = started.elapsed();
-    let log = follower.logs(&c);
+    let (took, log) = delete_follower_timed(&follower, &c);
     assert!(
         took < Duration::from_secs(10),
         "the follower took {took:?}:\n{log}"
@@ -590,22 +605,10 @@ fn a_follower_deleted_while_it_waits_to_rejoin_the_lead_exits_at_once_not_after_
 /// for its drain, which only the lead answers, until its grace period (75 s) ends in SIGKILL.
 #[test]
 fn a_follower_deleted_after_its_lead_was_killed_stops_without_waiting_for_the_lead() {
-    let yaml = "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  \
-                name: killed\nspec:\n  size: 2\n  interactive: true\n  containers:\n    \
-                - image: rockylinux:9\n";
-    let mut run = MiniClusterRun::start(minicluster(yaml), Start::default());
-    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
-    let c = run.flux_container();
-    let follower = run.followers.remove(&0).expect("follower 0");
-    let lead = run.lead.take().expect("the lead");
+    let (_run, c, lead, follower) = two_brokers_taken("killed");
     lead.delete(Duration::ZERO);
 
-    let grace = follower.termination_grace();
-    assert!(grace >= Duration::from_secs(30), "{grace:?}");
-    let started = std::time::Instant::now();
-    follower.delete(grace);
-    let took = started.elapsed();
-    let log = follower.logs(&c);
+    let (took, log) = delete_follower_timed(&follower, &c);
     assert!(
         took < Duration::from_secs(20),
         "the follower took {took:?}:\n{log}"
