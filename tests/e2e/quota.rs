@@ -13,6 +13,9 @@ use flux_operator::api::MiniCluster;
 use crate::common::TestNamespace;
 use crate::operator::{example, install_crd};
 
+/// The quota's resource: how many MiniClusters the namespace holds.
+const COUNT: &str = "count/miniclusters.flux-framework.org";
+
 #[tokio::test]
 async fn a_resource_quota_on_the_object_count_caps_how_many_miniclusters_a_namespace_holds()
 -> Result<()> {
@@ -20,7 +23,7 @@ async fn a_resource_quota_on_the_object_count_caps_how_many_miniclusters_a_names
     install_crd(&ns.client).await?;
     let quota: ResourceQuota = serde_json::from_value(json!({
         "metadata": {"name": "miniclusters"},
-        "spec": {"hard": {"count/miniclusters.flux-framework.org": "2"}},
+        "spec": {"hard": {COUNT: "2"}},
     }))?;
     let quotas: Api<ResourceQuota> = ns.api();
     quotas.create(&PostParams::default(), &quota).await?;
@@ -44,6 +47,20 @@ async fn a_resource_quota_on_the_object_count_caps_how_many_miniclusters_a_names
     for name in ["one", "two"] {
         mcs.create(&PostParams::default(), &named(name)?).await?;
     }
+    // Admission counts each create into the quota's status, and the quota controller then
+    // recounts from its own cache of MiniClusters; a recount from a cache that had not seen
+    // both yet wrote back 1 and let a third in (Kubernetes' quota is eventually consistent).
+    // Once the controller's own count is 2, the third must be refused.
+    crate::common::wait_for(
+        "the quota controller counting both",
+        std::time::Duration::from_secs(60),
+        || async {
+            let q = quotas.get("miniclusters").await?;
+            let used = q.status.and_then(|s| s.used).unwrap_or_default();
+            Ok((used.get(COUNT).map(|q| q.0.as_str()) == Some("2")).then_some(()))
+        },
+    )
+    .await?;
     let refused = mcs.create(&PostParams::default(), &named("three")?).await;
     let Err(kube::Error::Api(status)) = refused else {
         anyhow::bail!("a third MiniCluster was created past a quota of two: {refused:?}");
