@@ -1095,7 +1095,7 @@ impl Pod {
     pub fn kill_in(&self, container: &str, command: &[&str], signal: &str) -> Result<(), String> {
         let root = self.pid1(container);
         let pid = root
-            .and_then(|root| descendant_running(root, command))
+            .and_then(|root| descendant_running(root, begins_with(command)))
             .ok_or_else(|| format!("no {command:?} runs in {container}"))?;
         unsafe_kill(pid, signal);
         Ok(())
@@ -1121,7 +1121,7 @@ impl Pod {
         while let Some(root) = root
             && Instant::now() < deadline
         {
-            if let Some(pid) = descendant_running(root, command) {
+            if let Some(pid) = descendant_running(root, begins_with(command)) {
                 unsafe_kill(pid, "STOP");
                 if now() {
                     caught = true;
@@ -1135,6 +1135,37 @@ impl Pod {
         caught.then_some(()).ok_or_else(|| {
             format!("no {command:?} in {container} at the moment asked for within {timeout:?}")
         })
+    }
+
+    /// Stop (SIGSTOP) the process of `container` whose command line holds `words` in a row
+    /// (the first matched by its file name: `["flux-modprobe.py", "rc3"]` is the rc3 that
+    /// `flux modprobe` runs in Python) as soon as one runs, so that a moment it is in cannot
+    /// pass: its PID, to [`Pod::resume`]. Err if none runs within `timeout`.
+    pub fn stop_in(
+        &self,
+        container: &str,
+        words: &[&str],
+        timeout: Duration,
+    ) -> Result<i32, String> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(pid) = self
+                .pid1(container)
+                .and_then(|root| descendant_running(root, holding(words)))
+            {
+                unsafe_kill(pid, "STOP");
+                return Ok(pid);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Err(format!(
+            "no {words:?} ran in {container} within {timeout:?}"
+        ))
+    }
+
+    /// Let a process stopped by [`Pod::stop_in`] go on.
+    pub fn resume(&self, pid: i32) {
+        unsafe_kill(pid, "CONT");
     }
 
     fn teardown(&self) {
@@ -1155,9 +1186,28 @@ impl Pod {
     }
 }
 
-/// A process among the descendants of `root` whose command line begins with `command` (the
-/// program's file name, then its first arguments: `flux dump` is a command built into `flux`).
-fn descendant_running(root: i32, command: &[&str]) -> Option<i32> {
+/// A command line that begins with `command`: the program's file name, then its first
+/// arguments (`flux dump` is a command built into `flux`).
+fn begins_with<'a>(command: &'a [&'a str]) -> impl Fn(&[String]) -> bool + 'a {
+    move |argv| holds_at(argv, 0, command)
+}
+
+/// A command line that holds `words` in a row, the first matched by its file name (a Python
+/// command's script comes after the interpreter and its wrapper).
+fn holding<'a>(words: &'a [&'a str]) -> impl Fn(&[String]) -> bool + 'a {
+    move |argv| (0..argv.len()).any(|i| holds_at(argv, i, words))
+}
+
+fn holds_at(argv: &[String], i: usize, words: &[&str]) -> bool {
+    let file = argv.get(i).map(|a| a.rsplit('/').next().unwrap_or(a));
+    file == words.first().copied()
+        && argv
+            .get(i + 1..i + words.len())
+            .is_some_and(|rest| rest == &words[1..])
+}
+
+/// A process among the descendants of `root` whose command line `matches`.
+fn descendant_running(root: i32, matches: impl Fn(&[String]) -> bool) -> Option<i32> {
     let mut parents = BTreeMap::new();
     for entry in fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
@@ -1196,12 +1246,7 @@ fn descendant_running(root: i32, command: &[&str]) -> Option<i32> {
             .split(|b| *b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        let program = argv.first().map(|a| a.rsplit('/').next().unwrap_or(a));
-        program == command.first().copied()
-            && argv
-                .get(1..command.len())
-                .is_some_and(|rest| rest == &command[1..])
-            && under_root(pid)
+        matches(&argv) && under_root(pid)
     })
 }
 

@@ -548,16 +548,22 @@ spec:
 /// the test deletes them, not the run's drop): the Flux container's name, the lead, the
 /// follower.
 fn two_brokers_taken(name: &str) -> (MiniClusterRun, String, Arc<Pod>, Arc<Pod>) {
+    let (mut run, c) = two_brokers(name);
+    let follower = run.followers.remove(&0).expect("follower 0");
+    let lead = run.lead.take().expect("the lead");
+    (run, c, lead, follower)
+}
+
+/// An interactive MiniCluster of two brokers, both up, and its Flux container's name.
+fn two_brokers(name: &str) -> (MiniClusterRun, String) {
     let yaml = format!(
         "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: {name}\n\
          spec:\n  size: 2\n  interactive: true\n  containers:\n    - image: rockylinux:9\n"
     );
-    let mut run = MiniClusterRun::start(minicluster(&yaml), Start::default());
+    let run = MiniClusterRun::start(minicluster(&yaml), Start::default());
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
     let c = run.flux_container();
-    let follower = run.followers.remove(&0).expect("follower 0");
-    let lead = run.lead.take().expect("the lead");
-    (run, c, lead, follower)
+    (run, c)
 }
 
 /// Delete `follower` as the kubelet does, with its grace period (at least 30 s, so a
@@ -615,4 +621,80 @@ fn a_follower_deleted_after_its_lead_was_killed_stops_without_waiting_for_the_le
     );
     assert!(log.contains("the lead did not answer"), "{log}");
     assert!(log.contains("exiting 143"), "{log}");
+}
+
+/// A whole MiniCluster deleted: a follower's SIGTERM comes while its broker runs, and while
+/// its trap drains the rank (1.5-2.3 s with eight ranks on two cores), the lead shuts the
+/// instance down and the follower's broker runs its own rc3. A SIGTERM to the broker then
+/// cuts rc3 short, and the broker cancels the modules rc3 did not unload and exits 10 s
+/// later (the 13-15 s size-8 deletions on the real node). A broker that has left the
+/// instance by itself is let finish.
+#[test]
+fn a_follower_deleted_as_its_broker_leaves_with_the_instance_lets_its_rc3_finish() {
+    let mut resumed = None;
+    let (log, _) = deleted_while_rc3_runs("with-instance", |follower, _, rc3| {
+        resumed = Some(Instant::now());
+        follower.resume(rc3);
+    });
+    let took = resumed.expect("rc3 resumed").elapsed();
+    assert!(log.contains("letting it finish"), "{log}");
+    assert!(!log.contains("not properly shut down"), "{log}");
+    assert!(
+        took < Duration::from_secs(5),
+        "the follower took {took:?} after rc3 went on:\n{log}"
+    );
+}
+
+/// A follower broker let finish leaving by itself that does not (its rc3 hangs, here held
+/// stopped) gets its SIGTERM 10 s later all the same.
+#[test]
+fn a_follower_broker_let_finish_that_hangs_gets_its_sigterm_ten_seconds_later() {
+    let mut waited = None;
+    let (log, decided) = deleted_while_rc3_runs("hangs", |follower, c, rc3| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let signalled = || {
+            let log = follower.logs(c);
+            log.find("letting it finish")
+                .is_some_and(|at| log[at..].contains("signal 15"))
+        };
+        while !signalled() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        waited = Some(signalled());
+        follower.resume(rc3);
+    });
+    let signalled_after = decided.elapsed();
+    assert_eq!(waited, Some(true), "no SIGTERM came:\n{log}");
+    assert!(
+        signalled_after >= Duration::from_secs(9),
+        "the SIGTERM came after {signalled_after:?}, not 10 s:\n{log}"
+    );
+}
+
+/// Delete the follower of a two-broker MiniCluster as its lead shuts the instance down, the
+/// two held with SIGSTOP where they meet: the trap's drain until the follower's broker runs
+/// rc3, and rc3 until the trap has decided what to do with the broker. Then `then` gets the
+/// follower, its container and rc3's PID; the deletion's log once it has ended, and when the
+/// trap decided.
+fn deleted_while_rc3_runs(name: &str, then: impl FnOnce(&Pod, &str, i32)) -> (String, Instant) {
+    let (mut run, c) = two_brokers(name);
+    let follower = run.followers.remove(&0).expect("follower 0");
+    let held = Duration::from_secs(30);
+    std::thread::scope(|s| {
+        let deletion = s.spawn(|| delete_follower_timed(&follower, &c));
+        let drain = follower.stop_in(&c, &["flux-resource.py", "drain"], held);
+        let drain = drain.unwrap_or_else(|e| panic!("{e}:\n{}", follower.logs(&c)));
+        s.spawn(|| run.shutdown());
+        let rc3 = follower.stop_in(&c, &["flux-modprobe.py", "rc3"], held);
+        let rc3 = rc3.unwrap_or_else(|e| panic!("{e}:\n{}", follower.logs(&c)));
+        follower.resume(drain);
+        let decided = ["stopping the follower broker", "letting it finish"];
+        let deadline = Instant::now() + held;
+        while !decided.iter().any(|d| follower.logs(&c).contains(d)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let at = Instant::now();
+        then(&follower, &c, rc3);
+        (deletion.join().unwrap().1, at)
+    })
 }
