@@ -682,7 +682,8 @@ fn deleted_while_rc3_runs(name: &str, then: impl FnOnce(&Pod, &str, i32)) -> (St
     let held = Duration::from_secs(30);
     std::thread::scope(|s| {
         let deletion = s.spawn(|| delete_follower_timed(&follower, &c));
-        let drain = follower.stop_in(&c, &["flux-resource.py", "drain"], held);
+        // The trap's drain of rank 1 (the watcher lists drained ranks: drain --no-header).
+        let drain = follower.stop_in(&c, &["flux-resource.py", "drain", "1"], held);
         let drain = drain.unwrap_or_else(|e| panic!("{e}:\n{}", follower.logs(&c)));
         s.spawn(|| run.shutdown());
         let rc3 = follower.stop_in(&c, &["flux-modprobe.py", "rc3"], held);
