@@ -213,3 +213,52 @@ pub mod condition {
     /// The spec asks for something this operator accepts but does not do.
     pub const UNSUPPORTED: &str = "Unsupported";
 }
+
+/// The reasons of the conditions the operator writes, by condition ([`condition`]).
+/// `Admitted` carries Kueue's reason, and `Failed` JobSet's.
+pub mod reason {
+    /// `Ready`: every broker's pod is ready.
+    pub const BROKERS_READY: &str = "BrokersReady";
+    /// `Ready`: not every broker's pod is ready (yet, or any more).
+    pub const BROKERS_NOT_READY: &str = "BrokersNotReady";
+    /// `Suspended`: the JobSet is suspended.
+    pub const JOBSET_SUSPENDED: &str = "JobSetSuspended";
+    /// `Suspended` false: the JobSet may run pods.
+    pub const JOBSET_RUNNING: &str = "JobSetRunning";
+    /// `Resizing`: broker pods are stopping, their ranks drained.
+    pub const BROKERS_DRAINING: &str = "BrokersDraining";
+    /// `Resizing`: there are more or fewer broker pods than the size.
+    pub const BROKERS_CHANGING: &str = "BrokersChanging";
+    /// `Resizing` false: as many broker pods as the size, or finished.
+    pub const STABLE: &str = "Stable";
+    /// `Succeeded`: the lead broker's Job completed.
+    pub const LEAD_BROKER_COMPLETED: &str = "LeadBrokerCompleted";
+    /// `Unsupported` false.
+    pub const ALL_SUPPORTED: &str = "AllSupported";
+    /// `Unsupported`: fields the operator accepts and ignores.
+    pub const FIELDS_IGNORED: &str = "FieldsIgnored";
+    /// `InvalidSpec` false.
+    pub const VALID: &str = "Valid";
+    /// `InvalidSpec`: what is wrong, by field.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// `Blocked`: the API server refused the operator's change.
+    pub const REFUSED: &str = "Refused";
+    /// `Blocked`: an object of one of the cluster's names belongs to something else.
+    pub const FOREIGN_OBJECT: &str = "ForeignObject";
+    /// `Blocked`: another MiniCluster that has not finished holds the archive.
+    pub const ARCHIVE_IN_USE: &str = "ArchiveInUse";
+    /// `Degraded`: an object the running cluster needs was deleted.
+    pub const OWNED_OBJECT_DELETED: &str = "OwnedObjectDeleted";
+    /// `Restarted`: the JobSet was deleted before the cluster finished, and made again.
+    pub const JOBSET_DELETED: &str = "JobSetDeleted";
+    /// `Restarted`: the lead broker's container restarted in its pod.
+    pub const LEAD_BROKER_RESTARTED: &str = "LeadBrokerRestarted";
+    /// `Restarted`: the lead broker's pod was replaced.
+    pub const LEAD_POD_REPLACED: &str = "LeadPodReplaced";
+    /// `Restarted` false: every broker of the new instance is ready.
+    pub const NEW_INSTANCE_UP: &str = "NewInstanceUp";
+    /// `Restarted` false: the new instance finished.
+    pub const NEW_INSTANCE_FINISHED: &str = "NewInstanceFinished";
+    /// A condition that held before is over (`Blocked`, `Degraded`).
+    pub const RESOLVED: &str = "Resolved";
+}

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::api::{InstanceStatus, MiniCluster};
+use crate::api::{InstanceStatus, MiniCluster, reason};
 
 /// The lead broker's pod as seen now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,13 +98,13 @@ pub fn next(
                 .as_deref()
                 .unwrap_or("the kubelet's restart count went up")
         );
-        (added, ("LeadBrokerRestarted", what))
+        (added, (reason::LEAD_BROKER_RESTARTED, what))
     } else {
         let what = format!(
             "the lead broker's pod {} was replaced by {}",
             before.lead_pod, seen.pod
         );
-        (1 + seen.restarts, ("LeadPodReplaced", what))
+        (1 + seen.restarts, (reason::LEAD_POD_REPLACED, what))
     };
     let now = InstanceStatus {
         lead_pod: seen.pod.clone(),

@@ -4,7 +4,8 @@
 //! function ([`plan`]) and carries the plan out ([`apply`]); [`reconcile`] ties the three,
 //! [`context`] is what they share. No module cycle: reconcile -> {index, plan, apply} ->
 //! context; plan -> {events, status, owned} (all pure).
-//! Status is computed by [`status`], Events by [`events`], durations by [`durations`].
+//! The status is built by the plan (from what [`status`] reads of the pods), Events by
+//! [`events`], durations by [`durations`].
 //! [`run`] wires the process: the HTTP endpoints, leadership ([`leader`]), the watches and
 //! their triggers ([`watches`], [`trigger`]), the controller, and shutdown. A MiniCluster
 //! deleted takes its JobSet with it at once ([`teardown`]).

@@ -56,9 +56,10 @@ fn created(mc: &MiniCluster) -> (Option<jiff::Timestamp>, &str) {
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    use super::super::super::status::set_condition;
+    use super::super::status::Conditions;
     use super::super::tests::{Mc, Seen, now};
     use super::*;
+    use crate::api::reason;
 
     /// Another MiniCluster `other` on the same archive, created `age` seconds before `m`
     /// (negative: after), with its status as `f` makes it.
@@ -89,14 +90,11 @@ mod tests {
     #[test]
     fn the_cluster_that_holds_an_archive_keeps_it_and_a_new_one_waits() {
         let blocked = |s: &mut crate::api::MiniClusterStatus| {
-            set_condition(
-                &mut s.conditions,
+            Conditions::of(&mut s.conditions, None, now()).set(
                 condition::BLOCKED,
                 true,
-                "ArchiveInUse",
+                reason::ARCHIVE_IN_USE,
                 "x",
-                None,
-                now(),
             );
         };
         let other = Some("other".to_string());

@@ -8,7 +8,8 @@
 //! own table test: [`spec`] (valid and renderable), [`ownership`], [`archive`] (one cluster
 //! per archive), [`certificate`],
 //! [`config_map`], [`services`], [`jobset`] (create, update, restart), [`services_pod`],
-//! [`cleanup`], [`ttl`], [`conditions`] (the status); the Events come from
+//! [`cleanup`], [`ttl`], [`status`] (the whole status), [`hold`] (a held cluster's); the
+//! Events come from
 //! [`super::events`]. The whole-plan tests are in `tests.rs`.
 //!
 //! Rules the plan keeps:
@@ -28,14 +29,15 @@
 mod archive;
 mod certificate;
 mod cleanup;
-mod conditions;
 mod config_map;
+mod hold;
 mod jobset;
 mod observed;
 mod ownership;
 mod services;
 mod services_pod;
 mod spec;
+pub(super) mod status;
 mod ttl;
 
 use std::time::Duration;
@@ -53,7 +55,7 @@ use crate::model::Cluster;
 use crate::render;
 
 pub use certificate::check_certificate;
-pub use conditions::{FOREIGN_RECHECK, IfStopped};
+pub use hold::{FOREIGN_RECHECK, IfStopped};
 pub use observed::{Observed, OwnedObject, Presence};
 
 /// The spec resolved once per reconcile ([`crate::model::resolve`]): the typed cluster the deciders
@@ -204,18 +206,18 @@ pub type Error = render::Error;
 pub fn plan(input: &Inputs<'_>) -> Result<Plan, Error> {
     let (cluster, desired) = match spec::decide(input)? {
         Ok(resolved) => resolved,
-        Err(message) => return Ok(conditions::invalid(input, &message)),
+        Err(message) => return Ok(hold::invalid(input, &message)),
     };
     match ownership::decide(input) {
         ownership::Verdict::Clear => {}
-        ownership::Verdict::Wait => return Ok(conditions::waiting(input)),
+        ownership::Verdict::Wait => return Ok(hold::waiting(input)),
         ownership::Verdict::Foreign(object) => {
-            return Ok(conditions::foreign(input.mc, input.old, &object, input.now));
+            return Ok(hold::foreign(input.mc, input.old, &object, input.now));
         }
     }
     let facts = Facts::of(input);
     if let Some(other) = archive::holder(input, &facts) {
-        return Ok(conditions::archive_in_use(input, other));
+        return Ok(hold::archive_in_use(input, other));
     }
     let certificate = certificate::decide(input, cluster, &facts);
     let config_map = config_map::decide(input, &facts, &desired);
@@ -230,9 +232,9 @@ pub fn plan(input: &Inputs<'_>) -> Result<Plan, Error> {
     );
     let ttl = ttl::decide(input, cluster);
 
-    let status = conditions::status(
+    let status = status::status(
         input,
-        conditions::Findings {
+        status::Findings {
             jobset: jobset.for_status,
             curve_secret: certificate.curve_secret,
             degraded: [certificate.lost, config_map.lost, jobset.held]

@@ -1,0 +1,241 @@
+//! The conditions of the status: the one helper that writes them ([`Conditions`]), those read
+//! from the JobSet, the pods and Kueue ([`observed`]), and those that say what the other
+//! deciders found ([`found`]).
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::{Findings, JobSetState};
+use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition, reason};
+use crate::controller::instance::Restart;
+use crate::controller::status::{Admission, PodFacts};
+
+/// The one way the status's conditions are written: each true or false with its reason and
+/// message, stamped with the MiniCluster's generation; a condition's transition time moves
+/// only when its status does.
+pub(in crate::controller) struct Conditions<'a> {
+    list: &'a mut Vec<Condition>,
+    generation: Option<i64>,
+    now: Timestamp,
+}
+
+impl<'a> Conditions<'a> {
+    /// The conditions in `list`, written for `generation` at `now`.
+    pub fn of(list: &'a mut Vec<Condition>, generation: Option<i64>, now: Timestamp) -> Self {
+        Self {
+            list,
+            generation,
+            now,
+        }
+    }
+
+    /// Set (or update) a condition.
+    pub fn set(&mut self, type_: &str, on: bool, reason: &str, message: &str) {
+        let status = if on { "True" } else { "False" };
+        let reason = if reason.is_empty() { "Unknown" } else { reason };
+        let now = Time(self.now);
+        match self.list.iter_mut().find(|c| c.type_ == type_) {
+            Some(c) => {
+                if c.status != status {
+                    c.last_transition_time = now;
+                }
+                c.status = status.to_string();
+                c.reason = reason.to_string();
+                c.message = message.to_string();
+                c.observed_generation = self.generation;
+            }
+            None => self.list.push(Condition {
+                type_: type_.to_string(),
+                status: status.to_string(),
+                reason: reason.to_string(),
+                message: message.to_string(),
+                observed_generation: self.generation,
+                last_transition_time: now,
+            }),
+        }
+    }
+
+    /// A condition that may have been set before is now false, `Resolved` (not added if it
+    /// never was).
+    pub fn clear(&mut self, type_: &str) {
+        if self.list.iter().any(|c| c.type_ == type_) {
+            self.set(type_, false, reason::RESOLVED, "");
+        }
+    }
+}
+
+/// What the observed conditions are written from.
+pub(super) struct Observation<'a> {
+    pub mc: &'a MiniCluster,
+    pub jobset: &'a JobSetState<'a>,
+    pub facts: &'a PodFacts,
+    pub phase: Phase,
+    /// Every broker's pod ready, and not suspended.
+    pub all_ready: bool,
+    /// Kueue's verdict, if the JobSet is queued.
+    pub admission: Option<&'a Admission>,
+    /// Every broker was ready once: from then on, more or fewer pods is a resize.
+    pub was_ready: bool,
+}
+
+/// The conditions read from the JobSet, the pods and Kueue: `Ready`, `Suspended`,
+/// `Admitted`, `Resizing`, and `Succeeded` or `Failed`.
+pub(super) fn observed(c: &mut Conditions<'_>, o: &Observation<'_>) {
+    ready(c, o);
+    suspended(c, o);
+    if let Some(a) = o.admission {
+        c.set(condition::ADMITTED, a.admitted, &a.reason, &a.message);
+    }
+    resizing(c, o);
+    if let Some(done) = o.jobset.completed {
+        c.set(
+            condition::SUCCEEDED,
+            true,
+            reason::LEAD_BROKER_COMPLETED,
+            &done.message,
+        );
+    }
+    if let Some(failed) = o.jobset.failed {
+        c.set(condition::FAILED, true, &failed.reason, &failed.message);
+    }
+}
+
+fn ready(c: &mut Conditions<'_>, o: &Observation<'_>) {
+    let why = if o.all_ready {
+        reason::BROKERS_READY
+    } else {
+        reason::BROKERS_NOT_READY
+    };
+    let message = format!("{} of {} broker pods ready", o.facts.ready, o.mc.spec.size);
+    c.set(
+        condition::READY,
+        o.all_ready && !o.phase.is_finished(),
+        why,
+        &message,
+    );
+}
+
+fn suspended(c: &mut Conditions<'_>, o: &Observation<'_>) {
+    let (why, message) = if o.jobset.suspended {
+        let message = match o.admission {
+            Some(a) if !a.admitted => format!("waiting for Kueue admission: {}", a.message),
+            _ if o.mc.spec.suspend => "spec.suspend is true".to_string(),
+            _ => "the JobSet is suspended".to_string(),
+        };
+        (reason::JOBSET_SUSPENDED, message)
+    } else {
+        (
+            reason::JOBSET_RUNNING,
+            "the JobSet may run pods".to_string(),
+        )
+    };
+    c.set(condition::SUSPENDED, o.jobset.suspended, why, &message);
+}
+
+fn resizing(c: &mut Conditions<'_>, o: &Observation<'_>) {
+    let (facts, size) = (o.facts, o.mc.spec.size);
+    let resizing = o.jobset.exists
+        && !o.phase.is_finished()
+        && !o.jobset.suspended
+        && facts.live != size
+        && o.was_ready;
+    let draining = resizing && facts.stopping > 0;
+    let (why, message) = if draining {
+        let message = format!(
+            "{} broker pods for size {size}; {} stopping: their ranks are drained and their \
+             jobs have up to {}s to finish (spec.drainGracePeriodSeconds)",
+            facts.live,
+            facts.stopping,
+            o.mc.drain_grace_seconds()
+        );
+        (reason::BROKERS_DRAINING, message)
+    } else if o.phase.is_finished() {
+        // Its pods stop as it ends: a count of them would read like a resize under way.
+        let message = format!("the MiniCluster has finished ({})", o.phase.as_str());
+        (reason::STABLE, message)
+    } else {
+        let why = if resizing {
+            reason::BROKERS_CHANGING
+        } else {
+            reason::STABLE
+        };
+        (why, format!("{} broker pods for size {size}", facts.live))
+    };
+    c.set(condition::RESIZING, resizing, why, &message);
+}
+
+/// The conditions that say what the other deciders found: `Unsupported`, `InvalidSpec`
+/// (false: the plan goes on), `Blocked` (over), `Degraded`, and `Restarted` (a new
+/// instance: its JobSet made again, or its lead broker restarted; over once it is up).
+pub(super) fn found(
+    new: &mut MiniClusterStatus,
+    mc: &MiniCluster,
+    findings: &Findings<'_>,
+    restart: Option<&Restart>,
+    now: Timestamp,
+) {
+    let mut c = Conditions::of(&mut new.conditions, mc.metadata.generation, now);
+    let unsupported = crate::model::unsupported(mc);
+    let why = if unsupported.is_empty() {
+        reason::ALL_SUPPORTED
+    } else {
+        reason::FIELDS_IGNORED
+    };
+    let message = super::super::join(&unsupported);
+    c.set(
+        condition::UNSUPPORTED,
+        !unsupported.is_empty(),
+        why,
+        &message,
+    );
+    c.set(condition::INVALID_SPEC, false, reason::VALID, "");
+    c.clear(condition::BLOCKED);
+    if findings.degraded.is_empty() {
+        c.clear(condition::DEGRADED);
+    } else {
+        let message = findings.degraded.join("; ");
+        c.set(
+            condition::DEGRADED,
+            true,
+            reason::OWNED_OBJECT_DELETED,
+            &message,
+        );
+    }
+    if let Some(restart) = restart {
+        c.set(condition::RESTARTED, true, restart.reason, &restart.message);
+    }
+    if let Some(message) = &findings.restarted {
+        c.set(condition::RESTARTED, true, reason::JOBSET_DELETED, message);
+        return;
+    }
+    if let Some((why, message)) = restart_over(new) {
+        let mut c = Conditions::of(&mut new.conditions, mc.metadata.generation, now);
+        c.set(condition::RESTARTED, false, why, &message);
+    }
+}
+
+/// A `Restarted` cluster whose new instance is up (every broker ready) or finished: the
+/// restart is over, and the condition says so (its transition time: when), keeping what
+/// happened.
+pub(super) fn restart_over(new: &MiniClusterStatus) -> Option<(&'static str, String)> {
+    let is = |type_: &str| {
+        new.conditions
+            .iter()
+            .any(|c| c.type_ == type_ && c.status == "True")
+    };
+    let restarted = new
+        .conditions
+        .iter()
+        .find(|c| c.type_ == condition::RESTARTED && c.status == "True")?;
+    let (why, outcome) = if is(condition::READY) {
+        (reason::NEW_INSTANCE_UP, "the new instance is up")
+    } else if new.phase.is_some_and(Phase::is_finished) {
+        (
+            reason::NEW_INSTANCE_FINISHED,
+            "the new instance has finished",
+        )
+    } else {
+        return None;
+    };
+    Some((why, format!("{}; {outcome}", restarted.message)))
+}

@@ -1,0 +1,184 @@
+//! The status decider: the whole new status of a cluster the plan goes on with, from the
+//! status the last reconcile wrote, what the other deciders found, the JobSet, the pods and
+//! Kueue. One builder, [`status`], in three parts: the [`phase`], the lifecycle's
+//! [`timestamps`], and the [`conditions`] (with [`Conditions`], the one way a condition is
+//! written). A held cluster's status is [`super::hold`]'s.
+
+mod conditions;
+mod phase;
+#[cfg(test)]
+mod tests;
+mod timestamps;
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+pub(in crate::controller) use conditions::Conditions;
+
+use super::Inputs;
+use crate::api::{MiniCluster, MiniClusterStatus, WORKERS_JOB};
+use crate::controller::instance;
+use crate::controller::status::{Admission, lead_restore, lead_save, pod_facts};
+use crate::jobset::JobSet;
+use crate::render;
+
+/// What the other deciders found that the status says.
+#[derive(Debug, Default)]
+pub(super) struct Findings<'a> {
+    /// The JobSet the status is computed from (there, or being created).
+    pub jobset: Option<&'a JobSet>,
+    /// The certificate Secret's name, once made.
+    pub curve_secret: String,
+    /// Why the cluster is Degraded (empty: it is not).
+    pub degraded: Vec<String>,
+    /// The JobSet was made again after a deletion: the `Restarted` message.
+    pub restarted: Option<String>,
+}
+
+/// What the status reads of the JobSet.
+pub(super) struct JobSetState<'a> {
+    /// There is one.
+    exists: bool,
+    /// Its `Completed` condition, when true.
+    completed: Option<&'a Condition>,
+    /// Its `Failed` condition, when true.
+    failed: Option<&'a Condition>,
+    /// It is suspended (by `spec.suspend`, or by Kueue until admitted).
+    suspended: bool,
+    /// Its followers' Job's parallelism.
+    workers: i32,
+}
+
+impl<'a> JobSetState<'a> {
+    fn of(js: Option<&'a JobSet>) -> Self {
+        let true_ = |type_| js?.condition(type_).filter(|c| c.status == "True");
+        let workers = js
+            .and_then(|j| {
+                j.spec
+                    .replicated_jobs
+                    .iter()
+                    .find(|r| r.name == WORKERS_JOB)
+            })
+            .and_then(|r| r.template.spec.as_ref()?.parallelism);
+        Self {
+            exists: js.is_some(),
+            completed: true_("Completed"),
+            failed: true_("Failed"),
+            suspended: js.is_some_and(|j| j.spec.suspend == Some(true)),
+            workers: workers.unwrap_or(0),
+        }
+    }
+
+    /// The size it runs: the lead and its followers (0 without a JobSet).
+    fn size(&self) -> i32 {
+        if self.exists {
+            1 + self.workers.max(0)
+        } else {
+            0
+        }
+    }
+}
+
+/// The whole new status.
+pub(super) fn status(input: &Inputs<'_>, mut findings: Findings<'_>) -> MiniClusterStatus {
+    let (mc, pods, now) = (input.mc, &input.observed.pods, input.now);
+    let old = of_this_instance(input.old, findings.restarted.is_some());
+    let admission = input.observed.admission.as_ref();
+    let mut new = observed(mc, &old, findings.jobset, pods, admission, now);
+    new.curve_secret = std::mem::take(&mut findings.curve_secret);
+    let keeps = instance::Keeps {
+        archive: Some(mc.spec.archive.path.as_str()).filter(|p| !p.is_empty()),
+        state_in_pod: crate::model::containers::keeps_state(mc),
+    };
+    let suspended = findings
+        .jobset
+        .is_some_and(|j| j.spec.suspend == Some(true));
+    let seen = instance::lead_seen(mc, pods);
+    let (instance, restart) =
+        instance::next(old.instance.as_ref(), seen.as_ref(), suspended, keeps);
+    new.instance = instance;
+    conditions::found(&mut new, mc, &findings, restart.as_ref(), now);
+    new
+}
+
+/// The status the last reconcile wrote, as the new status starts from it: when the JobSet
+/// was made again (`restarted`), a new Flux instance, whose lifecycle starts again and whose
+/// first lead pod is not a replacement (`Restarted` already says why it is new).
+fn of_this_instance(old: &MiniClusterStatus, restarted: bool) -> MiniClusterStatus {
+    let mut old = old.clone();
+    if restarted {
+        old.phase = None;
+        old.start_time = None;
+        old.lead_ready_time = None;
+        old.ready_time = None;
+        if let Some(instance) = old.instance.as_mut() {
+            instance.lead_pod.clear();
+        }
+    }
+    old
+}
+
+/// The status read from the JobSet, the pods and Kueue, keeping what `old` saw first.
+fn observed(
+    mc: &MiniCluster,
+    old: &MiniClusterStatus,
+    jobset: Option<&JobSet>,
+    pods: &[Arc<Pod>],
+    admission: Option<&Admission>,
+    now: Timestamp,
+) -> MiniClusterStatus {
+    let facts = pod_facts(pods);
+    if jobset.is_none() && old.completion_time.is_some() {
+        // Finished, and its JobSet is gone (ttlSecondsAfterFinished): it stays finished.
+        let mut new = old.clone();
+        timestamps::torn_down(&mut new, true, &facts, now);
+        new.ready_brokers = 0;
+        return new;
+    }
+    let js = JobSetState::of(jobset);
+    let all_ready = facts.ready >= mc.spec.size && !js.suspended;
+    let phase = phase::of(&js, all_ready, facts.live, old.phase);
+    let container = crate::model::containers::flux_container_name(mc);
+    let mut new = MiniClusterStatus {
+        observed_generation: mc.metadata.generation,
+        phase: Some(phase),
+        size: js.size(),
+        selector: render::pod_selector(mc),
+        maximum_size: mc.max_size(),
+        ready_brokers: if phase.is_finished() { 0 } else { facts.ready },
+        job_set: jobset
+            .and_then(|j| j.metadata.name.clone())
+            .unwrap_or_default(),
+        curve_secret: old.curve_secret.clone(),
+        lead_broker: crate::flux::config::lead_hostname(mc),
+        // Stamped below.
+        start_time: None,
+        lead_ready_time: None,
+        ready_time: None,
+        completion_time: None,
+        teardown_time: None,
+        restore: lead_restore(pods).or_else(|| old.restore.clone()),
+        last_save: lead_save(pods, container).or_else(|| old.last_save.clone()),
+        instance: old.instance.clone(),
+        conditions: old.conditions.clone(),
+    };
+    timestamps::stamp(&mut new, old, &facts, &js, all_ready, now);
+    let observation = conditions::Observation {
+        mc,
+        jobset: &js,
+        facts: &facts,
+        phase,
+        all_ready,
+        admission,
+        was_ready: old.ready_time.is_some(),
+    };
+    let generation = mc.metadata.generation;
+    conditions::observed(
+        &mut Conditions::of(&mut new.conditions, generation, now),
+        &observation,
+    );
+    new
+}

@@ -1,0 +1,115 @@
+//! The phase: what the JobSet says first (finished, suspended), then the pods.
+
+use crate::api::Phase;
+
+use super::JobSetState;
+
+/// The phase, from the JobSet, whether every broker is ready (and not suspended), how many
+/// broker pods have not finished, and the phase before.
+pub(super) fn of(js: &JobSetState<'_>, all_ready: bool, live: i32, old: Option<Phase>) -> Phase {
+    if js.completed.is_some() {
+        Phase::Succeeded
+    } else if js.failed.is_some() {
+        Phase::Failed
+    } else if js.suspended {
+        Phase::Suspended
+    } else if all_ready || old == Some(Phase::Running) {
+        // A running cluster stays Running while brokers come and go (a resize, a follower
+        // restarting, the lead finishing before JobSet marks it Completed): the Ready and
+        // Resizing conditions say what is going on. Starting is the first bring-up only.
+        Phase::Running
+    } else if live > 0 {
+        Phase::Starting
+    } else {
+        Phase::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    use super::*;
+
+    #[test]
+    fn the_jobset_decides_first_then_the_pods_and_running_stays_running() {
+        let done = Condition {
+            type_: "Completed".into(),
+            status: "True".into(),
+            reason: String::new(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
+        };
+        let js = |completed: bool, failed: bool, suspended: bool| JobSetState {
+            exists: true,
+            completed: completed.then_some(&done),
+            failed: failed.then_some(&done),
+            suspended,
+            workers: 1,
+        };
+        use Phase::*;
+        // (what it proves, JobSet completed/failed/suspended, all ready, live pods, old, phase)
+        let cases = [
+            (
+                "completed wins",
+                (true, true, true),
+                true,
+                2,
+                Some(Running),
+                Succeeded,
+            ),
+            (
+                "failed",
+                (false, true, false),
+                false,
+                1,
+                Some(Running),
+                Failed,
+            ),
+            (
+                "suspended, even if running before",
+                (false, false, true),
+                false,
+                0,
+                Some(Running),
+                Suspended,
+            ),
+            (
+                "every broker ready",
+                (false, false, false),
+                true,
+                2,
+                None,
+                Running,
+            ),
+            (
+                "running stays running while brokers change",
+                (false, false, false),
+                false,
+                1,
+                Some(Running),
+                Running,
+            ),
+            (
+                "some pods: starting",
+                (false, false, false),
+                false,
+                1,
+                Some(Pending),
+                Starting,
+            ),
+            (
+                "no pods yet: pending",
+                (false, false, false),
+                false,
+                0,
+                None,
+                Pending,
+            ),
+        ];
+        for (what, (c, f, s), all_ready, live, old, want) in cases {
+            assert_eq!(of(&js(c, f, s), all_ready, live, old), want, "{what}");
+        }
+    }
+}

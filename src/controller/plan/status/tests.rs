@@ -1,0 +1,599 @@
+//! The status builder's tests: the whole status from what the deciders found, and the
+//! status read from the JobSet, the pods and Kueue, case by case.
+
+use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+use super::super::super::events;
+use super::super::tests::{Mc, Seen, now};
+use super::conditions::restart_over;
+use super::*;
+use crate::api::{Phase, ROLE_LABEL, RestoreStatus, condition};
+use crate::controller::status::Admission;
+use crate::jobset::JobSetStatus;
+
+fn is_true(status: &MiniClusterStatus, type_: &str) -> Option<bool> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status == "True")
+}
+
+#[test]
+fn the_status_says_what_the_deciders_found_and_clears_what_was_resolved() {
+    let earlier = Time(now() - jiff::SignedDuration::from_hours(1));
+    let mc = Mc::new(2).running().status(|s| {
+        s.start_time = Some(earlier.clone());
+        for type_ in [condition::BLOCKED, condition::DEGRADED] {
+            Conditions::of(&mut s.conditions, None, now()).set(type_, true, "X", "x");
+        }
+    });
+    let seen = Seen::everything(&mc, 2);
+    let old = seen.mc.status.clone().unwrap_or_default();
+    let spec = seen.resolve();
+    let input = seen.inputs(&spec, &seen.observed, &old);
+    let js = seen.observed.jobset.as_deref();
+    // (what it proves, the findings, Degraded, Restarted, the phase)
+    let cases = [
+        (
+            "all well: what held it before is resolved",
+            Findings {
+                jobset: js,
+                curve_secret: "m-curve".into(),
+                ..Findings::default()
+            },
+            Some(false),
+            None,
+            Some(Phase::Running),
+        ),
+        (
+            "something lost: Degraded",
+            Findings {
+                jobset: js,
+                degraded: vec!["lost".into()],
+                ..Findings::default()
+            },
+            Some(true),
+            None,
+            Some(Phase::Running),
+        ),
+        (
+            "the JobSet made again: Restarted, the lifecycle starts again",
+            Findings {
+                jobset: js,
+                restarted: Some("again".into()),
+                ..Findings::default()
+            },
+            Some(false),
+            Some(true),
+            Some(Phase::Running),
+        ),
+    ];
+    for (what, findings, degraded, restarted, phase) in cases {
+        let restarting = findings.restarted.is_some();
+        let new = status(&input, findings);
+        assert_eq!(is_true(&new, condition::DEGRADED), degraded, "{what}");
+        assert_eq!(is_true(&new, condition::RESTARTED), restarted, "{what}");
+        assert_eq!(is_true(&new, condition::BLOCKED), Some(false), "{what}");
+        assert_eq!(
+            is_true(&new, condition::INVALID_SPEC),
+            Some(false),
+            "{what}"
+        );
+        assert_eq!(new.phase, phase, "{what}");
+        // Restarted: taken again from the pods seen now, not kept from the old instance.
+        assert_eq!(
+            new.start_time == Some(earlier.clone()),
+            !restarting,
+            "{what}"
+        );
+    }
+}
+
+#[test]
+fn a_lead_container_restart_seen_after_its_new_instance_is_up_is_counted_and_told() {
+    let mc = Mc::new(2).running().status(|s| {
+        s.instance = Some(crate::api::InstanceStatus {
+            lead_pod: "m-0".into(),
+            ..Default::default()
+        });
+    });
+    let mut seen = Seen::everything(&mc, 2);
+    let container = match &seen.mc.spec.containers[0].name {
+        n if n.is_empty() => seen.mc.metadata.name.clone().unwrap_or_default(),
+        n => n.clone(),
+    };
+    let mut lead = (*seen.observed.pods[0]).clone();
+    lead.status.as_mut().unwrap().container_statuses =
+        Some(vec![k8s_openapi::api::core::v1::ContainerStatus {
+            name: container,
+            restart_count: 1,
+            ..Default::default()
+        }]);
+    seen.observed.pods[0] = std::sync::Arc::new(lead);
+    let old = seen.mc.status.clone().unwrap_or_default();
+    let spec = seen.resolve();
+    let input = seen.inputs(&spec, &seen.observed, &old);
+    let new = status(
+        &input,
+        Findings {
+            jobset: seen.observed.jobset.as_deref(),
+            ..Findings::default()
+        },
+    );
+    assert_eq!(new.instance.as_ref().map(|i| i.restarts), Some(1));
+    // Every broker is ready again: the condition is over, and keeps the account.
+    let restarted = new
+        .conditions
+        .iter()
+        .find(|c| c.type_ == condition::RESTARTED)
+        .expect("a Restarted condition");
+    assert_eq!(
+        (restarted.status.as_str(), restarted.reason.as_str()),
+        ("False", "NewInstanceUp")
+    );
+    assert!(
+        restarted
+            .message
+            .contains("lead broker's pod m-0 restarted")
+            && restarted.message.contains("job history are gone")
+            && restarted.message.ends_with("the new instance is up"),
+        "{}",
+        restarted.message
+    );
+    let notes = events::transitions(&seen.mc, &old, &new);
+    let warned: Vec<_> = notes
+        .iter()
+        .filter(|n| n.warning)
+        .map(|n| n.reason)
+        .collect();
+    assert_eq!(warned, ["InstanceRestarted"], "{notes:?}");
+    // Seen again: nothing new.
+    let input = seen.inputs(&spec, &seen.observed, &new);
+    let again = status(
+        &input,
+        Findings {
+            jobset: seen.observed.jobset.as_deref(),
+            ..Findings::default()
+        },
+    );
+    assert_eq!(again.instance, new.instance);
+    assert!(
+        events::transitions(&seen.mc, &new, &again)
+            .iter()
+            .all(|n| !n.warning)
+    );
+}
+
+#[test]
+fn restarted_clears_once_the_new_instance_is_up_or_finished() {
+    let with = |phase: Phase, conditions: &[(&str, bool)]| {
+        let mut s = MiniClusterStatus {
+            phase: Some(phase),
+            ..MiniClusterStatus::default()
+        };
+        for (type_, on) in conditions {
+            Conditions::of(&mut s.conditions, None, now()).set(type_, *on, "X", "x");
+        }
+        s
+    };
+    let restarted = (condition::RESTARTED, true);
+    // (what it proves, the new status before the check, the reason it clears with)
+    let cases = [
+        (
+            "every broker of the new instance ready",
+            with(Phase::Running, &[restarted, (condition::READY, true)]),
+            Some("NewInstanceUp"),
+        ),
+        (
+            "the new instance still coming up: still Restarted",
+            with(Phase::Starting, &[restarted, (condition::READY, false)]),
+            None,
+        ),
+        (
+            "the new instance finished before all were ready",
+            with(Phase::Succeeded, &[restarted, (condition::READY, false)]),
+            Some("NewInstanceFinished"),
+        ),
+        (
+            "never restarted: nothing to clear",
+            with(Phase::Running, &[(condition::READY, true)]),
+            None,
+        ),
+        (
+            "cleared before: nothing more",
+            with(
+                Phase::Running,
+                &[(condition::RESTARTED, false), (condition::READY, true)],
+            ),
+            None,
+        ),
+    ];
+    for (what, new, reason) in cases {
+        assert_eq!(restart_over(&new).map(|r| r.0), reason, "{what}");
+    }
+}
+
+fn ts(s: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + s).unwrap()
+}
+
+fn mc(size: i32) -> MiniCluster {
+    let mut mc = crate::fixtures::m()
+        .namespace("n")
+        .generation(3)
+        .container("x", "")
+        .size(size)
+        .build();
+    mc.metadata.creation_timestamp = Some(Time(ts(0)));
+    mc
+}
+
+fn pod(role: &str, phase: &str, ready_at: Option<i64>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            labels: Some([(ROLE_LABEL.to_string(), role.to_string())].into()),
+            creation_timestamp: Some(Time(ts(1))),
+            ..Default::default()
+        },
+        status: Some(PodStatus {
+            phase: Some(phase.to_string()),
+            conditions: ready_at.map(|t| {
+                vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    last_transition_time: Some(Time(ts(t))),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn jobset(workers: i32, conditions: Vec<Condition>) -> JobSet {
+    let mut js = crate::render::jobset(&crate::fixtures::cluster(&mc(workers + 1)), "m-flux-0");
+    js.metadata.name = Some("m".into());
+    js.status = Some(JobSetStatus {
+        conditions,
+        ..Default::default()
+    });
+    js
+}
+
+fn cond(type_: &str, at: i64) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: "True".into(),
+        reason: type_.into(),
+        message: String::new(),
+        observed_generation: None,
+        last_transition_time: Time(ts(at)),
+    }
+}
+
+/// Status of `mc` with this JobSet and these pods, outside Kueue.
+fn observe(mc: &MiniCluster, js: &JobSet, pods: &[Pod], now: Timestamp) -> MiniClusterStatus {
+    observed(
+        mc,
+        &mc.status.clone().unwrap_or_default(),
+        Some(js),
+        &pods.iter().cloned().map(Arc::new).collect::<Vec<_>>(),
+        None,
+        now,
+    )
+}
+
+fn find<'a>(s: &'a MiniClusterStatus, t: &str) -> &'a Condition {
+    s.conditions.iter().find(|c| c.type_ == t).unwrap()
+}
+
+#[test]
+fn all_brokers_ready_means_running_with_api_timestamps() {
+    let js = jobset(2, vec![]);
+    let pods = [
+        pod("lead", "Running", Some(5)),
+        pod("workers", "Running", Some(7)),
+        pod("workers", "Running", Some(6)),
+    ];
+    let s = observe(&mc(3), &js, &pods, ts(100));
+    assert_eq!(s.phase, Some(Phase::Running));
+    assert_eq!((s.ready_brokers, s.size, s.maximum_size), (3, 3, 3));
+    assert_eq!(
+        s.lead_broker,
+        format!("{}-lead-0-0", mc(3).metadata.name.unwrap())
+    );
+    assert_eq!(
+        s.ready_time.as_ref().map(|t| t.0),
+        Some(ts(7)),
+        "last pod's readiness, not now"
+    );
+    assert_eq!(s.lead_ready_time.as_ref().map(|t| t.0), Some(ts(5)));
+    assert_eq!(s.observed_generation, Some(3));
+    assert_eq!(find(&s, "Ready").status, "True");
+    assert_eq!(find(&s, "Ready").observed_generation, Some(3));
+    assert_eq!(s.selector, "flux-framework.org/minicluster=m");
+}
+
+#[test]
+fn a_running_cluster_stays_running_while_brokers_change() {
+    let js = jobset(3, vec![]);
+    let mut running = mc(4);
+    running.status = Some(MiniClusterStatus {
+        phase: Some(Phase::Running),
+        ready_time: Some(Time(ts(5))),
+        ..Default::default()
+    });
+    let pods = [
+        pod("lead", "Running", Some(5)),
+        pod("workers", "Running", Some(5)),
+        pod("workers", "Pending", None),
+        pod("workers", "Pending", None),
+    ];
+    let s = observe(&running, &js, &pods, ts(9));
+    assert_eq!(s.phase, Some(Phase::Running));
+    assert_eq!(find(&s, "Ready").status, "False");
+    assert_eq!(
+        find(&s, "Resizing").status,
+        "False",
+        "4 live pods for size 4"
+    );
+}
+
+#[test]
+fn a_shrink_in_progress_says_the_leaving_brokers_drain_with_their_grace() {
+    let js = jobset(1, vec![]);
+    let mut shrinking = mc(2);
+    shrinking.spec.drain_grace_period_seconds = Some(90);
+    shrinking.status = Some(MiniClusterStatus {
+        phase: Some(Phase::Running),
+        ready_time: Some(Time(ts(5))),
+        ..Default::default()
+    });
+    let mut leaving = pod("workers", "Running", Some(5));
+    leaving.metadata.deletion_timestamp = Some(Time(ts(8)));
+    let pods = [
+        pod("lead", "Running", Some(5)),
+        pod("workers", "Running", Some(5)),
+        leaving,
+    ];
+    let s = observe(&shrinking, &js, &pods, ts(9));
+    assert_eq!(s.phase, Some(Phase::Running));
+    let resizing = find(&s, "Resizing");
+    assert_eq!(
+        (resizing.status.as_str(), resizing.reason.as_str()),
+        ("True", "BrokersDraining")
+    );
+    assert!(
+        resizing.message.contains("1 stopping") && resizing.message.contains("90s"),
+        "{}",
+        resizing.message
+    );
+    // Once it is gone: stable again.
+    let s = observe(&shrinking, &js, &pods[..2], ts(30));
+    assert_eq!(find(&s, "Resizing").reason, "Stable");
+    // A grow (pods not yet there) is not a drain.
+    let mut growing = shrinking.clone();
+    growing.spec.size = 3;
+    let s = observe(&growing, &js, &pods[..2], ts(30));
+    assert_eq!(find(&s, "Resizing").reason, "BrokersChanging");
+}
+
+#[test]
+fn some_pods_ready_is_starting() {
+    let js = jobset(2, vec![]);
+    let pods = [
+        pod("lead", "Running", Some(5)),
+        pod("workers", "Pending", None),
+    ];
+    let s = observe(&mc(3), &js, &pods, ts(100));
+    assert_eq!(s.phase, Some(Phase::Starting));
+    assert_eq!(find(&s, "Ready").status, "False");
+    assert!(s.ready_time.is_none());
+}
+
+#[test]
+fn completed_jobset_is_succeeded_then_torn_down() {
+    let js = jobset(1, vec![cond("Completed", 40)]);
+    let pods = [
+        pod("lead", "Succeeded", None),
+        pod("workers", "Running", Some(3)),
+    ];
+    let s = observe(&mc(2), &js, &pods, ts(50));
+    assert_eq!(s.phase, Some(Phase::Succeeded));
+    assert_eq!(s.completion_time.as_ref().map(|t| t.0), Some(ts(40)));
+    assert!(s.teardown_time.is_none(), "a follower still runs");
+    assert_eq!(find(&s, "Succeeded").status, "True");
+
+    let mut done = mc(2);
+    done.status = Some(s);
+    let pods = [pod("lead", "Succeeded", None)];
+    let s = observe(&done, &js, &pods, ts(55));
+    assert_eq!(s.teardown_time.as_ref().map(|t| t.0), Some(ts(55)));
+    // Its pods are gone, and that is no resize: Resizing says it has finished.
+    let resizing = find(&s, "Resizing");
+    assert_eq!(
+        (resizing.status.as_str(), resizing.reason.as_str()),
+        ("False", "Stable")
+    );
+    assert_eq!(resizing.message, "the MiniCluster has finished (Succeeded)");
+}
+
+#[test]
+fn failed_jobset_is_failed() {
+    let js = jobset(1, vec![cond("Failed", 9)]);
+    let s = observed(
+        &mc(2),
+        &MiniClusterStatus::default(),
+        Some(&js),
+        &[],
+        None,
+        ts(10),
+    );
+    assert_eq!(s.phase, Some(Phase::Failed));
+    assert_eq!(find(&s, "Failed").status, "True");
+}
+
+#[test]
+fn queued_cluster_says_why_it_waits() {
+    let mut js = jobset(1, vec![]);
+    js.spec.suspend = Some(true);
+    let admission = Admission {
+        admitted: false,
+        reason: "Pending".into(),
+        message: "insufficient quota for cpu".into(),
+        admitted_at: None,
+    };
+    let s = observed(
+        &mc(2),
+        &MiniClusterStatus::default(),
+        Some(&js),
+        &[],
+        Some(&admission),
+        ts(10),
+    );
+    assert_eq!(s.phase, Some(Phase::Suspended));
+    assert!(find(&s, "Suspended").message.contains("insufficient quota"));
+    assert_eq!(find(&s, "Admitted").status, "False");
+}
+
+#[test]
+fn transition_time_only_moves_on_change() {
+    let mut conditions = Vec::new();
+    Conditions::of(&mut conditions, Some(1), ts(1)).set("Ready", false, "A", "");
+    Conditions::of(&mut conditions, Some(2), ts(2)).set("Ready", false, "B", "m");
+    assert_eq!(conditions[0].last_transition_time.0, ts(1));
+    Conditions::of(&mut conditions, Some(2), ts(3)).set("Ready", true, "C", "");
+    assert_eq!(conditions[0].last_transition_time.0, ts(3));
+    assert_eq!(conditions.len(), 1);
+}
+
+/// A lead pod whose archive init container ended with `message` (exit `code`), created
+/// at `created`; `retrying` puts it in the last state (the kubelet runs it again).
+fn lead_with_archive_report(
+    name: &str,
+    created: i64,
+    code: i32,
+    message: &str,
+    retrying: bool,
+) -> Pod {
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus,
+    };
+    let mut p = pod("lead", "Pending", None);
+    p.metadata.name = Some(name.into());
+    p.metadata.creation_timestamp = Some(Time(ts(created)));
+    let ended = ContainerState {
+        terminated: Some(ContainerStateTerminated {
+            exit_code: code,
+            message: Some(message.into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let again = ContainerState {
+        running: Some(ContainerStateRunning::default()),
+        ..Default::default()
+    };
+    let (state, last_state) = if retrying {
+        (again, Some(ended))
+    } else {
+        (ended, None)
+    };
+    p.status.as_mut().unwrap().init_container_statuses = Some(vec![
+        ContainerStatus {
+            name: "flux-view".into(),
+            ..Default::default()
+        },
+        ContainerStatus {
+            name: crate::flux::ARCHIVE_INIT.into(),
+            state: Some(state),
+            last_state,
+            ..Default::default()
+        },
+    ]);
+    p
+}
+
+#[test]
+fn restore_status_comes_from_the_newest_lead_pods_archive_report() {
+    let js = jobset(1, vec![]);
+    let report = |pending: i32| {
+        format!(
+            r#"{{"archive": "/state/flux.tgz", "found": true, "pending": {pending}, "canceled": 2, "ended": 3}}"#
+        )
+    };
+    // (pods, expected restore), with no restore in the old status.
+    let cases: Vec<(Vec<Pod>, Option<RestoreStatus>)> = vec![
+        (vec![pod("lead", "Running", Some(5))], None),
+        (
+            vec![lead_with_archive_report(
+                "m-lead-0-0-a",
+                1,
+                0,
+                r#"{"archive": "/state/flux.tgz", "found": false}"#,
+                false,
+            )],
+            None,
+        ),
+        (
+            vec![lead_with_archive_report(
+                "m-lead-0-0-a",
+                1,
+                0,
+                "not json",
+                false,
+            )],
+            None,
+        ),
+        (
+            vec![
+                lead_with_archive_report("m-lead-0-0-old", 1, 0, &report(9), false),
+                lead_with_archive_report("m-lead-0-0-new", 2, 0, &report(7), false),
+                pod("worker", "Running", Some(5)),
+            ],
+            Some(RestoreStatus {
+                unfit_jobs: Vec::new(),
+                archive: "/state/flux.tgz".into(),
+                pod: "m-lead-0-0-new".into(),
+                pending_jobs: 7,
+                canceled_jobs: 2,
+                ended_jobs: 3,
+                error: String::new(),
+            }),
+        ),
+        (
+            vec![lead_with_archive_report(
+                "m-lead-0-0-a",
+                1,
+                1,
+                r#"{"archive": "/state/flux.tgz", "found": true, "error": "not a gzip file"}"#,
+                true,
+            )],
+            Some(RestoreStatus {
+                archive: "/state/flux.tgz".into(),
+                pod: "m-lead-0-0-a".into(),
+                error: "not a gzip file".into(),
+                ..Default::default()
+            }),
+        ),
+    ];
+    for (i, (pods, want)) in cases.into_iter().enumerate() {
+        let s = observe(&mc(2), &js, &pods, ts(10));
+        assert_eq!(s.restore, want, "case {i}");
+    }
+    // Once reported, it stays while the lead pod is gone or has not reported again.
+    let mut old = mc(2);
+    let pods = [lead_with_archive_report(
+        "m-lead-0-0-a",
+        1,
+        0,
+        &report(4),
+        false,
+    )];
+    old.status = Some(observe(&old, &js, &pods, ts(10)));
+    let s = observe(&old, &js, &[pod("lead", "Running", Some(5))], ts(20));
+    assert_eq!(s.restore.unwrap().pending_jobs, 4);
+}
