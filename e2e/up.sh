@@ -358,8 +358,18 @@ register_webhooks kueue "$kueue_webhook" "$kueue_crds/webhook-manifests.yaml"
 phase "smoke check"
 # Server-side dry runs go through the real admission chain and conversion:
 # they fail if a webhook is unreachable or its certificate is wrong.
-retry() { local i; for ((i = 0; i < 50; i++)); do "$@" > /dev/null 2>&1 && return 0; sleep 0.2; done; "$@"; }
-retry kubectl create --dry-run=server -f - <<'EOF'
+# dry_run MANIFEST: retried for 10 s while the webhooks come up, each try given the manifest
+# anew (a here-document is read once: a retry from it got nothing, "no objects passed to
+# create"); the last try's error is shown.
+dry_run() {
+  local i
+  for ((i = 0; i < 50; i++)); do
+    kubectl create --dry-run=server -f - <<< "$1" > /dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  kubectl create --dry-run=server -f - <<< "$1"
+}
+dry_run "$(cat <<'EOF'
 apiVersion: jobset.x-k8s.io/v1alpha2
 kind: JobSet
 metadata: {name: e2e-smoke, namespace: default}
@@ -373,7 +383,8 @@ spec:
             restartPolicy: Never
             containers: [{name: c, image: busybox}]
 EOF
-retry kubectl create --dry-run=server -f - <<'EOF'
+)"
+dry_run "$(cat <<'EOF'
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: e2e-smoke}
@@ -384,6 +395,7 @@ spec:
     - name: default
       resources: [{name: cpu, nominalQuota: "1"}]
 EOF
+)"
 
 if [ "$REAL_NODE" = 1 ]; then
   phase "real node (e2e/node.sh)"
