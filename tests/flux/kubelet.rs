@@ -990,6 +990,23 @@ impl Pod {
         }
     }
 
+    /// Wait until `container`'s log satisfies `check`, at most `timeout`: whether it did.
+    pub fn wait_log(
+        &self,
+        container: &str,
+        timeout: Duration,
+        check: impl Fn(&str) -> bool,
+    ) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !check(&self.logs(container)) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
     /// Wait until `container` has terminated; its exit code.
     pub fn wait_exit(&self, container: &str, timeout: Duration) -> Result<i32, String> {
         let deadline = Instant::now() + timeout;

@@ -587,11 +587,8 @@ fn a_follower_deleted_while_it_waits_to_rejoin_the_lead_exits_at_once_not_after_
     let (_run, c, lead, follower) = two_brokers_taken("whole");
     lead.delete(lead.termination_grace());
     let waiting = "rejoining its replacement";
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !follower.logs(&c).contains(waiting) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(follower.logs(&c).contains(waiting), "{}", follower.logs(&c));
+    let rejoining = follower.wait_log(&c, Duration::from_secs(30), |l| l.contains(waiting));
+    assert!(rejoining, "{}", follower.logs(&c));
 
     let (took, log) = delete_follower_timed(&follower, &c);
     assert!(
@@ -651,16 +648,11 @@ fn a_follower_deleted_as_its_broker_leaves_with_the_instance_lets_its_rc3_finish
 fn a_follower_broker_let_finish_that_hangs_gets_its_sigterm_ten_seconds_later() {
     let mut waited = None;
     let (log, decided) = deleted_while_rc3_runs("hangs", |follower, c, rc3| {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let signalled = || {
-            let log = follower.logs(c);
+        let signalled = |log: &str| {
             log.find("letting it finish")
                 .is_some_and(|at| log[at..].contains("signal 15"))
         };
-        while !signalled() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        waited = Some(signalled());
+        waited = Some(follower.wait_log(c, Duration::from_secs(30), signalled));
         follower.resume(rc3);
     });
     let signalled_after = decided.elapsed();
@@ -690,10 +682,7 @@ fn deleted_while_rc3_runs(name: &str, then: impl FnOnce(&Pod, &str, i32)) -> (St
         let rc3 = rc3.unwrap_or_else(|e| panic!("{e}:\n{}", follower.logs(&c)));
         follower.resume(drain);
         let decided = ["stopping the follower broker", "letting it finish"];
-        let deadline = Instant::now() + held;
-        while !decided.iter().any(|d| follower.logs(&c).contains(d)) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        follower.wait_log(&c, held, |l| decided.iter().any(|d| l.contains(d)));
         let at = Instant::now();
         then(&follower, &c, rc3);
         (deletion.join().unwrap().1, at)

@@ -93,9 +93,7 @@ pub(super) fn status(input: &Inputs<'_>, mut findings: Findings<'_>) -> MiniClus
         archive: Some(mc.spec.archive.path.as_str()).filter(|p| !p.is_empty()),
         state_in_pod: crate::model::containers::keeps_state(mc),
     };
-    let suspended = findings
-        .jobset
-        .is_some_and(|j| j.spec.suspend == Some(true));
+    let suspended = JobSetState::of(findings.jobset).suspended;
     let seen = instance::lead_seen(mc, pods);
     let (instance, restart) =
         instance::next(old.instance.as_ref(), seen.as_ref(), suspended, keeps);
