@@ -16,7 +16,8 @@ finish() {
   trap - EXIT INT TERM
   [ -z "${port_forward:-}" ] || kill "$port_forward" 2> /dev/null || true
   if [ "$rc" -ne 0 ] && [ -n "${KUBECONFIG:-}" ]; then
-    log "demo failed (exit $rc); the operator's log:"
+    log "demo failed (exit $rc); the pods, and the operator's log:"
+    k -n demo get pods -o wide >&2 2> /dev/null || true
     k -n flux-operator logs deployment/flux-operator --tail=30 >&2 2> /dev/null || true
   fi
   "$here/down.sh" > /dev/null 2>&1 || log "down.sh reported a problem"
@@ -50,17 +51,21 @@ k -n flux-operator get pods -o wide
 say "kubectl apply -f examples/hello-world.yaml"
 k -n demo apply -f "$root/examples/hello-world.yaml"
 
+# phase_is PHASE: the MiniCluster is in PHASE; a failed one ends the demo (shown on fd 3,
+# the script's stderr: wait_until discards what its command prints).
+exec 3>&2
+phase_is() {
+  local phase
+  phase=$(k -n demo get minicluster hello-world -o jsonpath='{.status.phase}' 2> /dev/null || true)
+  if [ "$phase" = Failed ]; then
+    log "the MiniCluster failed" 2>&3
+    k -n demo describe minicluster hello-world >&3 2>&3 || true
+    exit 1
+  fi
+  [ "$phase" = "$1" ]
+}
 wait_phase() { # PHASE TIMEOUT_SECONDS
-  local deadline=$((SECONDS + $2)) phase=""
-  while [ $SECONDS -lt $deadline ]; do
-    phase=$(k -n demo get minicluster hello-world -o jsonpath='{.status.phase}' 2> /dev/null || true)
-    [ "$phase" = "$1" ] && return 0
-    case "$phase" in Failed) log "the MiniCluster failed"; k -n demo describe minicluster hello-world >&2; return 1 ;; esac
-    sleep 0.5
-  done
-  log "MiniCluster did not reach $1 (last phase: ${phase:-none})"
-  k -n demo get pods -o wide >&2 || true
-  return 1
+  wait_until "$2" "the MiniCluster to be $1" phase_is "$1"
 }
 
 wait_phase Running 180
@@ -98,11 +103,8 @@ k -n flux-operator port-forward service/flux-operator-metrics "$metrics_port:808
 port_forward=$!
 # The certificate is self-signed (-k); the token goes on standard input, not the command line.
 scrape() { curl -fsSk --max-time 5 -H @- "https://127.0.0.1:$metrics_port/metrics" <<< "Authorization: Bearer $token"; }
-deadline=$((SECONDS + 60))
-until scrape 2> /dev/null | grep -q '^flux_operator_minicluster_teardown_seconds_count'; do
-  [ $SECONDS -lt $deadline ] || { log "no teardown observation in the operator's metrics"; exit 1; }
-  sleep 1
-done
+observed_teardown() { scrape | grep -q '^flux_operator_minicluster_teardown_seconds_count'; }
+wait_until 60 "a teardown observation in the operator's metrics" observed_teardown
 metrics=$(scrape)
 grep -E '^flux_operator_minicluster_(up|teardown)_seconds_(count|sum)' <<< "$metrics"
 echo

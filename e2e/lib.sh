@@ -88,6 +88,33 @@ pid_alive() {
   [ -s "$1" ] && alive "$(cat "$1")"
 }
 
+# wait_until [--alive PIDFILE LOG] SECONDS WHAT CMD...: run CMD (its output discarded) every
+# 0.2 s until it succeeds; once SECONDS have passed, die naming WHAT. With --alive, die at
+# once if the process of PIDFILE (when there is one) has exited, either way showing the tail
+# of its LOG. The seconds it took are left in `waited`.
+wait_until() {
+  local pidfile="" logfile=""
+  if [ "$1" = --alive ]; then
+    pidfile=$2 logfile=$3
+    shift 3
+  fi
+  local timeout=$1 what=$2 t0=$SECONDS
+  shift 2
+  until "$@" > /dev/null 2>&1; do
+    if [ -n "$pidfile" ] && [ -f "$pidfile" ] && ! pid_alive "$pidfile"; then
+      tail -n 20 "$logfile" >&2 2> /dev/null || true
+      die "$what: the process exited (log: $logfile)"
+    fi
+    if [ $((SECONDS - t0)) -ge "$timeout" ]; then
+      [ -z "$logfile" ] || tail -n 20 "$logfile" >&2 2> /dev/null || true
+      die "not ready after ${timeout}s: $what${logfile:+ (log: $logfile)}"
+    fi
+    sleep 0.2
+  done
+  # shellcheck disable=SC2034 # read by the callers
+  waited=$((SECONDS - t0))
+}
+
 # stop_pid NAME PID [GRACE_SECONDS]: SIGTERM, wait, then SIGKILL a single process.
 stop_pid() {
   local name=$1 pid=$2 grace=${3:-10} i

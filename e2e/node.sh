@@ -64,19 +64,10 @@ start_bg() { # NAME CMD...: detached, output to $logs/NAME.log, pid to $pids/NAM
 
 # wait_for NAME TIMEOUT_SECONDS CMD...: until CMD succeeds; fail naming NAME and its log.
 wait_for() {
-  local name=$1 timeout=$2 t0=$SECONDS; shift 2
-  until "$@" > /dev/null 2>&1; do
-    if [ -f "$pids/$name.pid" ] && ! pid_alive "$pids/$name.pid"; then
-      tail -n 20 "$logs/$name.log" >&2
-      die "node: $name exited (log: $logs/$name.log)"
-    fi
-    if [ $((SECONDS - t0)) -ge "$timeout" ]; then
-      tail -n 20 "$logs/$name.log" >&2 2> /dev/null || true
-      die "node: $name not ready after ${timeout}s (log: $logs/$name.log)"
-    fi
-    sleep 0.2
-  done
-  log "node: $name is ready ($((SECONDS - t0))s)"
+  local name=$1 timeout=$2
+  shift 2
+  wait_until --alive "$pids/$name.pid" "$logs/$name.log" "$timeout" "node: $name" "$@"
+  log "node: $name is ready (${waited}s)"
 }
 
 record_host() {

@@ -30,14 +30,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ms_now() { date +%s%3N; }
-until_ok() { # SECONDS WHAT CMD...: retry CMD every 0.2 s until it succeeds
-  local deadline=$(($(ms_now) + $1 * 1000)) what=$2; shift 2
-  until "$@" > /dev/null 2>&1; do
-    [ "$(ms_now)" -lt "$deadline" ] || die "timed out waiting for $what"
-    sleep 0.2
-  done
-}
 minicluster() {
   printf '%s\n' "apiVersion: flux-framework.org/v1alpha2" "kind: MiniCluster" \
     "metadata: {name: $1, namespace: $ns}" \
@@ -51,10 +43,10 @@ owned_uids() { # MC: kind/name=uid of what the operator made for MC, one a line
 has_jobset() { kubectl -n "$ns" get jobset "$1" > /dev/null; }
 lists() { grep -c 'listed.*watch="miniclusters"' "$E2E_STATE/logs/outage-operator.log" || true; }
 
-until_ok 60 "the operator's /readyz" curl -fsS "http://127.0.0.1:$port/readyz"
+wait_until 60 "the operator's /readyz" curl -fsS "http://127.0.0.1:$port/readyz"
 minicluster before
-until_ok 60 "the first MiniCluster's status" has_status before
-until_ok 60 "the first MiniCluster's JobSet" has_jobset before
+wait_until 60 "the first MiniCluster's status" has_status before
+wait_until 60 "the first MiniCluster's JobSet" has_jobset before
 owned_before=$(owned_uids before)
 lists_before=$(lists)
 log "outage: operator up, a MiniCluster reconciled; stopping kube-apiserver for ${downtime}s"
@@ -65,23 +57,23 @@ pid=$(cat "$pidfile")
 mapfile -d '' args < "/proc/$pid/cmdline"
 cwd=$(readlink "/proc/$pid/cwd")
 kill -KILL "$pid" # a crash: no graceful shutdown that waits for open watches
-until_ok 30 "kube-apiserver to stop" bash -c "! kill -0 $pid"
+wait_until 30 "kube-apiserver to stop" bash -c "! kill -0 $pid"
 sleep "$downtime"
 # Started again as kwokctl started it; the pid file is updated so down.sh stops this one.
 (cd "$cwd" && exec setsid nohup "${args[@]}" >> "$cwd/logs/kube-apiserver.log" 2>&1 < /dev/null) &
 echo $! > "$pidfile"
-until_ok 60 "kube-apiserver to be ready again" kubectl get --raw /readyz
+wait_until 60 "kube-apiserver to be ready again" kubectl get --raw /readyz
 log "outage: kube-apiserver back after ${downtime}s down"
 
-t0=$(ms_now)
+t0=$(now_ms)
 minicluster after
-until_ok 300 "the new MiniCluster's first reconcile" has_status after
-took=$(($(ms_now) - t0))
+wait_until 300 "the new MiniCluster's first reconcile" has_status after
+took=$(($(now_ms) - t0))
 log "outage: first reconcile of a MiniCluster created after the outage took ${took} ms (limit ${limit_ms} ms)"
 [ "$took" -le "$limit_ms" ] || die "the first reconcile after an API server outage took ${took} ms"
 
 relisted() { [ "$(lists)" -gt "$lists_before" ]; }
-until_ok 60 "the MiniCluster watch to list again" relisted
+wait_until 60 "the MiniCluster watch to list again" relisted
 owned_after=$(owned_uids before)
 [ "$owned_after" = "$owned_before" ] ||
   die "the outage and re-list replaced objects of a live MiniCluster: before

@@ -325,13 +325,10 @@ start_bg kueue unshare --mount --propagation private sh -euc '
 
 # wait_ready NAME URL TIMEOUT_SECONDS
 wait_ready() {
-  local name=$1 url=$2 timeout=$3 t0=$SECONDS
-  until curl -fsS -o /dev/null "$url" 2> /dev/null; do
-    pid_alive "$pids/$name.pid" || die "$name exited; see $logs/$name.log"
-    [ $((SECONDS - t0)) -lt "$timeout" ] || die "$name not ready after ${timeout}s ($url)"
-    sleep 0.2
-  done
-  log "$name is ready ($url, $((SECONDS - t0))s)"
+  local name=$1 url=$2 timeout=$3
+  wait_until --alive "$pids/$name.pid" "$logs/$name.log" "$timeout" "$name ($url)" \
+    curl -fsS -o /dev/null "$url"
+  log "$name is ready ($url, ${waited}s)"
 }
 wait_ready jobset "http://127.0.0.1:$jobset_health/readyz" 120
 wait_ready kueue "http://127.0.0.1:$kueue_health/readyz" 120

@@ -15,8 +15,6 @@ pub mod validation;
 pub use spec::*;
 pub use status::*;
 
-/// API group of the MiniCluster.
-pub const GROUP: &str = "flux-framework.org";
 /// Name of the replicated job that runs the lead broker (rank 0).
 pub const LEAD_JOB: &str = "lead";
 /// Name of the replicated job that runs the follower brokers (ranks 1..).

@@ -37,7 +37,7 @@ pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action
     result
 }
 
-/// Back off exponentially per MiniCluster: 1 s, 2 s, 4 s ... up to 5 minutes.
+/// Back off exponentially per MiniCluster ([`backoff`]): 1 s, 2 s, 4 s ... up to 256 s.
 pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> Action {
     let key = ObjectRef::from_obj(mc.as_ref());
     let attempts = ctx
@@ -55,8 +55,7 @@ pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> A
             reason: error.reason().to_string(),
         })
         .inc();
-    let delay = Duration::from_secs(1u64 << attempts.min(9).saturating_sub(1))
-        .min(Duration::from_secs(300));
+    let delay = backoff(attempts);
     if error.reason() == "conflict" {
         tracing::info!(minicluster = %mc.name_any(), namespace = ?mc.namespace(), %error, ?delay, "apply conflict; retrying");
     } else {
@@ -64,6 +63,23 @@ pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> A
     }
     Action::requeue(delay)
 }
+
+/// The wait after `attempts` failed reconciles in a row: 1 s, doubling, at most
+/// [`BACKOFF_MAX`] (backon's exponential backoff, without jitter).
+fn backoff(attempts: u32) -> Duration {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_secs(1))
+        .with_factor(2.0)
+        .with_max_delay(BACKOFF_MAX)
+        .without_max_times()
+        .build()
+        .nth(attempts.saturating_sub(1) as usize)
+        .unwrap_or(BACKOFF_MAX)
+}
+
+/// The longest wait between two reconciles of a MiniCluster that keep failing.
+const BACKOFF_MAX: Duration = Duration::from_secs(256);
 
 async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, Error> {
     // Going away, or in a namespace going away: nothing is written for it any more (the
@@ -149,4 +165,26 @@ async fn confirm_absence(
         observed.secret = Presence::of(found.as_ref(), mc);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failing_reconcile_waits_one_second_doubling_to_its_cap() {
+        // (failures in a row, the wait)
+        let cases = [
+            (1, 1),
+            (2, 2),
+            (3, 4),
+            (8, 128),
+            (9, 256),
+            (10, 256),
+            (1000, 256),
+        ];
+        for (attempts, secs) in cases {
+            assert_eq!(backoff(attempts), Duration::from_secs(secs), "{attempts}");
+        }
+    }
 }

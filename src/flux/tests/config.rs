@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use crate::flux::Context;
-use crate::flux::config::{self, expand_hostlist, fqdn, hostnames};
+use crate::flux::config::{self, fqdn, hostnames};
 
 use crate::fixtures::with_spec;
 
@@ -412,4 +412,41 @@ fn the_config_map_tomls_are_broker_and_scheduler() {
             "bad ConfigMap key {key}"
         );
     }
+}
+
+/// Expands an RFC 29 hostlist with at most one bracketed range set, such as
+/// `mc-workers-0-[0-2,5]`, in order. A plain name expands to itself.
+fn expand_hostlist(hostlist: &str) -> Result<Vec<String>, String> {
+    let Some(open) = hostlist.find('[') else {
+        return Ok(vec![hostlist.to_string()]);
+    };
+    let close = hostlist[open..]
+        .find(']')
+        .map(|i| open + i)
+        .ok_or_else(|| format!("{hostlist:?}: unclosed '['"))?;
+    let (prefix, ranges, suffix) = (
+        &hostlist[..open],
+        &hostlist[open + 1..close],
+        &hostlist[close + 1..],
+    );
+    if suffix.contains('[') {
+        return Err(format!("{hostlist:?}: more than one bracket set"));
+    }
+    let mut out = Vec::new();
+    for part in ranges.split(',') {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let width = lo.len();
+        let parse = |s: &str| {
+            s.parse::<u64>()
+                .map_err(|_| format!("{hostlist:?}: bad number {s:?}"))
+        };
+        let (lo_n, hi_n) = (parse(lo)?, parse(hi)?);
+        if lo_n > hi_n {
+            return Err(format!("{hostlist:?}: descending range {part:?}"));
+        }
+        for n in lo_n..=hi_n {
+            out.push(format!("{prefix}{n:0width$}{suffix}"));
+        }
+    }
+    Ok(out)
 }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::api::MiniCluster;
 use crate::flux::curve::{Certificate, handshake};
 
 fn require_curve() {
@@ -113,20 +114,27 @@ fn debug_does_not_show_the_secret_key() {
     assert!(debug.contains(cert.public_key()));
 }
 
+/// The certificate a MiniCluster's Secret gets, as the controller makes it: the spec's,
+/// checked ([`crate::flux::given_certificate`] in the plan), else a keypair generated
+/// then (when the plan's step is applied).
+fn secret_certificate(mc: &MiniCluster) -> Result<Certificate, crate::flux::Error> {
+    crate::flux::given_certificate(mc, true).unwrap_or_else(|| Certificate::generate(mc.name()))
+}
+
 #[test]
 fn user_certificate_is_checked_and_used() {
     require_curve();
     let mut mc = crate::fixtures::with_command("mc", 2, "hostname");
     let user = Certificate::generate("users-cert").unwrap();
     mc.spec.flux.curve_cert = user.to_text().into();
-    assert_eq!(crate::flux::curve_certificate(&mc).unwrap(), user);
+    assert_eq!(secret_certificate(&mc).unwrap(), user);
     let other = Certificate::generate("x").unwrap();
     mc.spec.flux.curve_cert = user
         .to_text()
         .replace(user.public_key(), other.public_key())
         .into();
     assert_eq!(
-        crate::flux::curve_certificate(&mc).unwrap_err().field(),
+        secret_certificate(&mc).unwrap_err().field(),
         Some("spec.flux.curveCert")
     );
     mc.spec.flux.curve_cert = String::new().into();
@@ -139,5 +147,5 @@ fn user_certificate_is_checked_and_used() {
         !debug.contains(user.secret_key()) && debug.contains("<redacted>"),
         "Debug of a spec hides the secret key"
     );
-    assert_eq!(crate::flux::curve_certificate(&mc).unwrap().name(), "mc");
+    assert_eq!(secret_certificate(&mc).unwrap().name(), "mc");
 }
