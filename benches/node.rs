@@ -29,6 +29,8 @@
 //! and the same pods as host processes ([`run_on_host`]): the real-Flux tier's pod emulator
 //! (`tests/flux/kubelet.rs`: namespaces on this machine, no API server, kubelet or runtime),
 //! the same Flux (the view image is built from it), the same first job through its exec.
+//! A deletion of this operator's MiniCluster slower than 10 s (`BENCH_NODE_SLOW`) keeps its
+//! pods' logs, in `bench-node-slow/` of the cache ([`PodLogs`]).
 //! `BENCH_NODE_SECCOMP=1` adds this operator with the pods' seccomp profile `Unconfined`
 //! (`spec.pod.securityContext`), against its default `RuntimeDefault`.
 
@@ -269,10 +271,26 @@ async fn run(bench: &mut Bench, v: Variant, size: u32) -> Result<Run> {
     );
     drop(timeline);
 
+    // Every pod's log through the deletion of this operator's MiniCluster, kept when slow.
+    let logs = (arm == Arm::Operator && !v.floor).then(|| PodLogs::follow(&ns.name));
     let down = match v.floor {
         false => delete_and_time(&ns.name, MC).await?,
         true => delete_pods_and_time(&ns.name).await?,
     };
+    if let Some(logs) = logs {
+        let title: String = v
+            .title()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == ' ')
+            .collect();
+        let name = format!(
+            "{}-size{size}-{}.log",
+            title.replace(' ', "-"),
+            now() as u64
+        );
+        let slow = env_list("BENCH_NODE_SLOW", &SLOW_DOWN.to_string())?[0] as f64;
+        logs?.keep_if(down > slow, &name)?;
+    }
     ns.cleanup().await;
     ensure!(
         phases.up > 0.0,
@@ -345,6 +363,57 @@ fn run_on_host(size: u32) -> Result<Run> {
         down: down.elapsed().as_secs_f64(),
         steps,
     })
+}
+
+/// A deletion slower than this keeps its pods' logs ([`PodLogs`]), unless `BENCH_NODE_SLOW`
+/// gives other seconds: the usual ones take 2 to 8 s, one whose follower cut its broker's rc3
+/// short 10 s more (docs/benchmarks.md).
+const SLOW_DOWN: u32 = 10;
+
+/// Every container's log of the MiniCluster's pods from before its deletion until they are
+/// gone (`kubectl logs -f`, which sends what each log holds first), in a file kept only for
+/// a slow deletion: the evidence of where its time went.
+struct PodLogs {
+    follower: std::process::Child,
+    file: tempfile::NamedTempFile,
+}
+
+impl PodLogs {
+    fn follow(ns: &str) -> Result<Self> {
+        let file = tempfile::NamedTempFile::new()?;
+        let follower = std::process::Command::new("kubectl")
+            .args(["-n", ns, "logs", "--follow", "--prefix", "--timestamps"])
+            .args(["--all-containers", "--max-log-requests=64"])
+            .arg(format!("--selector=flux-framework.org/minicluster={MC}"))
+            .stdout(file.reopen()?)
+            .stderr(file.reopen()?)
+            .spawn()
+            .context("kubectl logs --follow")?;
+        // (Its streams open before the pods start stopping.)
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        Ok(PodLogs { follower, file })
+    }
+
+    /// With `slow`, the log is kept as NAME in the cache's `bench-node-slow/` (its path
+    /// printed); otherwise dropped.
+    fn keep_if(mut self, slow: bool, name: &str) -> Result<()> {
+        let _ = self.follower.kill();
+        let _ = self.follower.wait();
+        if !slow {
+            return Ok(());
+        }
+        let home = std::env::var("HOME").unwrap_or_default();
+        let cache = std::env::var("FLUX_OPERATOR_CACHE").unwrap_or_else(|_| {
+            let xdg = std::env::var("XDG_CACHE_HOME").unwrap_or(format!("{home}/.cache"));
+            format!("{xdg}/flux-operator-rs")
+        });
+        let dir = std::path::Path::new(&cache).join("bench-node-slow");
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(name);
+        std::fs::copy(self.file.path(), &path)?;
+        eprintln!("a slow deletion: its pods' logs are in {}", path.display());
+        Ok(())
+    }
 }
 
 /// The floor's teardown: seconds from deleting its pods until none is left.
