@@ -19,7 +19,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use super::context::{Context, Error, FIELD_MANAGER, RESYNC, UPDATE_MANAGER};
-use super::durations::observe_durations;
+use super::durations::{Transition, observe_durations};
 use super::made::Object;
 use super::owned::controlled_by;
 use super::plan::{Observed, OwnedObject, Plan, Step};
@@ -113,17 +113,15 @@ pub(super) async fn execute(
     if &plan.status != old {
         write_status(mc, ctx, &plan.status).await?;
         ctx.remember(mc, &plan.status);
-        observe_durations(
+        let transition = Transition {
             mc,
-            &ctx.metrics,
-            &ctx.sightings,
-            mc.namespace_or_default(),
             old,
-            &plan.status,
-            observed.jobset.as_deref(),
-            observed.admission.as_ref(),
+            new: &plan.status,
+            jobset: observed.jobset.as_deref(),
+            admission: observed.admission.as_ref(),
             seen,
-        );
+        };
+        observe_durations(&ctx.metrics, &ctx.sightings, &transition);
     }
     if plan
         .steps
@@ -158,111 +156,123 @@ async fn run_steps(steps: &[Step], mc: &MiniCluster, ctx: &Context) -> Result<()
     Ok(())
 }
 
-// Long: one arm per kind of step, each a few calls; split, it would read no better.
+/// One step: a create (or a Service's apply) remembered until its watch shows it
+/// ([`Context::made`]) and announced when it makes again what was made before; a later
+/// change, applied with force under [`UPDATE_MANAGER`]; a delete pinned to the UID decided
+/// on. (The MiniCluster's own delete comes after the status: [`execute`].)
 async fn run(step: &Step, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
     let ns = mc.namespace_or_default();
-    let client = ctx.client.clone();
-    let force = PatchParams::apply(FIELD_MANAGER).force();
+    let api = || ctx.client.clone();
     match step {
         Step::CreateSecret(given, recreated) => {
             let made = create_secret(mc, given.as_deref(), ctx).await?;
             ctx.made(mc, Object::Secret);
             announce(ctx, mc, made, "RecreateSecret", recreated).await
         }
-        Step::CreateConfigMap(cm, recreated) => {
-            let api = Api::<ConfigMap>::namespaced(client, ns);
-            let made = create_unless_owned(&api, cm.as_ref(), mc).await?;
-            ctx.made(mc, Object::ConfigMap(cm.name_any()));
-            announce(ctx, mc, made.is_some(), "RecreateConfigMap", recreated).await
-        }
-        Step::ApplyService(svc, recreated) => {
-            let api = Api::<Service>::namespaced(client, ns);
-            let existed = refuse_foreign(&api, &svc.name_any(), mc).await?;
-            let applied = api
-                .patch(&svc.name_any(), &force, &Patch::Apply(svc.as_ref()))
-                .await?;
-            ctx.made(
-                mc,
-                Object::Service(OwnedObject {
-                    name: svc.name_any(),
-                    uid: applied.metadata.uid,
-                    applied: svc.annotations().get(render::APPLIED_ANNOTATION).cloned(),
-                }),
-            );
-            announce(ctx, mc, !existed, "RecreateService", recreated).await
-        }
-        Step::CreateJobSet(js) => {
-            // A create, not an apply: it fails if the name is taken, so no lookup first.
-            // (The pods' subdomain was checked by the plan, from the Service watch.)
-            let api = Api::<JobSet>::namespaced(client, ns);
-            if let Some(made) = create_unless_owned(&api, js.as_ref(), mc).await? {
-                ctx.made(mc, Object::JobSet(Arc::new(made)));
-            }
-            Ok(())
+        Step::CreateConfigMap(cm, recreated) => create_config_map(cm, recreated, mc, ctx).await,
+        Step::ApplyService(svc, recreated) => apply_service(svc, recreated, mc, ctx).await,
+        Step::CreateJobSet(js) => create_jobset(js, mc, ctx).await,
+        Step::CreateServicesJob(job, recreated) => {
+            create_services_job(job, recreated, mc, ctx).await
         }
         Step::UpdateJobSet(update) => {
-            Api::<JobSet>::namespaced(client, ns)
-                .patch(
-                    mc.name(),
-                    &PatchParams::apply(UPDATE_MANAGER).force(),
-                    &Patch::Apply(update),
-                )
-                .await?;
-            Ok(())
-        }
-        Step::CreateServicesJob(job, recreated) => {
-            let api = Api::<Job>::namespaced(client, ns);
-            let made = create_unless_owned(&api, job.as_ref(), mc).await?;
-            let announced = made.is_some();
-            if let Some(made) = made {
-                ctx.made(mc, Object::ServicesJob(Arc::new(made)));
-            }
-            announce(ctx, mc, announced, "RecreateJob", recreated).await
+            let jobsets = Api::<JobSet>::namespaced(api(), ns);
+            change(&jobsets, mc.name(), update).await
         }
         Step::UpdateServicesJob(update) => {
-            Api::<Job>::namespaced(client, ns)
-                .patch(
-                    &render::services_job_name(mc),
-                    &PatchParams::apply(UPDATE_MANAGER).force(),
-                    &Patch::Apply(update),
-                )
-                .await?;
-            Ok(())
+            let jobs = Api::<Job>::namespaced(api(), ns);
+            change(&jobs, &render::services_job_name(mc), update).await
         }
         Step::DeleteConfigMap(d) => {
-            delete(
-                &Api::<ConfigMap>::namespaced(client, ns),
-                &d.name,
-                d.uid.as_deref(),
-            )
-            .await
+            let config_maps = Api::<ConfigMap>::namespaced(api(), ns);
+            delete(&config_maps, &d.name, d.uid.as_deref()).await
         }
         Step::DeleteService(d) => {
-            delete(
-                &Api::<Service>::namespaced(client, ns),
-                &d.name,
-                d.uid.as_deref(),
-            )
-            .await
+            let services = Api::<Service>::namespaced(api(), ns);
+            delete(&services, &d.name, d.uid.as_deref()).await
         }
         Step::DeleteJobSet(uid) => {
-            delete(
-                &Api::<JobSet>::namespaced(client, ns),
-                mc.name(),
-                uid.as_deref(),
-            )
-            .await
+            let jobsets = Api::<JobSet>::namespaced(api(), ns);
+            delete(&jobsets, mc.name(), uid.as_deref()).await
         }
         Step::DeleteServicesJob(uid) => {
-            delete(
-                &Api::<Job>::namespaced(client, ns),
-                &render::services_job_name(mc),
-                uid.as_deref(),
-            )
-            .await
+            let jobs = Api::<Job>::namespaced(api(), ns);
+            delete(&jobs, &render::services_job_name(mc), uid.as_deref()).await
         }
         Step::DeleteMiniCluster => Ok(()),
     }
+}
+
+async fn create_config_map(
+    cm: &ConfigMap,
+    recreated: &Option<String>,
+    mc: &MiniCluster,
+    ctx: &Context,
+) -> Result<(), Stop> {
+    let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), mc.namespace_or_default());
+    let made = create_unless_owned(&api, cm, mc).await?;
+    ctx.made(mc, Object::ConfigMap(cm.name_any()));
+    announce(ctx, mc, made.is_some(), "RecreateConfigMap", recreated).await
+}
+
+/// A Service is applied (it may change later), after a look that no one else's has its name.
+async fn apply_service(
+    svc: &Service,
+    recreated: &Option<String>,
+    mc: &MiniCluster,
+    ctx: &Context,
+) -> Result<(), Stop> {
+    let api = Api::<Service>::namespaced(ctx.client.clone(), mc.namespace_or_default());
+    let existed = refuse_foreign(&api, &svc.name_any(), mc).await?;
+    let force = PatchParams::apply(FIELD_MANAGER).force();
+    let applied = api
+        .patch(&svc.name_any(), &force, &Patch::Apply(svc))
+        .await?;
+    ctx.made(
+        mc,
+        Object::Service(OwnedObject {
+            name: svc.name_any(),
+            uid: applied.metadata.uid,
+            applied: svc.annotations().get(render::APPLIED_ANNOTATION).cloned(),
+        }),
+    );
+    announce(ctx, mc, !existed, "RecreateService", recreated).await
+}
+
+/// A create, not an apply: it fails if the name is taken, so no lookup first. (The pods'
+/// subdomain was checked by the plan, from the Service watch.)
+async fn create_jobset(js: &JobSet, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
+    let api = Api::<JobSet>::namespaced(ctx.client.clone(), mc.namespace_or_default());
+    if let Some(made) = create_unless_owned(&api, js, mc).await? {
+        ctx.made(mc, Object::JobSet(Arc::new(made)));
+    }
+    Ok(())
+}
+
+async fn create_services_job(
+    job: &Job,
+    recreated: &Option<String>,
+    mc: &MiniCluster,
+    ctx: &Context,
+) -> Result<(), Stop> {
+    let api = Api::<Job>::namespaced(ctx.client.clone(), mc.namespace_or_default());
+    let made = create_unless_owned(&api, job, mc).await?;
+    let announced = made.is_some();
+    if let Some(made) = made {
+        ctx.made(mc, Object::ServicesJob(Arc::new(made)));
+    }
+    announce(ctx, mc, announced, "RecreateJob", recreated).await
+}
+
+/// The later change of an object the operator made: applied with force under
+/// [`UPDATE_MANAGER`], which owns only the fields it changes.
+async fn change<K>(api: &Api<K>, name: &str, update: &serde_json::Value) -> Result<(), Stop>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let force = PatchParams::apply(UPDATE_MANAGER).force();
+    api.patch(name, &force, &Patch::Apply(update)).await?;
+    Ok(())
 }
 
 /// The Recreated Warning of a step ([`Step`]), if its create made the object.

@@ -108,96 +108,143 @@ fn duration(
     }
 }
 
-/// Record each lifecycle duration the first time its status timestamp appears. `seen` is when
-/// this reconcile saw the state `new` was computed from.
-#[allow(clippy::too_many_arguments)]
-// Long: the lifecycle in order, one block per metric, each read against the one before.
-pub(super) fn observe_durations(
-    mc: &MiniCluster,
-    metrics: &Metrics,
-    sightings: &Sightings,
-    ns: &str,
-    old: &MiniClusterStatus,
-    new: &MiniClusterStatus,
-    jobset: Option<&JobSet>,
-    admission: Option<&status::Admission>,
-    seen: Instant,
-) {
-    let created = mc.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    let since_created = |to: Option<&Timestamp>| Some(seconds_between(created.as_ref()?, to?));
-    let live = sightings.get(mc);
-    let observe = |family, secs: Option<f64>| {
-        if let Some(secs) = secs {
-            metrics.observe(family, ns, secs);
-        }
+/// A status write a reconcile made: the MiniCluster, its status before (`old`) and after
+/// (`new`), what the reconcile saw of its JobSet and of Kueue's admission, and when it saw
+/// the state `new` was computed from (`seen`).
+pub(super) struct Transition<'a> {
+    pub mc: &'a MiniCluster,
+    pub old: &'a MiniClusterStatus,
+    pub new: &'a MiniClusterStatus,
+    pub jobset: Option<&'a JobSet>,
+    pub admission: Option<&'a status::Admission>,
+    pub seen: Instant,
+}
+
+/// Record each lifecycle duration the first time its status timestamp appears, in the
+/// lifecycle's order.
+pub(super) fn observe_durations(metrics: &Metrics, sightings: &Sightings, t: &Transition<'_>) {
+    let observer = Observer {
+        metrics,
+        sightings,
+        ns: t.mc.namespace_or_default(),
+        live: sightings.get(t.mc),
+        created: t.mc.metadata.creation_timestamp.as_ref().map(|c| c.0),
+        t,
     };
+    observer.start();
+    observer.admission();
+    observer.up();
+    observer.end();
+}
 
-    if old.job_set.is_empty() && !new.job_set.is_empty() {
-        let api_created = jobset.and_then(|j| j.metadata.creation_timestamp.as_ref());
-        observe(
-            &metrics.jobset_created,
-            duration(live.created, seen, || {
-                since_created(api_created.map(|t| &t.0))
-            }),
-        );
-    }
-    if old.lead_ready_time.is_none()
-        && let Some(t) = &new.lead_ready_time
-    {
-        observe(
-            &metrics.lead_ready,
-            duration(live.created, seen, || since_created(Some(&t.0))),
-        );
-    }
+/// One transition's durations: where they go, what this process saw of the MiniCluster
+/// before (`live`), and its creation.
+struct Observer<'a> {
+    metrics: &'a Metrics,
+    sightings: &'a Sightings,
+    ns: &'a str,
+    live: Seen,
+    created: Option<Timestamp>,
+    t: &'a Transition<'a>,
+}
 
-    let admitted_at = admission.and_then(|a| a.admitted_at);
-    let was_admitted = old
-        .conditions
-        .iter()
-        .any(|c| c.type_ == condition::ADMITTED && c.status == "True");
-    let is_admitted = admission.is_some_and(|a| a.admitted);
-    // The first admission only: a readmission after an eviction is not time spent queued
-    // since creation.
-    if !was_admitted
-        && old.start_time.is_none()
-        && let Some(at) = admitted_at
-    {
-        observe(
-            &metrics.admission_wait,
-            duration(live.created, seen, || since_created(Some(&at))),
-        );
-    }
-    if !was_admitted && is_admitted {
-        sightings.update(mc, |s| s.admitted = Some(seen));
+impl Observer<'_> {
+    fn observe(&self, family: &crate::metrics::Durations, secs: Option<f64>) {
+        if let Some(secs) = secs {
+            self.metrics.observe(family, self.ns, secs);
+        }
     }
 
-    if old.ready_time.is_none()
-        && let Some(up) = &new.ready_time
-    {
-        observe(
-            &metrics.cluster_up,
-            duration(live.created, seen, || since_created(Some(&up.0))),
-        );
-        if let Some(at) = admitted_at {
-            observe(
-                &metrics.admission_to_up,
-                duration(live.admitted, seen, || Some(seconds_between(&at, &up.0))),
+    /// From the sighting `start` to this one, else the API's `fallback`.
+    fn since(&self, start: Option<Instant>, fallback: impl FnOnce() -> Option<f64>) -> Option<f64> {
+        duration(start, self.t.seen, fallback)
+    }
+
+    /// The API's seconds from the MiniCluster's creation to `to`.
+    fn since_created(&self, to: Option<&Timestamp>) -> Option<f64> {
+        Some(seconds_between(self.created.as_ref()?, to?))
+    }
+
+    /// The JobSet made and the lead broker ready, from the creation.
+    fn start(&self) {
+        let (old, new) = (self.t.old, self.t.new);
+        if old.job_set.is_empty() && !new.job_set.is_empty() {
+            let made = self
+                .t
+                .jobset
+                .and_then(|j| j.metadata.creation_timestamp.as_ref());
+            let api = || self.since_created(made.map(|t| &t.0));
+            self.observe(
+                &self.metrics.jobset_created,
+                self.since(self.live.created, api),
+            );
+        }
+        if old.lead_ready_time.is_none()
+            && let Some(t) = &new.lead_ready_time
+        {
+            let api = || self.since_created(Some(&t.0));
+            self.observe(&self.metrics.lead_ready, self.since(self.live.created, api));
+        }
+    }
+
+    /// The wait in Kueue's queue: the first admission only (a readmission after an eviction
+    /// is not time spent queued since creation).
+    fn admission(&self) {
+        let (old, admission) = (self.t.old, self.t.admission);
+        let was_admitted = old
+            .conditions
+            .iter()
+            .any(|c| c.type_ == condition::ADMITTED && c.status == "True");
+        if !was_admitted
+            && old.start_time.is_none()
+            && let Some(at) = admission.and_then(|a| a.admitted_at)
+        {
+            let api = || self.since_created(Some(&at));
+            self.observe(
+                &self.metrics.admission_wait,
+                self.since(self.live.created, api),
+            );
+        }
+        if !was_admitted && admission.is_some_and(|a| a.admitted) {
+            let seen = self.t.seen;
+            self.sightings
+                .update(self.t.mc, |s| s.admitted = Some(seen));
+        }
+    }
+
+    /// All brokers up, from the creation and from the admission.
+    fn up(&self) {
+        let Some(up) = &self.t.new.ready_time else {
+            return;
+        };
+        if self.t.old.ready_time.is_some() {
+            return;
+        }
+        let api = || self.since_created(Some(&up.0));
+        self.observe(&self.metrics.cluster_up, self.since(self.live.created, api));
+        if let Some(at) = self.t.admission.and_then(|a| a.admitted_at) {
+            let api = || Some(seconds_between(&at, &up.0));
+            self.observe(
+                &self.metrics.admission_to_up,
+                self.since(self.live.admitted, api),
             );
         }
     }
 
-    if old.completion_time.is_none() && new.completion_time.is_some() {
-        sightings.update(mc, |s| s.completed = Some(seen));
-    }
-    if old.teardown_time.is_none()
-        && let (Some(done), Some(gone)) = (&new.completion_time, &new.teardown_time)
-    {
-        observe(
-            &metrics.teardown,
-            duration(live.completed, seen, || {
-                Some(seconds_between(&done.0, &gone.0))
-            }),
-        );
+    /// The teardown: from the lead's completion to no broker left.
+    fn end(&self) {
+        let (old, new) = (self.t.old, self.t.new);
+        if old.completion_time.is_none() && new.completion_time.is_some() {
+            let seen = self.t.seen;
+            self.sightings
+                .update(self.t.mc, |s| s.completed = Some(seen));
+        }
+        if old.teardown_time.is_none()
+            && let (Some(done), Some(gone)) = (&new.completion_time, &new.teardown_time)
+        {
+            let api = || Some(seconds_between(&done.0, &gone.0));
+            self.observe(&self.metrics.teardown, self.since(self.live.completed, api));
+        }
     }
 }
 
@@ -215,6 +262,26 @@ mod tests {
         mc.metadata.uid = Some("u-1".into());
         mc.metadata.creation_timestamp = Some(Time(created));
         mc
+    }
+
+    /// A transition with no JobSet or admission seen.
+    fn observe_at(
+        mc: &MiniCluster,
+        metrics: &Metrics,
+        sightings: &Sightings,
+        old: &MiniClusterStatus,
+        new: &MiniClusterStatus,
+        seen: Instant,
+    ) {
+        let t = Transition {
+            mc,
+            old,
+            new,
+            jobset: None,
+            admission: None,
+            seen,
+        };
+        observe_durations(metrics, sightings, &t);
     }
 
     fn sum(metrics: &Metrics, name: &str) -> Option<f64> {
@@ -240,9 +307,7 @@ mod tests {
             ..Default::default()
         };
         let seen = t0 + Duration::from_millis(350);
-        observe_durations(
-            &mc, &metrics, &sightings, "ns", &old, &new, None, None, seen,
-        );
+        observe_at(&mc, &metrics, &sightings, &old, &new, seen);
         let up = sum(&metrics, "up").expect("observed");
         assert!((up - 0.35).abs() < 1e-9, "{up}");
     }
@@ -261,9 +326,7 @@ mod tests {
         sightings.saw(&old_mc, t0, created + SignedDuration::from_secs(60));
         let seen = t0 + Duration::from_millis(10);
         let old = MiniClusterStatus::default();
-        observe_durations(
-            &old_mc, &metrics, &sightings, "ns", &old, &new, None, None, seen,
-        );
+        observe_at(&old_mc, &metrics, &sightings, &old, &new, seen);
         assert_eq!(sum(&metrics, "up"), Some(7.0));
 
         // Seen just after creation, but another replica already wrote its status (failover).
@@ -271,17 +334,7 @@ mod tests {
         taken_over.status = Some(MiniClusterStatus::default());
         let (metrics, sightings) = (Metrics::new(), Sightings::default());
         sightings.saw(&taken_over, t0, created + SignedDuration::from_millis(500));
-        observe_durations(
-            &taken_over,
-            &metrics,
-            &sightings,
-            "ns",
-            &old,
-            &new,
-            None,
-            None,
-            seen,
-        );
+        observe_at(&taken_over, &metrics, &sightings, &old, &new, seen);
         assert_eq!(sum(&metrics, "up"), Some(7.0));
     }
 
@@ -304,22 +357,16 @@ mod tests {
             ..Default::default()
         };
         // Both at once: no sighting of the completion before, so the API's 2 s.
-        observe_durations(
-            &mc, &metrics, &sightings, "ns", &running, &gone, None, None, t0,
-        );
+        observe_at(&mc, &metrics, &sightings, &running, &gone, t0);
         assert_eq!(sum(&metrics, "teardown"), Some(2.0));
 
         // Completion seen, then teardown 0.6 s later: the sightings' 0.6 s.
         let (metrics, sightings) = (Metrics::new(), Sightings::default());
         sightings.saw(&mc, t0, created);
         let t1 = t0 + Duration::from_secs(10);
-        observe_durations(
-            &mc, &metrics, &sightings, "ns", &running, &finished, None, None, t1,
-        );
+        observe_at(&mc, &metrics, &sightings, &running, &finished, t1);
         let t2 = t1 + Duration::from_millis(600);
-        observe_durations(
-            &mc, &metrics, &sightings, "ns", &finished, &gone, None, None, t2,
-        );
+        observe_at(&mc, &metrics, &sightings, &finished, &gone, t2);
         let teardown = sum(&metrics, "teardown").expect("observed");
         assert!((teardown - 0.6).abs() < 1e-9, "{teardown}");
 

@@ -91,22 +91,34 @@ mod tests {
 
     // Long: one table of cases, each a line that reads as a sentence; split, the cases would
     // lose the shared set-up they are read against.
+    /// A case of [`what_was_made_counts_until_its_watch_shows_it_or_it_is_too_old`]: what
+    /// the watches hold, what was made, when we look, what the reconcile then sees, what is
+    /// still remembered.
+    struct Case {
+        name: &'static str,
+        watched: Observed,
+        made: Made,
+        at: Instant,
+        check: fn(&Observed),
+        left: usize,
+    }
+
     #[test]
     fn what_was_made_counts_until_its_watch_shows_it_or_it_is_too_old() {
         let t0 = Instant::now();
+        for mut case in made_cases(t0) {
+            let mut observed = case.watched;
+            let wait = fill_in(&mut observed, &mut case.made, case.at);
+            (case.check)(&observed);
+            assert_eq!(case.made.len(), case.left, "{}: remembered", case.name);
+            assert_eq!(wait.is_some(), case.left > 0, "{}: look again", case.name);
+        }
+    }
+
+    fn made_cases(t0: Instant) -> Vec<Case> {
         let later = |s: u64| t0 + Duration::from_secs(s);
         let watched_js = Arc::new(JobSet::new("m", Default::default()));
-        // (what it proves, what the watches hold, what was made, when we look,
-        //  what the reconcile then sees, what is still remembered)
-        struct Case {
-            name: &'static str,
-            watched: Observed,
-            made: Made,
-            at: Instant,
-            check: fn(&Observed),
-            left: usize,
-        }
-        let cases = vec![
+        vec![
             Case {
                 name: "a ConfigMap made a moment ago, not yet watched, is there",
                 watched: Observed::default(),
@@ -174,14 +186,7 @@ mod tests {
                 check: |o| assert_eq!(o.services[0].applied.as_deref(), Some("h1")),
                 left: 1,
             },
-        ];
-        for mut case in cases {
-            let mut observed = case.watched;
-            let wait = fill_in(&mut observed, &mut case.made, case.at);
-            (case.check)(&observed);
-            assert_eq!(case.made.len(), case.left, "{}: remembered", case.name);
-            assert_eq!(wait.is_some(), case.left > 0, "{}: look again", case.name);
-        }
+        ]
     }
 
     #[test]

@@ -99,24 +99,10 @@ pub struct Config {
 pub async fn run(config: Config) -> anyhow::Result<()> {
     crate::telemetry::init(config.log_format);
     let client = Client::try_default().await?;
-    let env = Environment {
-        cluster_domain: cluster_domain(&config)?,
-        view_image_volume: config.flux_view_image_volume,
-    };
-    tracing::info!(
-        cluster_domain = %env.cluster_domain,
-        flux_view_image_volume = env.view_image_volume,
-        "starting flux-operator"
-    );
-
+    let env = environment(&config)?;
     let metrics = Arc::new(Metrics::new());
     let health = Health::default();
-    let (stop_tx, stop_rx) = watch::channel(false);
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        tracing::info!("shutdown requested");
-        let _ = stop_tx.send(true);
-    });
+    let stop_rx = stop_on_signal();
     let server = metrics::Server::bind(
         &config.endpoints,
         client.clone(),
@@ -177,6 +163,32 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     heartbeat.abort();
     readiness.abort();
     Ok(())
+}
+
+/// What the cluster gives every MiniCluster: its DNS domain, whether its nodes mount image
+/// volumes.
+fn environment(config: &Config) -> anyhow::Result<Environment> {
+    let env = Environment {
+        cluster_domain: cluster_domain(config)?,
+        view_image_volume: config.flux_view_image_volume,
+    };
+    tracing::info!(
+        cluster_domain = %env.cluster_domain,
+        flux_view_image_volume = env.view_image_volume,
+        "starting flux-operator"
+    );
+    Ok(env)
+}
+
+/// Turns true once SIGTERM or SIGINT comes ([`shutdown_signal`]).
+fn stop_on_signal() -> watch::Receiver<bool> {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutdown requested");
+        let _ = stop_tx.send(true);
+    });
+    stop_rx
 }
 
 /// `--cluster-domain`, or the domain of this pod's resolver.

@@ -967,6 +967,13 @@ pub fn script_files(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, E
     if let Some(batch) = batch_script(cluster)? {
         out.insert(files::BATCH.to_string(), batch);
     }
+    companion_files(cluster, &mut out)?;
+    Ok(out)
+}
+
+/// Each wrapped companion container's script and hook files, added to `out`; a name whose
+/// file is taken is an error naming the container's field.
+fn companion_files(cluster: &Cluster<'_>, out: &mut BTreeMap<String, String>) -> Result<(), Error> {
     for container in &cluster.companions {
         let Some(script) = companion_script(cluster, container)? else {
             continue;
@@ -1008,5 +1015,5 @@ pub fn script_files(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, E
             }
         }
     }
-    Ok(out)
+    Ok(())
 }

@@ -61,7 +61,8 @@ pub struct ErrorLabels {
     pub reason: String,
 }
 
-type Durations = Family<NamespaceLabels, Histogram, fn() -> Histogram>;
+/// A histogram of seconds per namespace.
+pub(crate) type Durations = Family<NamespaceLabels, Histogram, fn() -> Histogram>;
 
 /// How long a namespace keeps its lifecycle series after its last MiniCluster is gone: long
 /// enough for any scrape to read the last observations.

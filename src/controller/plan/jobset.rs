@@ -96,59 +96,19 @@ mod tests {
         };
         // (what it proves, what the watches hold and whether the certificate is lost, the
         // step, restarted, held)
+        let finished_resized = {
+            let (seen, lost) = resized(false);
+            (seen.jobset(completed), lost)
+        };
+        #[rustfmt::skip]
         let cases = [
-            (
-                "a new cluster: created",
-                (Seen::nothing(&Mc::new(2)), false),
-                Some("create"),
-                false,
-                false,
-            ),
-            (
-                "running as asked: nothing",
-                (Seen::everything(&running, 2), false),
-                None,
-                false,
-                false,
-            ),
-            (
-                "resized: updated",
-                resized(false),
-                Some("update"),
-                false,
-                false,
-            ),
-            (
-                "resized while the certificate is lost: held, saying why",
-                resized(true),
-                None,
-                false,
-                true,
-            ),
-            (
-                "deleted under a running cluster: created again, Restarted",
-                (Seen::everything(&running, 0).without_jobset(), false),
-                Some("create"),
-                true,
-                false,
-            ),
-            (
-                "finished and gone: never again",
-                (Seen::everything(&finished, 0).without_jobset(), false),
-                None,
-                false,
-                false,
-            ),
-            (
-                "finished, resized: nothing changes any more",
-                {
-                    let (seen, lost) = resized(false);
-                    (seen.jobset(completed), lost)
-                },
-                None,
-                false,
-                false,
-            ),
+            ("a new cluster: created", (Seen::nothing(&Mc::new(2)), false), Some("create"), false, false),
+            ("running as asked: nothing", (Seen::everything(&running, 2), false), None, false, false),
+            ("resized: updated", resized(false), Some("update"), false, false),
+            ("resized while the certificate is lost: held, saying why", resized(true), None, false, true),
+            ("deleted under a running cluster: created again, Restarted", (Seen::everything(&running, 0).without_jobset(), false), Some("create"), true, false),
+            ("finished and gone: never again", (Seen::everything(&finished, 0).without_jobset(), false), None, false, false),
+            ("finished, resized: nothing changes any more", finished_resized, None, false, false),
         ];
         for (what, (seen, lost), step, restarted, held) in cases {
             let old = seen.mc.status.clone().unwrap_or_default();

@@ -328,9 +328,8 @@ struct Case {
 }
 
 #[test]
-// Long: a table, one case per rule of the whole plan.
-fn plans() {
-    let cases = vec![
+fn a_cluster_is_made_once_runs_and_an_invalid_spec_makes_nothing() {
+    check_plans(vec![
         Case {
             name: "a new MiniCluster gets its Secret, ConfigMap and JobSet, and says so",
             seen: Seen::nothing(&Mc::new(2)),
@@ -363,6 +362,12 @@ fn plans() {
             events: vec!["InvalidSpec"],
             conditions_true: vec!["InvalidSpec"],
         },
+    ]);
+}
+
+#[test]
+fn someone_elses_objects_block_it_and_lost_ones_degrade_or_restart_it() {
+    check_plans(vec![
         Case {
             name: "a Secret of its name that someone else owns blocks it, nothing is taken over",
             seen: Seen::nothing(&Mc::new(2)).secret(Presence::Foreign),
@@ -425,6 +430,12 @@ fn plans() {
             events: vec!["Restarted", "Pending"],
             conditions_true: vec!["Restarted"],
         },
+    ]);
+}
+
+#[test]
+fn a_finished_cluster_makes_nothing_again_and_deletes_itself_when_asked() {
+    check_plans(vec![
         Case {
             name: "a finished cluster whose JobSet went (TTL) never runs again",
             seen: Seen::everything(
@@ -460,7 +471,11 @@ fn plans() {
             events: vec!["Succeeded", "Cleanup"],
             conditions_true: vec!["Succeeded"],
         },
-    ];
+    ]);
+}
+
+/// Each case's plan: its steps, phase, Events, and which conditions are true.
+fn check_plans(cases: Vec<Case>) {
     for case in cases {
         let plan = case.seen.plan();
         assert_eq!(steps(&plan), case.steps, "{}: steps", case.name);
@@ -819,11 +834,6 @@ fn with_everything_made(created: bool) -> Seen {
 #[test]
 // Long: a table, one case per object.
 fn every_object_made_again_after_a_deletion_says_so_and_only_then() {
-    let deleted = |f: fn(&mut Observed)| {
-        let mut seen = with_everything_made(true);
-        f(&mut seen.observed);
-        seen
-    };
     // (what it proves, what the watches hold, the steps: "again" carries a Recreated Warning)
     let cases: Vec<(&str, Seen, Vec<&str>)> = vec![
         (
@@ -899,7 +909,18 @@ fn every_object_made_again_after_a_deletion_says_so_and_only_then() {
         assert_eq!(steps(&plan), want, "{what}");
         assert!(!is_true(&plan, condition::DEGRADED), "{what}");
     }
-    // The Warnings name what was deleted.
+}
+
+/// A running cluster with everything made (the certificate from the spec), then `f` done to
+/// what the watches hold.
+fn deleted(f: fn(&mut Observed)) -> Seen {
+    let mut seen = with_everything_made(true);
+    f(&mut seen.observed);
+    seen
+}
+
+#[test]
+fn each_recreated_warning_names_what_was_deleted() {
     let plan = deleted(|o| {
         o.secret = Presence::Absent;
         o.config_maps.clear();

@@ -38,7 +38,25 @@ pub(crate) fn matrix() -> Vec<(String, MiniCluster)> {
     interactive.spec.interactive = true;
     out.push(("interactive".into(), interactive));
 
-    // Everything on at once.
+    let all = everything();
+    out.push(("everything".into(), all.clone()));
+
+    let mut other = all.clone();
+    other.spec.logging = Default::default();
+    other.spec.flux.container.disable = true;
+    other.spec.flux.disable_socket = true;
+    other.spec.flux.complete_workers = true;
+    other.spec.flux.submit_command = "flux run".into();
+    other.spec.containers[0].commands.prefix.clear();
+    out.push(("no-view-no-socket".into(), other));
+
+    out.push(("no-wait-socket".into(), no_wait_socket()));
+    out
+}
+
+/// Everything on at once: every hook, logging option, a wrapper, an archive, a service and
+/// a container beside Flux with every hook it runs.
+fn everything() -> MiniCluster {
     let mut all = with_command("mc", 3, "mpirun -np 4 ./app");
     all.spec.max_size = Some(6);
     all.spec.min_size = Some(2);
@@ -86,17 +104,12 @@ pub(crate) fn matrix() -> Vec<(String, MiniCluster)> {
     side.commands.service_pre = "echo side-pre".into();
     side.commands.post = "echo side-post".into();
     all.spec.containers.push(side);
-    out.push(("everything".into(), all.clone()));
+    all
+}
 
-    let mut other = all.clone();
-    other.spec.logging = Default::default();
-    other.spec.flux.container.disable = true;
-    other.spec.flux.disable_socket = true;
-    other.spec.flux.complete_workers = true;
-    other.spec.flux.submit_command = "flux run".into();
-    other.spec.containers[0].commands.prefix.clear();
-    out.push(("no-view-no-socket".into(), other));
-
+/// `flux.noWaitSocket`, with a container beside Flux that runs a command and one that runs
+/// only a post hook.
+fn no_wait_socket() -> MiniCluster {
     let mut nowait = with_command("mc", 2, "sleep 1");
     nowait.spec.flux.no_wait_socket = true;
     nowait.spec.containers[0].run_flux = true;
@@ -114,8 +127,7 @@ pub(crate) fn matrix() -> Vec<(String, MiniCluster)> {
     };
     post_only.commands.post = "flux-restful --port 5000".into();
     nowait.spec.containers.push(post_only);
-    out.push(("no-wait-socket".into(), nowait));
-    out
+    nowait
 }
 
 /// The repository's `examples/*.yaml`, by file name.

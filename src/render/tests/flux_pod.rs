@@ -359,10 +359,10 @@ fn commands_and_env() {
     assert_eq!((token.name.as_str(), token.key.as_str()), ("s", "k"));
 }
 
+/// A service runs the wrapper when it has a command, else the image's entrypoint (with its
+/// command as the args under noWrapEntrypoint).
 #[test]
-// Long: one case per kind of container (wrapped or not, in the services pod or beside the
-// broker), each building on the one before.
-fn companion_commands() {
+fn services_are_wrapped_unless_they_keep_their_entrypoint() {
     let mut mc = with_command("mc", 2, "hostname");
     mc.spec.services.push(MiniClusterContainer {
         name: "web".into(),
@@ -399,9 +399,20 @@ fn companion_commands() {
     let data = flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
     assert!(data.contains_key("service.web.sh"));
     assert!(!data.contains_key("service.own.sh"));
+}
 
-    // Beside the Flux container: wrapped with a command or a hook (commands.post alone, as
-    // the Go operator's REST API examples write it), else the image's entrypoint.
+/// Beside the Flux container: wrapped with a command or a hook (commands.post alone, as the
+/// Go operator's REST API examples write it), else the image's entrypoint; a wrapped one's
+/// environment (a service's gets none).
+#[test]
+fn containers_beside_flux_are_wrapped_when_they_have_something_to_run() {
+    let mut mc = with_command("mc", 2, "hostname");
+    mc.spec.services.push(MiniClusterContainer {
+        name: "web".into(),
+        command: "nginx -g 'daemon off;'".into(),
+        ..Default::default()
+    });
+    let service = Companion::Service;
     mc.spec.containers[0].run_flux = true;
     let mut post = MiniClusterContainer {
         name: "api".into(),

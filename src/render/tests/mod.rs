@@ -288,9 +288,9 @@ fn ports_of_a_container_beside_the_broker_get_a_service_named_after_it() {
     }
 }
 
-#[test]
-// Long: the services pod's Job, pod, containers, volumes and Services, checked as one object.
-fn services_run_once_in_their_own_pod_in_the_subdomain() {
+/// A MiniCluster of size 2 with two services: `web` (a port, the image's entrypoint) and
+/// `api` (a command, a volume), its pods labelled, on a node pool, in the subdomain `net`.
+fn with_two_services() -> MiniCluster {
     let mut mc = hello(2);
     mc.spec.network.headless_name = "net".into();
     mc.spec.pod.labels.insert("team".into(), "a".into());
@@ -319,6 +319,12 @@ fn services_run_once_in_their_own_pod_in_the_subdomain() {
         },
     );
     mc.spec.services.push(api);
+    mc
+}
+
+#[test]
+fn services_run_once_in_their_own_pod_in_the_subdomain() {
+    let mc = with_two_services();
     // Not in the broker pods.
     for role in [Role::Lead, Role::Follower] {
         let pod = pod_template(&crate::fixtures::cluster(&mc), role, "m-flux-0")
@@ -366,6 +372,11 @@ fn services_run_once_in_their_own_pod_in_the_subdomain() {
         .map(|v| v.name.as_str())
         .collect();
     assert_eq!(volumes, [crate::render::flux_pod::CONFIG_VOLUME, "data"]);
+}
+
+#[test]
+fn the_services_ports_select_their_pod_and_its_job_follows_spec_suspend() {
+    let mut mc = with_two_services();
     // Its ports' Service selects the services pod.
     let svcs = network_services(&crate::fixtures::cluster(&mc));
     assert_eq!(svcs[0].metadata.name.as_deref(), Some("hello-web"));
