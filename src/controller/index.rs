@@ -42,7 +42,7 @@ use serde::de::DeserializeOwned;
 
 use super::kueue;
 use super::owned::controlled_by;
-use super::plan::{Observed, OwnedObject, Presence};
+use super::plan::{CONFIG_MAP_ANNOTATION, Observed, OwnedObject, Presence};
 use crate::api::{MiniCluster, NAME_LABEL, ROLE_LABEL};
 use crate::jobset::JobSet;
 use crate::render::JOBSET_NAME_LABEL;
@@ -349,10 +349,6 @@ pub fn trim_jobset(js: &mut JobSet) {
         rj.template.metadata = None;
     }
 }
-
-/// The annotation a stored JobSet's ConfigMap is kept in ([`trim_jobset`]): only in this
-/// process's watch cache.
-pub const CONFIG_MAP_ANNOTATION: &str = "flux-framework.org/trimmed-config-map";
 
 /// A Kueue Workload as the reconciler reads it ([`kueue::admission_from`]): metadata (its
 /// owner, the JobSet) and the conditions; its pod sets, a copy of every pod template, dropped.

@@ -2,8 +2,9 @@
 //!
 //! A reconcile observes from the [`index`] (the watches' stores), decides in one pure
 //! function ([`plan`]) and carries the plan out ([`apply`]); [`reconcile`] ties the three,
-//! [`context`] is what they share. No module cycle: reconcile -> {index, plan, apply} ->
-//! context; plan -> {events, status, owned} (all pure).
+//! [`context`] is what they share. No module cycle: reconcile -> apply -> context ->
+//! {index, made, durations} -> plan -> {events, status, instance, owned} (all pure); the
+//! index reads the plan's types, the plan never the index.
 //! The status is built by the plan (from what [`status`] reads of the pods), Events by
 //! [`events`], durations by [`durations`].
 //! [`run`] wires the process: the HTTP endpoints, leadership ([`leader`]), the watches and

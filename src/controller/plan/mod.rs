@@ -276,15 +276,19 @@ pub fn is_finished(js: &JobSet) -> bool {
     js.condition_true("Completed") || js.condition_true("Failed")
 }
 
+/// The annotation a JobSet's ConfigMap is kept in when the watch cache trims its pod
+/// templates (`index::trim_jobset`): only in this process's cache, never written.
+pub const CONFIG_MAP_ANNOTATION: &str = "flux-framework.org/trimmed-config-map";
+
 /// The ConfigMap a JobSet's pods mount their broker config and scripts from: from its pod
 /// templates, or, for the watch cache's trimmed copy, the annotation they were kept in
-/// ([`super::index::trim_jobset`]).
+/// ([`CONFIG_MAP_ANNOTATION`]).
 pub fn config_map_of(js: &JobSet) -> Option<String> {
     if let Some(name) = js
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(super::index::CONFIG_MAP_ANNOTATION))
+        .and_then(|a| a.get(CONFIG_MAP_ANNOTATION))
     {
         return Some(name.clone());
     }
