@@ -19,7 +19,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use super::context::{Context, Error, FIELD_MANAGER, RESYNC, UPDATE_MANAGER};
-use super::durations::{Transition, observe_durations};
+use super::durations::Transition;
 use super::made::Object;
 use super::owned::controlled_by;
 use super::plan::{Observed, OwnedObject, Plan, Step};
@@ -74,10 +74,10 @@ pub(super) fn namespace_terminating(error: &kube::Error) -> bool {
 /// The namespace of `mc` is being deleted: remember it (no more writes for its MiniClusters)
 /// and stop, without an error to retry.
 fn stop_for_terminating_namespace(mc: &MiniCluster, ctx: &Context) -> Action {
-    let doomed = ctx.doom(mc);
+    let miniclusters = ctx.mark_terminating(mc);
     tracing::info!(
         namespace = mc.namespace_or_default(),
-        miniclusters = doomed,
+        miniclusters,
         "namespace is being terminated: nothing more is written for its MiniClusters"
     );
     Action::await_change()
@@ -121,7 +121,7 @@ pub(super) async fn execute(
             admission: observed.admission.as_ref(),
             seen,
         };
-        observe_durations(&ctx.metrics, &ctx.sightings, &transition);
+        ctx.observe_durations(&transition);
     }
     if plan
         .steps

@@ -5,12 +5,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use jiff::Timestamp;
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 
-use super::durations::Sightings;
+use super::durations::{Seen, Transition, observe_durations};
 use super::index::Index;
 use super::made::{self, Made, Object};
 use super::plan::Observed;
@@ -35,19 +35,30 @@ pub struct Context {
     pub(super) metrics: SharedMetrics,
     pub(super) index: Index,
     pub(super) env: Environment,
-    pub(super) failures: Mutex<HashMap<ObjectRef<MiniCluster>, u32>>,
-    /// When this process saw each MiniCluster's lifecycle moments (sub-second durations).
-    pub(super) sightings: Sightings,
-    /// The status this process last wrote, per MiniCluster UID: the watch cache can lag
-    /// behind it, and transitions (Events, metrics) must start from what was written.
-    written: Mutex<HashMap<String, MiniClusterStatus>>,
-    /// What this process made, per MiniCluster UID, that the watches have not shown yet.
-    made: Mutex<HashMap<String, Made>>,
-    /// MiniClusters (UIDs) whose namespace is being terminated: nothing is written for them.
-    doomed: Mutex<HashSet<String>>,
+    /// What this process keeps per MiniCluster UID ([`Memory`]), pruned in one place
+    /// ([`Context::retain`]).
+    memory: Mutex<HashMap<String, Memory>>,
     /// True once every watch has listed what it watches (or has had its time to):
     /// reconciles wait for it, so an object that exists is never taken for missing.
     synced: watch::Receiver<bool>,
+}
+
+/// What this process keeps about one MiniCluster between its reconciles (lost with the
+/// process: each is rebuilt or not needed after a restart).
+#[derive(Debug, Default)]
+pub(super) struct Memory {
+    /// The status this process last wrote: the watch cache can lag behind it, and
+    /// transitions (Events, metrics) must start from what was written.
+    written: Option<MiniClusterStatus>,
+    /// What this process made that the watches have not shown yet.
+    made: Made,
+    /// Its namespace is being terminated: nothing is written for it.
+    terminating: bool,
+    /// Reconciles failed in a row: the backoff's attempts.
+    failures: u32,
+    /// When this process saw its lifecycle moments (sub-second durations); `None` before
+    /// its first look.
+    seen: Option<Seen>,
 }
 
 /// How long reconciles wait for the watches' first lists before going ahead with what the
@@ -70,11 +81,7 @@ impl Context {
             metrics,
             index,
             env,
-            failures: Mutex::default(),
-            sightings: Sightings::default(),
-            written: Mutex::default(),
-            made: Mutex::default(),
-            doomed: Mutex::default(),
+            memory: Mutex::default(),
             synced: watch::channel(true).1,
         }
     }
@@ -94,11 +101,23 @@ impl Context {
         let _ = self.synced.clone().wait_for(|s| *s).await;
     }
 
+    /// `f` on `mc`'s memory, made empty first if there is none (`None`: `mc` has no UID).
+    fn memory<T>(&self, mc: &MiniCluster, f: impl FnOnce(&mut Memory) -> T) -> Option<T> {
+        let (uid, mut memory) = (mc.uid()?, self.memory.lock().ok()?);
+        Some(f(memory.entry(uid).or_default()))
+    }
+
+    /// `f` on `mc`'s memory, if there is one.
+    fn known<T>(&self, mc: &MiniCluster, f: impl FnOnce(&mut Memory) -> T) -> Option<T> {
+        let (uid, mut memory) = (mc.uid()?, self.memory.lock().ok()?);
+        memory.get_mut(&uid).map(f)
+    }
+
     /// `mc`'s namespace is being terminated: no more writes for it, nor for the other
     /// MiniClusters the store holds in that namespace (all were made before the deletion
     /// began: a terminating namespace takes no new object; a namespace of the same name made
     /// later has MiniClusters of other UIDs). How many MiniClusters that is.
-    pub(super) fn doom(&self, mc: &MiniCluster) -> usize {
+    pub(super) fn mark_terminating(&self, mc: &MiniCluster) -> usize {
         let ns = mc.namespace_or_default();
         let mut uids: HashSet<String> = self
             .index
@@ -109,91 +128,87 @@ impl Context {
             .filter_map(|m| m.uid())
             .collect();
         uids.extend(mc.uid());
-        let n = uids.len();
-        if let Ok(mut doomed) = self.doomed.lock() {
-            doomed.extend(uids);
+        if let Ok(mut memory) = self.memory.lock() {
+            for uid in &uids {
+                memory.entry(uid.clone()).or_default().terminating = true;
+            }
         }
-        n
+        uids.len()
     }
 
-    /// Whether `mc`'s namespace was found being terminated ([`Context::doom`]).
-    pub(super) fn is_doomed(&self, mc: &MiniCluster) -> bool {
-        mc.uid().is_some_and(|uid| {
-            self.doomed
-                .lock()
-                .map(|d| d.contains(&uid))
-                .unwrap_or(false)
-        })
+    /// Whether `mc`'s namespace was found being terminated ([`Context::mark_terminating`]).
+    pub(super) fn is_terminating(&self, mc: &MiniCluster) -> bool {
+        self.known(mc, |m| m.terminating).unwrap_or(false)
     }
 
     /// Remember that this process made `object` for `mc`.
     pub(super) fn made(&self, mc: &MiniCluster, object: Object) {
-        if let (Some(uid), Ok(mut made)) = (mc.uid(), self.made.lock()) {
-            made.entry(uid).or_default().push((object, Instant::now()));
-        }
+        self.memory(mc, |m| m.made.push((object, Instant::now())));
     }
 
     /// Complete `observed` with what this process made for `mc` that the watches do not show
     /// yet ([`made::fill_in`]); how long until the first of those is no longer taken for
     /// granted.
     pub(super) fn fill_in(&self, mc: &MiniCluster, observed: &mut Observed) -> Option<Duration> {
-        let (Some(uid), Ok(mut made)) = (mc.uid(), self.made.lock()) else {
-            return None;
-        };
-        let entry = made.get_mut(&uid)?;
-        let wait = made::fill_in(observed, entry, Instant::now());
-        if entry.is_empty() {
-            made.remove(&uid);
-        }
-        wait
+        self.known(mc, |m| made::fill_in(observed, &mut m.made, Instant::now()))?
     }
 
     /// Remember the status just written for `mc`.
     pub(super) fn remember(&self, mc: &MiniCluster, status: &MiniClusterStatus) {
-        if let (Some(uid), Ok(mut written)) = (mc.uid(), self.written.lock()) {
-            written.insert(uid, status.clone());
-        }
+        self.memory(mc, |m| m.written = Some(status.clone()));
     }
 
     /// `mc` with the status this process last wrote, if the cache has not caught up with it.
     pub(super) fn latest(&self, mc: &MiniCluster) -> MiniCluster {
         let mut mc = mc.clone();
-        if let (Some(uid), Ok(written)) = (mc.uid(), self.written.lock())
-            && let Some(status) = written.get(&uid)
-        {
-            mc.status = Some(status.clone());
+        if let Some(status) = self.known(&mc, |m| m.written.clone()).flatten() {
+            mc.status = Some(status);
         }
         mc
+    }
+
+    /// A reconcile at `at` (wall clock `now`) looks at `mc`: its first look is a sighting
+    /// ([`Seen::first_look`]).
+    pub(super) fn saw(&self, mc: &MiniCluster, at: Instant, now: Timestamp) {
+        self.memory(mc, |m| {
+            m.seen.get_or_insert_with(|| Seen::first_look(mc, at, now));
+        });
+    }
+
+    /// Observe the durations a status write ends ([`observe_durations`]), from and into
+    /// what this process saw of the MiniCluster.
+    pub(super) fn observe_durations(&self, t: &Transition<'_>) {
+        self.memory(t.mc, |m| {
+            let live = m.seen.unwrap_or_default();
+            m.seen = Some(observe_durations(&self.metrics, t, live));
+        });
+    }
+
+    /// One more failed reconcile of `mc` in a row: how many now.
+    pub(super) fn failed(&self, mc: &MiniCluster) -> u32 {
+        let count = |m: &mut Memory| {
+            m.failures = m.failures.saturating_add(1);
+            m.failures
+        };
+        self.memory(mc, count).unwrap_or(1)
+    }
+
+    /// A reconcile of `mc` succeeded: the failures in a row are over.
+    pub(super) fn succeeded(&self, mc: &MiniCluster) {
+        self.known(mc, |m| m.failures = 0);
     }
 
     /// Forget what is kept per MiniCluster for those no longer in the cache.
     pub(super) fn retain(&self, live: &[Arc<MiniCluster>]) {
         let uids: HashSet<String> = live.iter().filter_map(|mc| mc.uid()).collect();
-        let refs: HashSet<ObjectRef<MiniCluster>> = live
-            .iter()
-            .map(|mc| ObjectRef::from_obj(mc.as_ref()))
-            .collect();
-        if let Ok(mut written) = self.written.lock() {
-            written.retain(|uid, _| uids.contains(uid));
-        }
-        if let Ok(mut made) = self.made.lock() {
-            made.retain(|uid, _| uids.contains(uid));
-        }
-        if let Ok(mut doomed) = self.doomed.lock() {
-            doomed.retain(|uid| uids.contains(uid));
-        }
-        self.sightings.retain(&uids);
-        if let Ok(mut failures) = self.failures.lock() {
-            failures.retain(|key, _| refs.contains(key));
+        if let Ok(mut memory) = self.memory.lock() {
+            memory.retain(|uid, _| uids.contains(uid));
         }
     }
 
     /// How many MiniClusters this process keeps something for (tests: nothing leaks).
     pub fn tracked(&self) -> usize {
-        self.written.lock().map(|w| w.len()).unwrap_or_default()
-            + self.made.lock().map(|m| m.len()).unwrap_or_default()
-            + self.doomed.lock().map(|d| d.len()).unwrap_or_default()
-            + self.sightings.len()
+        self.memory.lock().map(|m| m.len()).unwrap_or_default()
     }
 }
 

@@ -10,8 +10,6 @@
 //! restart or a failover, and when both ends were first seen in the same reconcile, the
 //! duration comes from API timestamps instead (one-second resolution).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Instant;
 
 use jiff::{SignedDuration, Timestamp};
@@ -31,67 +29,29 @@ pub(super) fn seconds_between(from: &Timestamp, to: &Timestamp) -> f64 {
     (to.as_millisecond() - from.as_millisecond()) as f64 / 1000.0
 }
 
-/// The moments this process saw, per MiniCluster UID.
-#[derive(Debug, Default)]
-pub(super) struct Sightings(Mutex<HashMap<String, Seen>>);
-
+/// The moments this process saw of one MiniCluster (kept in its memory, see
+/// [`super::context`]).
 #[derive(Clone, Copy, Debug, Default)]
-struct Seen {
+pub(super) struct Seen {
     created: Option<Instant>,
     admitted: Option<Instant>,
     completed: Option<Instant>,
 }
 
-impl Sightings {
-    /// A reconcile at `at` (wall clock `now`) looks at `mc`: if this is the first look at a
-    /// MiniCluster nobody has reconciled yet and it was created just now, remember `at` as
-    /// its creation.
-    pub(super) fn saw(&self, mc: &MiniCluster, at: Instant, now: Timestamp) {
-        let (Some(uid), Some(created)) = (
-            mc.metadata.uid.as_ref(),
-            mc.metadata.creation_timestamp.as_ref(),
-        ) else {
-            return;
-        };
-        let Ok(mut seen) = self.0.lock() else { return };
-        if seen.contains_key(uid) {
-            return;
-        }
+impl Seen {
+    /// This process's first look at `mc`, at `at` (wall clock `now`): if nobody has
+    /// reconciled it yet and it was created just now, `at` is its creation.
+    pub(super) fn first_look(mc: &MiniCluster, at: Instant, now: Timestamp) -> Seen {
         let untouched = mc.status.is_none();
-        let fresh = now.duration_since(created.0) < FRESH;
-        seen.insert(
-            uid.clone(),
-            Seen {
-                created: (untouched && fresh).then_some(at),
-                ..Seen::default()
-            },
-        );
-    }
-
-    /// Keep only the MiniClusters whose UIDs are in `live` (the others are gone).
-    pub(super) fn retain(&self, live: &std::collections::HashSet<String>) {
-        if let Ok(mut seen) = self.0.lock() {
-            seen.retain(|uid, _| live.contains(uid));
-        }
-    }
-
-    fn get(&self, mc: &MiniCluster) -> Seen {
-        mc.metadata
-            .uid
+        let fresh = mc
+            .metadata
+            .creation_timestamp
             .as_ref()
-            .and_then(|uid| self.0.lock().ok()?.get(uid).copied())
-            .unwrap_or_default()
-    }
-
-    fn update(&self, mc: &MiniCluster, f: impl FnOnce(&mut Seen)) {
-        if let (Some(uid), Ok(mut seen)) = (mc.metadata.uid.as_ref(), self.0.lock()) {
-            f(seen.entry(uid.clone()).or_default());
+            .is_some_and(|created| now.duration_since(created.0) < FRESH);
+        Seen {
+            created: (untouched && fresh).then_some(at),
+            ..Seen::default()
         }
-    }
-
-    /// How many MiniClusters have sightings.
-    pub(super) fn len(&self) -> usize {
-        self.0.lock().map(|s| s.len()).unwrap_or_default()
     }
 }
 
@@ -121,13 +81,14 @@ pub(super) struct Transition<'a> {
 }
 
 /// Record each lifecycle duration the first time its status timestamp appears, in the
-/// lifecycle's order.
-pub(super) fn observe_durations(metrics: &Metrics, sightings: &Sightings, t: &Transition<'_>) {
-    let observer = Observer {
+/// lifecycle's order; `live` is what this process saw of the MiniCluster before, and the
+/// result what it has seen after this transition.
+pub(super) fn observe_durations(metrics: &Metrics, t: &Transition<'_>, live: Seen) -> Seen {
+    let mut observer = Observer {
         metrics,
-        sightings,
         ns: t.mc.namespace_or_default(),
-        live: sightings.get(t.mc),
+        live,
+        after: live,
         created: t.mc.metadata.creation_timestamp.as_ref().map(|c| c.0),
         t,
     };
@@ -135,15 +96,16 @@ pub(super) fn observe_durations(metrics: &Metrics, sightings: &Sightings, t: &Tr
     observer.admission();
     observer.up();
     observer.end();
+    observer.after
 }
 
 /// One transition's durations: where they go, what this process saw of the MiniCluster
-/// before (`live`), and its creation.
+/// before (`live`) and after (`after`), and its creation.
 struct Observer<'a> {
     metrics: &'a Metrics,
-    sightings: &'a Sightings,
     ns: &'a str,
     live: Seen,
+    after: Seen,
     created: Option<Timestamp>,
     t: &'a Transition<'a>,
 }
@@ -189,7 +151,7 @@ impl Observer<'_> {
 
     /// The wait in Kueue's queue: the first admission only (a readmission after an eviction
     /// is not time spent queued since creation).
-    fn admission(&self) {
+    fn admission(&mut self) {
         let (old, admission) = (self.t.old, self.t.admission);
         let was_admitted = old
             .conditions
@@ -206,9 +168,7 @@ impl Observer<'_> {
             );
         }
         if !was_admitted && admission.is_some_and(|a| a.admitted) {
-            let seen = self.t.seen;
-            self.sightings
-                .update(self.t.mc, |s| s.admitted = Some(seen));
+            self.after.admitted = Some(self.t.seen);
         }
     }
 
@@ -232,12 +192,10 @@ impl Observer<'_> {
     }
 
     /// The teardown: from the lead's completion to no broker left.
-    fn end(&self) {
+    fn end(&mut self) {
         let (old, new) = (self.t.old, self.t.new);
         if old.completion_time.is_none() && new.completion_time.is_some() {
-            let seen = self.t.seen;
-            self.sightings
-                .update(self.t.mc, |s| s.completed = Some(seen));
+            self.after.completed = Some(self.t.seen);
         }
         if old.teardown_time.is_none()
             && let (Some(done), Some(gone)) = (&new.completion_time, &new.teardown_time)
@@ -264,11 +222,11 @@ mod tests {
         mc
     }
 
-    /// A transition with no JobSet or admission seen.
+    /// A transition with no JobSet or admission seen; `live` becomes what is seen after it.
     fn observe_at(
         mc: &MiniCluster,
         metrics: &Metrics,
-        sightings: &Sightings,
+        live: &mut Seen,
         old: &MiniClusterStatus,
         new: &MiniClusterStatus,
         seen: Instant,
@@ -281,7 +239,7 @@ mod tests {
             admission: None,
             seen,
         };
-        observe_durations(metrics, sightings, &t);
+        *live = observe_durations(metrics, &t, *live);
     }
 
     fn sum(metrics: &Metrics, name: &str) -> Option<f64> {
@@ -296,10 +254,10 @@ mod tests {
     fn cluster_up_is_measured_between_sightings_below_a_second() {
         let created: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let mc = mc(created);
-        let (metrics, sightings) = (Metrics::new(), Sightings::default());
+        let metrics = Metrics::new();
         let t0 = Instant::now();
         // First look, 0.4 s after the (truncated) creation second.
-        sightings.saw(&mc, t0, created + SignedDuration::from_millis(400));
+        let mut live = Seen::first_look(&mc, t0, created + SignedDuration::from_millis(400));
         let old = MiniClusterStatus::default();
         let new = MiniClusterStatus {
             // The API says 1 s (pod conditions have whole seconds); the operator saw 0.35 s.
@@ -307,7 +265,7 @@ mod tests {
             ..Default::default()
         };
         let seen = t0 + Duration::from_millis(350);
-        observe_at(&mc, &metrics, &sightings, &old, &new, seen);
+        observe_at(&mc, &metrics, &mut live, &old, &new, seen);
         let up = sum(&metrics, "up").expect("observed");
         assert!((up - 0.35).abs() < 1e-9, "{up}");
     }
@@ -322,19 +280,20 @@ mod tests {
         };
         // Seen long after creation (the operator was down): API timestamps.
         let old_mc = mc(created);
-        let (metrics, sightings) = (Metrics::new(), Sightings::default());
-        sightings.saw(&old_mc, t0, created + SignedDuration::from_secs(60));
+        let metrics = Metrics::new();
+        let mut live = Seen::first_look(&old_mc, t0, created + SignedDuration::from_secs(60));
         let seen = t0 + Duration::from_millis(10);
         let old = MiniClusterStatus::default();
-        observe_at(&old_mc, &metrics, &sightings, &old, &new, seen);
+        observe_at(&old_mc, &metrics, &mut live, &old, &new, seen);
         assert_eq!(sum(&metrics, "up"), Some(7.0));
 
         // Seen just after creation, but another replica already wrote its status (failover).
         let mut taken_over = mc(created);
         taken_over.status = Some(MiniClusterStatus::default());
-        let (metrics, sightings) = (Metrics::new(), Sightings::default());
-        sightings.saw(&taken_over, t0, created + SignedDuration::from_millis(500));
-        observe_at(&taken_over, &metrics, &sightings, &old, &new, seen);
+        let metrics = Metrics::new();
+        let mut live =
+            Seen::first_look(&taken_over, t0, created + SignedDuration::from_millis(500));
+        observe_at(&taken_over, &metrics, &mut live, &old, &new, seen);
         assert_eq!(sum(&metrics, "up"), Some(7.0));
     }
 
@@ -343,8 +302,8 @@ mod tests {
         let created: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let mc = mc(created);
         let t0 = Instant::now();
-        let (metrics, sightings) = (Metrics::new(), Sightings::default());
-        sightings.saw(&mc, t0, created);
+        let metrics = Metrics::new();
+        let mut live = Seen::first_look(&mc, t0, created);
         let done = Time(created + SignedDuration::from_secs(10));
         let running = MiniClusterStatus::default();
         let finished = MiniClusterStatus {
@@ -357,20 +316,17 @@ mod tests {
             ..Default::default()
         };
         // Both at once: no sighting of the completion before, so the API's 2 s.
-        observe_at(&mc, &metrics, &sightings, &running, &gone, t0);
+        observe_at(&mc, &metrics, &mut live, &running, &gone, t0);
         assert_eq!(sum(&metrics, "teardown"), Some(2.0));
 
         // Completion seen, then teardown 0.6 s later: the sightings' 0.6 s.
-        let (metrics, sightings) = (Metrics::new(), Sightings::default());
-        sightings.saw(&mc, t0, created);
+        let metrics = Metrics::new();
+        let mut live = Seen::first_look(&mc, t0, created);
         let t1 = t0 + Duration::from_secs(10);
-        observe_at(&mc, &metrics, &sightings, &running, &finished, t1);
+        observe_at(&mc, &metrics, &mut live, &running, &finished, t1);
         let t2 = t1 + Duration::from_millis(600);
-        observe_at(&mc, &metrics, &sightings, &finished, &gone, t2);
+        observe_at(&mc, &metrics, &mut live, &finished, &gone, t2);
         let teardown = sum(&metrics, "teardown").expect("observed");
         assert!((teardown - 0.6).abs() < 1e-9, "{teardown}");
-
-        sightings.retain(&Default::default());
-        assert_eq!(sightings.len(), 0);
     }
 }

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use tracing::Instrument;
 
@@ -29,26 +28,15 @@ pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action
     ctx.metrics
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
-    if result.is_ok()
-        && let Ok(mut failures) = ctx.failures.lock()
-    {
-        failures.remove(&ObjectRef::from_obj(mc.as_ref()));
+    if result.is_ok() {
+        ctx.succeeded(&mc);
     }
     result
 }
 
 /// Back off exponentially per MiniCluster ([`backoff`]): 1 s, 2 s, 4 s ... up to 256 s.
 pub fn error_policy(mc: Arc<MiniCluster>, error: &Error, ctx: Arc<Context>) -> Action {
-    let key = ObjectRef::from_obj(mc.as_ref());
-    let attempts = ctx
-        .failures
-        .lock()
-        .map(|mut f| {
-            let n = f.entry(key).or_insert(0);
-            *n = n.saturating_add(1);
-            *n
-        })
-        .unwrap_or(1);
+    let attempts = ctx.failed(&mc);
     ctx.metrics
         .reconcile_errors
         .get_or_create(&crate::metrics::ErrorLabels {
@@ -88,13 +76,13 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
         tracing::debug!("being deleted: nothing to do");
         return Ok(Action::await_change());
     }
-    if ctx.is_doomed(cached) {
+    if ctx.is_terminating(cached) {
         tracing::debug!("its namespace is being terminated: nothing to do");
         return Ok(Action::await_change());
     }
     ctx.synced().await;
     let mc = ctx.latest(cached);
-    ctx.sightings.saw(&mc, Instant::now(), Timestamp::now());
+    ctx.saw(&mc, Instant::now(), Timestamp::now());
     let observing = Instant::now();
     let mut observed = ctx.index.observe(&mc);
     // What this process made and the watches do not show yet is there: no second create,
