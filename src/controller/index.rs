@@ -513,8 +513,6 @@ impl Index {
             services,
             subdomain,
             archive_sharers,
-            // Checked by the reconcile (a CURVE handshake, not in the watches).
-            curve_cert: None,
         }
     }
 }

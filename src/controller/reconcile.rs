@@ -92,15 +92,17 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
     // The status the last reconcile wrote (this process's, if the cache lags behind it).
     let old = mc.status.clone().unwrap_or_default();
     confirm_absence(&mc, &old, &mut observed, ctx).await?;
-    observed.curve_cert = check_certificate(&mc, observed.secret).await?;
+    let spec = crate::model::resolve(&mc, &ctx.env);
+    let given = spec.as_ref().ok().and_then(|c| c.certificate.as_ref());
+    let certificate_refused = verify_certificate(given, observed.secret).await?;
     // The moment this reconcile saw the state the new status is computed from.
     let seen = Instant::now();
-    let spec = crate::model::resolve(&mc, &ctx.env);
     let mut plan = plan::plan(&plan::Inputs {
         mc: &mc,
         spec: &spec,
         old: &old,
         observed: &observed,
+        certificate_refused,
         now: Timestamp::now(),
     })?;
     decide += seen.elapsed();
@@ -111,17 +113,16 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
     apply::execute(&mc, &old, &observed, plan, ctx, seen).await
 }
 
-/// [`plan::check_certificate`] off the async threads (its CURVE handshake blocks), only when
-/// the spec gives a certificate.
-async fn check_certificate(
-    mc: &MiniCluster,
+/// [`plan::verify_certificate`] off the async threads (its CURVE handshake blocks), only
+/// when the spec gives a certificate and its Secret is still to be made.
+async fn verify_certificate(
+    given: Option<&Certificate>,
     secret: Presence,
-) -> Result<Option<Result<Box<Certificate>, FieldError>>, Error> {
-    if mc.spec.flux.curve_cert.as_str().trim().is_empty() {
+) -> Result<Option<FieldError>, Error> {
+    let Some(cert) = given.filter(|_| secret != Presence::Owned).cloned() else {
         return Ok(None);
-    }
-    let mc = mc.clone();
-    tokio::task::spawn_blocking(move || plan::check_certificate(&mc, secret))
+    };
+    tokio::task::spawn_blocking(move || plan::verify_certificate(Some(&cert), secret))
         .await
         .map_err(|e| Error::Internal(format!("certificate task: {e}")))?
         .map_err(Error::from)

@@ -475,6 +475,7 @@ async fn when_the_watches_hold_everything_as_desired_a_reconcile_makes_no_call()
         spec: &spec,
         old: &mc.status.clone().unwrap_or_default(),
         observed: &observed,
+        certificate_refused: None,
         now: jiff::Timestamp::now(),
     })
     .unwrap();

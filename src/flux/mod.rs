@@ -244,27 +244,3 @@ pub fn config_map_data(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>
     }
     Ok(data)
 }
-
-/// `flux.curveCert`, parsed (`None` when the spec gives none: the operator generates one),
-/// and with `verify` also checked with a CURVE handshake ([`curve::Certificate::verify`]:
-/// blocking work through libzmq over loopback, so callers run it off the async threads and
-/// never in the controller's pure plan).
-pub fn given_certificate(
-    mc: &MiniCluster,
-    verify: bool,
-) -> Option<Result<curve::Certificate, Error>> {
-    let user = mc.spec.flux.curve_cert.as_str();
-    if user.trim().is_empty() {
-        return None;
-    }
-    Some(
-        curve::Certificate::parse(user)
-            .map_err(Error::Spec)
-            .and_then(|cert| {
-                if verify {
-                    cert.verify()?;
-                }
-                Ok(cert)
-            }),
-    )
-}

@@ -92,7 +92,11 @@ impl<'a> Cluster<'a> {
 /// The spec of `mc` resolved in `env`, or every error in it, each naming its API field path.
 /// The one entry from a spec to what render and flux take: a spec that resolves renders.
 pub fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> Result<Cluster<'a>, Vec<FieldError>> {
-    let errors = validate(mc);
+    let mut errors = validate(mc);
+    let certificate = given_certificate(mc).unwrap_or_else(|e| {
+        errors.push(e);
+        None
+    });
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -110,10 +114,6 @@ pub fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> Result<Cluster<'a>
             s
         })
         .collect();
-    let certificate = match mc.spec.flux.curve_cert.as_str() {
-        text if text.trim().is_empty() => None,
-        text => Some(Certificate::parse(text).map_err(one)?),
-    };
     Ok(Cluster {
         mc,
         cluster_domain: cluster_domain(mc, env).map_err(one)?,
@@ -128,5 +128,22 @@ pub fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> Result<Cluster<'a>
             running_jobs: mc.spec.archive.running_jobs,
         }),
         view,
+    })
+}
+
+/// `spec.flux.curveCert`, parsed (the one place it is): `None` when the spec gives none
+/// (the operator generates one). Whether its keys belong together takes a CURVE handshake,
+/// which the controller makes before its plan.
+fn given_certificate(mc: &MiniCluster) -> Result<Option<Certificate>, FieldError> {
+    let text = mc.spec.flux.curve_cert.as_str();
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    Certificate::parse(text).map(Some).map_err(|e| {
+        let message = format!(
+            "is not a CURVE certificate as `flux keygen` writes it: {}",
+            e.message
+        );
+        FieldError::new("spec.flux.curveCert", message)
     })
 }

@@ -3,7 +3,7 @@
 //!
 //! [`MiniClusterRun::start`] validates the MiniCluster as the operator does, renders the
 //! ConfigMap and JobSet with `flux_operator::render`, makes the CURVE Secret as the
-//! controller does (`flux_operator::flux::given_certificate`, else a generated keypair) with
+//! controller does (the resolved spec's, checked with a CURVE handshake, else a generated keypair) with
 //! `render::curve_secret`, then starts the pods the JobSet's Jobs would create: the lead
 //! (`<mc>-lead-0-0`) and `size - 1` followers (`<mc>-workers-0-<i>`), each from its
 //! replicated job's pod template, with JobSet's hostname and subdomain. The tests then act
@@ -136,11 +136,15 @@ impl MiniClusterRun {
             cluster_domain: CLUSTER_DOMAIN.into(),
             view_image_volume: false,
         };
-        let desired = render::desired(&model::resolve(&mc, &env).unwrap()).expect("render");
-        // As the controller makes it: the spec's, checked, else a keypair generated.
-        let cert = flux::given_certificate(&mc, true)
-            .unwrap_or_else(|| flux::curve::Certificate::generate(mc.name()))
-            .expect("certificate");
+        let resolved = model::resolve(&mc, &env).unwrap();
+        let desired = render::desired(&resolved).expect("render");
+        // As the controller makes it: the spec's (parsed when resolved), checked with a
+        // CURVE handshake, else a keypair generated.
+        let cert = match resolved.certificate.clone() {
+            Some(cert) => cert.verify().map(|()| cert),
+            None => flux::curve::Certificate::generate(mc.name()),
+        }
+        .expect("certificate");
         let secret = render::curve_secret(&mc, &cert.to_text());
         let template = |name: &str| -> Option<PodSpec> {
             desired

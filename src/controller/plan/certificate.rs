@@ -4,7 +4,6 @@
 //! keys do not belong together refuses the spec.
 
 use super::{Facts, Inputs, Presence, Step};
-use crate::api::MiniCluster;
 use crate::api::validation::FieldError;
 use crate::flux::curve::Certificate;
 use crate::model::Cluster;
@@ -24,8 +23,8 @@ pub(super) struct Decision {
 
 /// `spec.flux.curveCert` refused (its keys do not belong together): `InvalidSpec`, before
 /// anything is made.
-pub(super) fn refused<'a>(input: &Inputs<'a>) -> Option<&'a FieldError> {
-    input.observed.curve_cert.as_ref()?.as_ref().err()
+pub(super) fn refused<'a>(input: &'a Inputs<'_>) -> Option<&'a FieldError> {
+    input.certificate_refused.as_ref()
 }
 
 /// Decide the certificate Secret.
@@ -47,7 +46,7 @@ pub(super) fn decide(input: &Inputs<'_>, cluster: &Cluster<'_>, facts: &Facts<'_
             ));
         }
         _ => {
-            let given = input.observed.curve_cert.clone().and_then(Result::ok);
+            let given = cluster.certificate.clone().map(Box::new);
             let recreated = (!input.old.curve_secret.is_empty()).then(|| {
                 format!(
                     "Secret {name}, with the brokers' CURVE certificate, was deleted; it was \
@@ -66,19 +65,22 @@ pub(super) fn decide(input: &Inputs<'_>, cluster: &Cluster<'_>, facts: &Facts<'_
     decision
 }
 
-/// `spec.flux.curveCert` of `mc`, parsed, and checked with a CURVE handshake unless its Secret
-/// exists already (then the certificate is not used again). Whether the keys belong together
-/// takes that handshake (blocking work through libzmq), so it is looked at here, before the
-/// pure plan, which then refuses a bad one as `InvalidSpec` before it creates anything.
-/// `Err` only when libzmq itself fails (not the spec's fault: retried).
-pub fn check_certificate(
-    mc: &MiniCluster,
+/// The spec's certificate (parsed when the spec was resolved) checked with a CURVE
+/// handshake, unless its Secret exists already (then it is not used again): `Some` with the
+/// spec's error when its keys do not belong together. The handshake is blocking work
+/// through libzmq, so the reconcile makes it off the async threads, before the pure plan,
+/// which then refuses the spec as `InvalidSpec` before it creates anything. `Err` only when
+/// libzmq itself fails (not the spec's fault: retried).
+pub fn verify_certificate(
+    certificate: Option<&Certificate>,
     secret: Presence,
-) -> Result<Option<Result<Box<Certificate>, FieldError>>, crate::flux::Error> {
-    match crate::flux::given_certificate(mc, secret != Presence::Owned) {
-        None => Ok(None),
-        Some(Ok(cert)) => Ok(Some(Ok(Box::new(cert)))),
-        Some(Err(e)) => e.into_spec().map(|spec| Some(Err(spec))),
+) -> Result<Option<FieldError>, crate::flux::Error> {
+    match certificate {
+        Some(cert) if secret != Presence::Owned => match cert.verify() {
+            Ok(()) => Ok(None),
+            Err(e) => e.into_spec().map(Some),
+        },
+        _ => Ok(None),
     }
 }
 
@@ -145,7 +147,7 @@ mod tests {
             ),
         ];
         for (what, seen, step, lost) in cases {
-            let observed = seen.observed_checked();
+            let observed = seen.observed.clone();
             let old = seen.mc.status.clone().unwrap_or_default();
             let spec = seen.resolve();
             let input = seen.inputs(&spec, &observed, &old);

@@ -54,7 +54,7 @@ use crate::jobset::JobSet;
 use crate::model::Cluster;
 use crate::render;
 
-pub use certificate::check_certificate;
+pub use certificate::verify_certificate;
 pub use hold::{FOREIGN_RECHECK, IfStopped};
 pub use observed::{Observed, OwnedObject, Presence};
 
@@ -63,7 +63,7 @@ pub use observed::{Observed, OwnedObject, Presence};
 pub type Resolved<'a> = Result<Cluster<'a>, Vec<validation::FieldError>>;
 
 /// Everything a plan is made from.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Inputs<'a> {
     /// The MiniCluster: its metadata (names, UID, generation) for ownership and the status.
     /// Its spec is read through [`Inputs::spec`]; its `status` is not read (see `old`).
@@ -72,8 +72,11 @@ pub struct Inputs<'a> {
     pub spec: &'a Resolved<'a>,
     /// The status the last reconcile wrote (this process's, if the cache lags behind).
     pub old: &'a MiniClusterStatus,
-    /// What the watches hold about its objects, and its certificate as checked.
+    /// What the watches hold about its objects.
     pub observed: &'a Observed,
+    /// The spec's certificate refused by its CURVE handshake, which the reconcile makes
+    /// before the plan ([`verify_certificate`]): its keys do not belong together.
+    pub certificate_refused: Option<validation::FieldError>,
     /// The time.
     pub now: Timestamp,
 }

@@ -9,8 +9,6 @@ use k8s_openapi::api::core::v1::Pod;
 use super::super::owned::controlled_by;
 use super::super::status::Admission;
 use crate::api::MiniCluster;
-use crate::api::validation::FieldError;
-use crate::flux::curve::Certificate;
 use crate::jobset::JobSet;
 
 /// What the watches hold about one MiniCluster's objects.
@@ -36,9 +34,6 @@ pub struct Observed {
     /// The other MiniClusters of the namespace whose archive is where this one's is
     /// ([`crate::model::archive::place`]), as the watch holds them.
     pub archive_sharers: Vec<Arc<MiniCluster>>,
-    /// `spec.flux.curveCert`, as the reconcile found it before the plan ([`super::check_certificate`]):
-    /// `None` when the spec gives none (the operator generates one).
-    pub curve_cert: Option<Result<Box<Certificate>, FieldError>>,
 }
 
 /// Whether an object of a given name exists, and whose it is.

@@ -61,7 +61,7 @@ mod tests {
         ];
         for (what, mc, refused) in cases {
             let seen = Seen::nothing(&mc);
-            let observed = seen.observed_checked();
+            let observed = seen.observed.clone();
             let old = Default::default();
             let spec = seen.resolve();
             match (

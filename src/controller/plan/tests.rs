@@ -196,35 +196,32 @@ impl Seen {
     }
     /// The plan at `at`, with the spec's certificate checked as the reconcile checks it.
     fn plan_at(&self, at: Timestamp) -> Plan {
-        let observed = self.observed_checked();
+        let observed = self.observed.clone();
         let old = self.mc.status.clone().unwrap_or_default();
         let spec = self.resolve();
         let mut input = self.inputs(&spec, &observed, &old);
         input.now = at;
         plan(&input).unwrap()
     }
-    /// What the watches hold, with the spec's certificate checked as the reconcile checks it.
-    pub(super) fn observed_checked(&self) -> Observed {
-        let mut observed = self.observed.clone();
-        observed.curve_cert = check_certificate(&self.mc, observed.secret).unwrap();
-        observed
-    }
     /// Its spec, resolved as the reconcile resolves it.
     pub(super) fn resolve(&self) -> Resolved<'_> {
         crate::model::resolve(&self.mc, &self.env)
     }
-    /// The inputs of a plan at `now()` from this MiniCluster and its resolved `spec`.
+    /// The inputs of a plan at `now()` from this MiniCluster and its resolved `spec`, the
+    /// spec's certificate checked as the reconcile checks it.
     pub(super) fn inputs<'a>(
         &'a self,
         spec: &'a Resolved<'a>,
         observed: &'a Observed,
         old: &'a MiniClusterStatus,
     ) -> Inputs<'a> {
+        let given = spec.as_ref().ok().and_then(|c| c.certificate.as_ref());
         Inputs {
             mc: &self.mc,
             spec,
             old,
             observed,
+            certificate_refused: verify_certificate(given, observed.secret).unwrap(),
             now: now(),
         }
     }

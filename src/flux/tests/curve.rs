@@ -115,10 +115,14 @@ fn debug_does_not_show_the_secret_key() {
 }
 
 /// The certificate a MiniCluster's Secret gets, as the controller makes it: the spec's,
-/// checked ([`crate::flux::given_certificate`] in the plan), else a keypair generated
-/// then (when the plan's step is applied).
+/// parsed when resolved and checked with a CURVE handshake, else a keypair generated then
+/// (when the plan's step is applied).
 fn secret_certificate(mc: &MiniCluster) -> Result<Certificate, crate::flux::Error> {
-    crate::flux::given_certificate(mc, true).unwrap_or_else(|| Certificate::generate(mc.name()))
+    let spec = crate::model::resolve(mc, &crate::fixtures::env()).map_err(|mut e| e.remove(0))?;
+    match spec.certificate {
+        Some(cert) => cert.verify().map(|()| cert),
+        None => Certificate::generate(mc.name()),
+    }
 }
 
 #[test]

@@ -9,7 +9,6 @@ use crate::api::{
     KUEUE_PODSET_GROUP, KUEUE_PREFERRED_TOPOLOGY, KUEUE_QUEUE_LABEL, KUEUE_REQUIRED_TOPOLOGY,
     MANAGED_BY_LABEL, MAX_POD_NAME, MiniCluster, NAME_LABEL, ROLE_LABEL, is_dns_label,
 };
-use crate::model::certificate::Certificate;
 
 /// The rules the schema declares (garde's), in the API's field names.
 pub(super) fn schema(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
@@ -138,18 +137,6 @@ pub(super) fn flux_files(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
         errors.push(err(
             "spec.flux.brokerConfig",
             format!("is not valid TOML: {}", e.message()),
-        ));
-    }
-    let cert = flux.curve_cert.as_str();
-    if !cert.trim().is_empty()
-        && let Err(e) = Certificate::parse(cert)
-    {
-        errors.push(err(
-            "spec.flux.curveCert",
-            format!(
-                "is not a CURVE certificate as `flux keygen` writes it: {}",
-                e.message
-            ),
         ));
     }
 }

@@ -441,18 +441,40 @@ fn hooks_only_the_flux_container_runs_are_reported_on_other_containers() {
     );
 }
 
+/// The certificate is parsed once, when the spec is resolved: its errors come with the
+/// other checks' (all of them at once), naming the field.
 #[test]
 fn a_curve_cert_that_is_not_a_certificate_is_refused_naming_the_field() {
+    let resolved = |mc: &MiniCluster| match crate::model::resolve(mc, &crate::fixtures::env()) {
+        Ok(cluster) => Ok(cluster.certificate),
+        Err(errors) => Err(errors),
+    };
     let mut mc = manifest(HELLO);
     mc.spec.flux.curve_cert = "not a certificate".to_string().into();
-    assert_eq!(fields(&mc), ["spec.flux.curveCert"], "{:?}", validate(&mc));
+    let errors = resolved(&mc).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].field, "spec.flux.curveCert");
+    assert!(
+        errors[0].message.starts_with("is not a CURVE certificate"),
+        "{errors:?}"
+    );
+    // With another error, both are named.
+    let name = std::mem::replace(&mut mc.spec.containers[0].name, "Not_A_Label".into());
+    let errors = resolved(&mc).unwrap_err();
+    assert!(errors.len() >= 2, "{errors:?}");
+    assert!(
+        errors.iter().any(|e| e.field == "spec.flux.curveCert"),
+        "{errors:?}"
+    );
+    mc.spec.containers[0].name = name;
     let good = crate::flux::curve::Certificate::generate("mc").unwrap();
     mc.spec.flux.curve_cert = good.to_text().into();
-    assert!(validate(&mc).is_empty(), "{:?}", validate(&mc));
+    assert_eq!(resolved(&mc).unwrap(), Some(good.clone()));
     // A key of the wrong length is named too.
     mc.spec.flux.curve_cert = good.to_text().replace(good.public_key(), "short").into();
-    let errors = validate(&mc);
-    assert_eq!(fields(&mc), ["spec.flux.curveCert"]);
+    let errors = resolved(&mc).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].field, "spec.flux.curveCert");
     assert!(errors[0].message.contains("public-key"), "{errors:?}");
 }
 
