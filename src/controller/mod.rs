@@ -334,7 +334,7 @@ where
 /// stayed 503 forever) or takes the wake-up away from the runner.
 async fn readiness_watch(api: Api<MiniCluster>, health: Health) {
     watcher(api, watcher::Config::default())
-        .backoff(index::watch_backoff())
+        .backoff(watches::stream::watch_backoff())
         .for_each(|event| {
             let health = health.clone();
             async move {

@@ -105,7 +105,7 @@ impl Teardown {
             if let Some(mc) = gone(&event, held.as_deref()) {
                 self.take_with(mc);
             }
-            futures::future::ready(super::index::touched(event).map(Ok))
+            futures::future::ready(super::trigger::touched(event).map(Ok))
         })
     }
 

@@ -506,12 +506,14 @@ async fn what_is_kept_per_minicluster_goes_when_the_minicluster_goes() {
 #[test]
 fn a_failing_watch_retries_within_seconds_however_long_it_fails() {
     use kube::runtime::utils::Backoff;
-    let mut backoff = super::index::watch_backoff();
+    let mut backoff = super::watches::stream::watch_backoff();
     let delays: Vec<_> = (0..50)
         .map(|_| backoff.next().expect("never gives up"))
         .collect();
     assert!(
-        delays.iter().all(|d| *d <= super::index::WATCH_BACKOFF_MAX),
+        delays
+            .iter()
+            .all(|d| *d <= super::watches::stream::WATCH_BACKOFF_MAX),
         "{delays:?}"
     );
     assert!(delays[0] <= std::time::Duration::from_secs(1), "{delays:?}");
@@ -534,7 +536,7 @@ fn a_service_from_the_watch_keeps_only_what_the_reconciler_reads() {
         }
     }))
     .unwrap();
-    super::index::trim_service(&mut svc);
+    super::watches::trim::trim_service(&mut svc);
     assert_eq!(
         serde_json::to_value(&svc.metadata).unwrap(),
         json!({"name": "web", "namespace": "ns", "uid": "u", "generation": 1,
@@ -549,7 +551,7 @@ fn a_service_from_the_watch_keeps_only_what_the_reconciler_reads() {
             "annotations": {"note": "x"}}
     }))
     .unwrap();
-    super::index::trim_service(&mut other);
+    super::watches::trim::trim_service(&mut other);
     assert_eq!(other.metadata.labels, None);
     assert_eq!(other.metadata.annotations, None);
 }
@@ -909,7 +911,7 @@ async fn teardown_deletes_a_jobset_on_a_reported_deletion_never_while_the_watch_
     };
     let teardown = super::teardown::Teardown::new(&client, &mc_store, &index.jobsets, &index.jobs);
     let (mut feed, events) = futures::channel::mpsc::unbounded();
-    let touched = teardown.watch(super::index::reflect_events(
+    let touched = teardown.watch(super::watches::stream::reflect_events(
         events.map(Ok),
         mc_writer,
         "miniclusters",

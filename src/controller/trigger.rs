@@ -138,6 +138,15 @@ pub fn of_labelled<K: Resource + Send + 'static>(
     stream.filter_map(|item| future::ready(item.ok().and_then(|o| by_label(o.meta()))))
 }
 
+/// The object an event carries: changed, deleted, or listed.
+pub fn touched<K>(event: watcher::Event<K>) -> Option<K> {
+    match event {
+        watcher::Event::Apply(obj) | watcher::Event::Delete(obj) => Some(obj),
+        watcher::Event::InitApply(obj) => Some(obj),
+        watcher::Event::Init | watcher::Event::InitDone => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

@@ -280,7 +280,7 @@ pub fn is_finished(js: &JobSet) -> bool {
 }
 
 /// The annotation a JobSet's ConfigMap is kept in when the watch cache trims its pod
-/// templates (`index::trim_jobset`): only in this process's cache, never written.
+/// templates (`watches::trim::trim_jobset`): only in this process's cache, never written.
 pub const CONFIG_MAP_ANNOTATION: &str = "flux-framework.org/trimmed-config-map";
 
 /// The ConfigMap a JobSet's pods mount their broker config and scripts from: from its pod

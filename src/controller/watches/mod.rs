@@ -1,6 +1,7 @@
-//! Starting the watches: one per kind, each with its own store and bounded backoff (see
-//! [`index`]), and the triggers they feed (see [`trigger`]): what the controller reconciles
-//! at once and what it debounces.
+//! Starting the watches: one per kind, each with its own store and bounded backoff
+//! ([`stream`]), keeping of each object only what the reconciler reads ([`trim`]); the
+//! stores they fill ([`index`]), and the triggers they feed ([`trigger`]): what the
+//! controller reconciles at once and what it debounces.
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -10,6 +11,9 @@ use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, ResourceExt};
+
+pub mod stream;
+pub mod trim;
 
 use super::teardown::Teardown;
 use super::{index, kueue, scoped, trigger};
@@ -37,37 +41,37 @@ pub async fn start(client: &Client, ns: Option<&str>) -> Watches {
         version = workload_version.unwrap_or("none"),
         "Kueue Workload API served"
     );
-    let (mc_store, mc_events) = index::watch_events(scoped::<MiniCluster>(client, ns));
-    let (jobs, job_stream) = index::watch_with(
+    let (mc_store, mc_events) = stream::watch_events(scoped::<MiniCluster>(client, ns));
+    let (jobs, job_stream) = stream::watch_with(
         scoped::<Job>(client, ns),
-        index::services_jobs(),
+        stream::services_jobs(),
         "jobs",
-        index::trim_job,
+        trim::trim_job,
     );
-    let (jobsets, jobset_stream) = index::watch_trimmed(
+    let (jobsets, jobset_stream) = stream::watch_trimmed(
         scoped::<JobSet>(client, ns),
         true,
         "jobsets",
-        index::trim_jobset,
+        trim::trim_jobset,
     );
     let (pods, pod_stream) =
-        index::watch_trimmed(scoped::<Pod>(client, ns), true, "pods", index::trim_pod);
-    let (secrets, secret_stream) = index::watch_objects(
+        stream::watch_trimmed(scoped::<Pod>(client, ns), true, "pods", trim::trim_pod);
+    let (secrets, secret_stream) = stream::watch_objects(
         scoped::<PartialObjectMeta<Secret>>(client, ns),
         true,
         "secrets",
     );
-    let (config_maps, config_map_stream) = index::watch_objects(
+    let (config_maps, config_map_stream) = stream::watch_objects(
         scoped::<PartialObjectMeta<ConfigMap>>(client, ns),
         true,
         "configmaps",
     );
     // All Services, not only labelled ones: the pods' subdomain (see index).
-    let (services, service_stream) = index::watch_trimmed(
+    let (services, service_stream) = stream::watch_trimmed(
         scoped::<PartialObjectMeta<Service>>(client, ns),
         false,
         "services",
-        index::trim_service,
+        trim::trim_service,
     );
     // What wakes a reconcile, and how soon (see `trigger`): a new MiniCluster or a changed
     // spec at once; the watches of its objects and pods, and its own status coming back,
@@ -125,11 +129,11 @@ fn workload_watch(
     };
     let writer = kube::runtime::reflector::store::Writer::new(resource);
     let reader = writer.as_reader();
-    let stream = index::reflect_trimmed(
+    let stream = stream::reflect_trimmed(
         watcher(api, watcher::Config::default()),
         writer,
         "workloads",
-        index::trim_workload,
+        trim::trim_workload,
     );
     let triggers = stream
         .flat_map(|item| {

@@ -1,0 +1,285 @@
+//! What the watch caches keep of each object: only what the reconciler reads (see
+//! [`crate::controller::index`]), so a cluster of thousands of pods costs this process
+//! little memory.
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodCondition, PodStatus,
+    Service,
+};
+use kube::api::{DynamicObject, PartialObjectMeta};
+
+use crate::api::{NAME_LABEL, ROLE_LABEL};
+use crate::controller::plan::CONFIG_MAP_ANNOTATION;
+use crate::jobset::JobSet;
+
+/// A broker pod as the reconciler reads it ([`super::status::pod_facts`],
+/// [`super::status::lead_restore`], [`super::trigger::by_label`]): its name, namespace,
+/// UID, the name and role labels, its creation and deletion times; of its status the phase,
+/// the Ready condition, the archive init container's state and, of a lead pod, its
+/// containers' restart counts ([`super::instance::lead_seen`]). The rest (the spec, JobSet's
+/// and the Job controller's labels and annotations, every other condition and container
+/// status) is most of a pod's memory and is never read.
+pub fn trim_pod(pod: &mut Pod) {
+    pod.spec = None;
+    let lead = crate::controller::status::is_lead(pod);
+    let meta = &mut pod.metadata;
+    if let Some(labels) = meta.labels.as_mut() {
+        labels.retain(|k, _| k == NAME_LABEL || k == ROLE_LABEL);
+    }
+    meta.annotations = None;
+    meta.owner_references = None;
+    meta.finalizers = None;
+    meta.generate_name = None;
+    let Some(status) = pod.status.take() else {
+        return;
+    };
+    let ready: Vec<_> = status
+        .conditions
+        .into_iter()
+        .flatten()
+        .filter(|c| c.type_ == "Ready")
+        .map(|c| PodCondition {
+            type_: c.type_,
+            status: c.status,
+            last_transition_time: c.last_transition_time,
+            ..PodCondition::default()
+        })
+        .collect();
+    let archive: Vec<_> = status
+        .init_container_statuses
+        .into_iter()
+        .flatten()
+        .filter(|c| c.name == crate::flux::ARCHIVE_INIT)
+        .collect();
+    let restarts = lead.then(|| {
+        status
+            .container_statuses
+            .into_iter()
+            .flatten()
+            .map(trim_container_status)
+            .collect()
+    });
+    pod.status = Some(PodStatus {
+        phase: status.phase,
+        conditions: Some(ready),
+        init_container_statuses: (!archive.is_empty()).then_some(archive),
+        container_statuses: restarts,
+        ..PodStatus::default()
+    });
+}
+
+/// A lead pod's container as [`super::instance::lead_seen`] and
+/// [`super::status::lead_save`] read it: its name, restart count, and how it ended (this
+/// run and the last) with its termination message.
+fn trim_container_status(c: ContainerStatus) -> ContainerStatus {
+    let ended = |s: Option<ContainerState>| {
+        s.and_then(|s| s.terminated).map(|t| ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: t.exit_code,
+                reason: t.reason,
+                finished_at: t.finished_at,
+                message: t.message,
+                ..ContainerStateTerminated::default()
+            }),
+            ..ContainerState::default()
+        })
+    };
+    ContainerStatus {
+        name: c.name,
+        restart_count: c.restart_count,
+        state: ended(c.state),
+        last_state: ended(c.last_state),
+        ..ContainerStatus::default()
+    }
+}
+
+/// A services Job as the reconciler reads it: metadata, `spec.suspend` and status (its pod
+/// template is never read).
+pub fn trim_job(job: &mut Job) {
+    if let Some(spec) = job.spec.as_mut() {
+        spec.template = Default::default();
+    }
+}
+
+/// A JobSet as the reconciler reads it: metadata, status, `spec.suspend`, and of each
+/// replicated Job its name, parallelism and completions. The pod templates, the bulk of a
+/// JobSet (a `Volume` alone is 3 KiB in memory, however little it says), are dropped; the
+/// one thing read from them, the ConfigMap the pods mount ([`crate::controller::plan::config_map_of`]),
+/// is kept as the annotation [`CONFIG_MAP_ANNOTATION`] of the stored copy (never written to
+/// the API server).
+pub fn trim_jobset(js: &mut JobSet) {
+    if let Some(config) = crate::controller::plan::config_map_of(js) {
+        js.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(CONFIG_MAP_ANNOTATION.to_string(), config);
+    }
+    for rj in &mut js.spec.replicated_jobs {
+        if let Some(job) = rj.template.spec.as_mut() {
+            *job = JobSpec {
+                parallelism: job.parallelism,
+                completions: job.completions,
+                ..JobSpec::default()
+            };
+        }
+        rj.template.metadata = None;
+    }
+}
+
+/// A Kueue Workload as the reconciler reads it ([`kueue::admission_from`]): metadata (its
+/// owner, the JobSet) and the conditions; its pod sets, a copy of every pod template, dropped.
+pub fn trim_workload(wl: &mut DynamicObject) {
+    let conditions = wl.data["status"]["conditions"].take();
+    wl.data = serde_json::json!({"status": {"conditions": conditions}});
+}
+
+/// A Service as the reconciler reads it: its name, owners, deletion, the name label and the
+/// applied annotation (a `kubectl apply` annotation, other labels and annotations of Services
+/// the operator did not make are never read).
+pub fn trim_service(svc: &mut PartialObjectMeta<Service>) {
+    let meta = &mut svc.metadata;
+    meta.labels = meta
+        .labels
+        .take()
+        .map(|mut l| {
+            l.retain(|k, _| k == NAME_LABEL);
+            l
+        })
+        .filter(|l| !l.is_empty());
+    meta.annotations = meta
+        .annotations
+        .take()
+        .map(|mut a| {
+            a.retain(|k, _| k == crate::render::APPLIED_ANNOTATION);
+            a
+        })
+        .filter(|a| !a.is_empty());
+    meta.finalizers = None;
+    meta.creation_timestamp = None;
+    meta.generate_name = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use kube::ResourceExt;
+
+    use super::*;
+    use crate::api::MiniCluster;
+    use crate::controller::kueue;
+
+    fn rendered() -> (MiniCluster, JobSet) {
+        let mut mc = crate::fixtures::with_command("m", 3, "app");
+        mc.spec.max_size = Some(5);
+        mc.metadata.uid = Some("uid".into());
+        let js = crate::render::jobset(&crate::fixtures::cluster(&mc), "m-config");
+        (mc, js)
+    }
+
+    #[test]
+    fn a_trimmed_jobset_still_answers_what_the_reconciler_reads() {
+        let (mc, full) = rendered();
+        let mut trimmed = full.clone();
+        trim_jobset(&mut trimmed);
+        assert_eq!(
+            crate::controller::plan::config_map_of(&trimmed).as_deref(),
+            Some("m-config")
+        );
+        let update = crate::render::jobset::update(&mc, None).expect("an elastic update");
+        assert!(!crate::render::jobset::needs_update(&trimmed, &update));
+        let grown = crate::render::jobset::update(
+            &MiniCluster {
+                spec: crate::api::MiniClusterSpec {
+                    size: 4,
+                    ..mc.spec.clone()
+                },
+                ..mc.clone()
+            },
+            None,
+        )
+        .expect("an elastic update");
+        assert!(crate::render::jobset::needs_update(&trimmed, &grown));
+        let before = serde_json::to_vec(&full).expect("serializes").len();
+        let after = serde_json::to_vec(&trimmed).expect("serializes").len();
+        assert!(after * 3 < before, "trimmed {after} bytes of {before}");
+    }
+
+    #[test]
+    fn a_trimmed_pod_still_answers_what_the_reconciler_reads() {
+        let t = |s: &str| format!("2026-01-01T00:00:0{s}Z");
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "m-lead-0-0-x", "namespace": "ns", "uid": "u",
+                "creationTimestamp": t("1"),
+                "labels": {NAME_LABEL: "m", ROLE_LABEL: "lead", "jobset.sigs.k8s.io/jobset-name": "m",
+                    "batch.kubernetes.io/job-completion-index": "0"},
+                "annotations": {"jobset.sigs.k8s.io/jobset-name": "m"},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "m-lead-0",
+                    "uid": "j", "controller": true}],
+                "finalizers": ["batch.kubernetes.io/job-tracking"]},
+            "spec": {"containers": [{"name": "app", "image": "x"}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.1", "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": t("2")},
+                {"type": "Ready", "status": "True", "lastTransitionTime": t("5"),
+                    "message": "all containers ready"}],
+                "initContainerStatuses": [
+                    {"name": "flux-view", "image": "v", "imageID": "", "ready": true,
+                        "restartCount": 0},
+                    {"name": crate::flux::ARCHIVE_INIT, "image": "v", "imageID": "", "ready": true,
+                        "restartCount": 0, "state": {"terminated": {"exitCode": 0,
+                        "message": "{\"found\": true, \"archive\": \"/a\", \"pending\": 2}"}}}],
+                "containerStatuses": [{"name": "m", "image": "x", "imageID": "", "ready": true,
+                    "restartCount": 2, "lastState": {"terminated": {"exitCode": 137,
+                    "reason": "OOMKilled", "message": "long", "containerID": "c"}}}]},
+        }))
+        .expect("a pod");
+        let mut trimmed = pod.clone();
+        trim_pod(&mut trimmed);
+        let facts = |p: &Pod| crate::controller::status::pod_facts(&[Arc::new(p.clone())]);
+        assert_eq!(facts(&trimmed), facts(&pod));
+        assert_eq!((facts(&pod).ready, facts(&pod).live), (1, 1));
+        let restore = |p: &Pod| crate::controller::status::lead_restore(&[Arc::new(p.clone())]);
+        assert!(restore(&pod).is_some());
+        assert_eq!(restore(&trimmed), restore(&pod));
+        assert_eq!(
+            super::super::trigger::by_label(&trimmed.metadata),
+            super::super::trigger::by_label(&pod.metadata)
+        );
+        let labels = trimmed.metadata.labels.as_ref().expect("labels");
+        assert_eq!(labels.len(), 2, "{labels:?}");
+        let status = trimmed.status.as_ref().expect("a status");
+        assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
+        let mc = crate::fixtures::m().build();
+        let seen = |p: &Pod| crate::controller::instance::lead_seen(&mc, &[Arc::new(p.clone())]);
+        assert_eq!(seen(&pod).map(|s| s.restarts), Some(2));
+        assert_eq!(seen(&trimmed), seen(&pod));
+        assert!(status.pod_ip.is_none());
+        let kept = serde_json::to_string(&status.container_statuses).expect("serializes");
+        assert!(!kept.contains("\"c\""), "{kept}");
+        assert!(trimmed.metadata.annotations.is_none() && trimmed.spec.is_none());
+    }
+
+    #[test]
+    fn a_trimmed_workload_keeps_its_owner_and_admission() {
+        let mut wl: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "w", "namespace": "ns", "ownerReferences": [
+                {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "m", "uid": "u"}]},
+            "spec": {"podSets": [{"name": "lead", "count": 1, "template": {"spec": {"containers": []}}}]},
+            "status": {"conditions": [{"type": "Admitted", "status": "True", "reason": "Admitted",
+                "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+        }))
+        .expect("a Workload");
+        let before = kueue::admission_from(&wl.data);
+        trim_workload(&mut wl);
+        assert!(wl.data.get("spec").is_none(), "pod sets dropped");
+        assert_eq!(wl.owner_references().len(), 1);
+        let after = kueue::admission_from(&wl.data);
+        assert!(after.admitted);
+        assert_eq!(
+            (before.reason, before.admitted_at),
+            (after.reason, after.admitted_at)
+        );
+    }
+}
