@@ -1,8 +1,9 @@
 //! The controller process: leader election, watches, the HTTP endpoints, graceful shutdown.
 //!
-//! A reconcile observes from the [`index`] (the watches' stores), decides in one pure
-//! function ([`plan`]) and carries the plan out ([`apply`]); [`reconcile`] ties the three,
-//! [`context`] is what they share. No module cycle: reconcile -> apply -> context ->
+//! A reconcile observes ([`observe`]: the watches' stores, the [`index`], and what it
+//! made), decides in one pure function ([`plan`]) and carries the plan out ([`apply`]);
+//! [`reconcile`] ties the three, [`context`] is what they share. No module cycle:
+//! reconcile -> {observe, apply} -> context ->
 //! {index, made, durations} -> plan -> {events, status, instance, owned} (all pure); the
 //! index reads the plan's types, the plan never the index.
 //! The status is built by the plan (from what [`status`] reads of the pods), Events by
@@ -21,6 +22,7 @@ mod instance;
 pub mod kueue;
 pub mod leader;
 mod made;
+mod observe;
 mod owned;
 pub mod plan;
 mod reconcile;

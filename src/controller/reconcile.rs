@@ -6,18 +6,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::{Api, ResourceExt};
 use tracing::Instrument;
 
 use super::apply;
 use super::context::{Context, Error};
-use super::plan::{self, Observed, Presence};
+use super::observe::{Observation, observe};
+use super::plan::{self, Presence};
+use crate::api::MiniCluster;
 use crate::api::validation::FieldError;
-use crate::api::{MiniCluster, MiniClusterStatus};
 use crate::flux::curve::Certificate;
-use crate::jobset::JobSet;
 
 /// Reconcile one MiniCluster.
 pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -83,15 +82,13 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
     ctx.synced().await;
     let mc = ctx.latest(cached);
     ctx.saw(&mc, Instant::now(), Timestamp::now());
-    let observing = Instant::now();
-    let mut observed = ctx.index.observe(&mc);
-    // What this process made and the watches do not show yet is there: no second create,
-    // no lookup (see `made`); look again by the time that is no longer taken for granted.
-    let awaited = ctx.fill_in(&mc, &mut observed);
-    let mut decide = observing.elapsed();
     // The status the last reconcile wrote (this process's, if the cache lags behind it).
     let old = mc.status.clone().unwrap_or_default();
-    confirm_absence(&mc, &old, &mut observed, ctx).await?;
+    let Observation {
+        observed,
+        awaited,
+        looked,
+    } = observe(&mc, &old, ctx).await?;
     let spec = crate::model::resolve(&mc, &ctx.env);
     let given = spec.as_ref().ok().and_then(|c| c.certificate.as_ref());
     let certificate_refused = verify_certificate(given, observed.secret).await?;
@@ -105,7 +102,7 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
         certificate_refused,
         now: Timestamp::now(),
     })?;
-    decide += seen.elapsed();
+    let decide = looked + seen.elapsed();
     ctx.metrics.reconcile_decide.observe(decide.as_secs_f64());
     if let Some(wait) = awaited {
         plan.requeue = Some(plan.requeue.map_or(wait, |r| r.min(wait)));
@@ -126,34 +123,6 @@ async fn verify_certificate(
         .await
         .map_err(|e| Error::Internal(format!("certificate task: {e}")))?
         .map_err(Error::from)
-}
-
-/// Where the index lacks an object the status says exists (the JobSet, the certificate
-/// Secret) and this process did not just make it, ask the API server: a watch that has not
-/// caught up with a create (another replica's, or before a restart) must not read as a
-/// deletion (a recreated JobSet, a lost certificate).
-async fn confirm_absence(
-    mc: &MiniCluster,
-    status: &MiniClusterStatus,
-    observed: &mut Observed,
-    ctx: &Context,
-) -> Result<(), Error> {
-    let ns = mc.namespace_or_default();
-    if observed.jobset.is_none() && !status.job_set.is_empty() {
-        tracing::debug!(jobset = %status.job_set, "JobSet in the status, not in the watch: looking");
-        observed.jobset = Api::<JobSet>::namespaced(ctx.client.clone(), ns)
-            .get_opt(mc.name())
-            .await?
-            .map(Arc::new);
-    }
-    if observed.secret == Presence::Absent && !status.curve_secret.is_empty() {
-        tracing::debug!(secret = %status.curve_secret, "Secret in the status, not in the watch: looking");
-        let found = Api::<Secret>::namespaced(ctx.client.clone(), ns)
-            .get_metadata_opt(&status.curve_secret)
-            .await?;
-        observed.secret = Presence::of(found.as_ref(), mc);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
