@@ -1,0 +1,119 @@
+//! The figures of one run: API server requests, CPU, memory, the controllers' own metrics.
+
+use super::*;
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ApiStats {
+    /// `apiserver_request_total` by "VERB resource[.group][/subresource]".
+    pub(crate) requests: BTreeMap<String, f64>,
+    /// Admission webhook time and calls by webhook name (Kueue's and JobSet's pod webhooks
+    /// share the names `mpod.kb.io` and `vpod.kb.io`).
+    pub(crate) webhook_secs: BTreeMap<String, f64>,
+    pub(crate) webhook_calls: BTreeMap<String, f64>,
+    /// `apiserver_request_duration_seconds` of pod creations.
+    pub(crate) pod_create_secs: f64,
+    pub(crate) pod_creates: f64,
+}
+
+/// `a - b` key by key (a key missing from `b` counts as 0 there); the keys at 0 dropped.
+pub(crate) fn sub(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    a.iter()
+        .map(|(k, v)| (k.clone(), v - b.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, v)| *v != 0.0)
+        .collect()
+}
+
+impl ApiStats {
+    pub(crate) fn minus(&self, before: &ApiStats) -> ApiStats {
+        ApiStats {
+            requests: sub(&self.requests, &before.requests),
+            webhook_secs: sub(&self.webhook_secs, &before.webhook_secs),
+            webhook_calls: sub(&self.webhook_calls, &before.webhook_calls),
+            pod_create_secs: self.pod_create_secs - before.pod_create_secs,
+            pod_creates: self.pod_creates - before.pod_creates,
+        }
+    }
+
+    pub(crate) fn total_requests(&self) -> f64 {
+        self.requests.values().sum()
+    }
+}
+
+/// CPU seconds by process name.
+pub(crate) type Cpu = BTreeMap<&'static str, f64>;
+
+pub(crate) fn cpu_minus(after: &Cpu, before: &Cpu) -> Cpu {
+    after
+        .iter()
+        .map(|(k, v)| (*k, v - before.get(k).copied().unwrap_or(0.0)))
+        .collect()
+}
+
+/// What JobSet's and Kueue's own /metrics say (controller-runtime's metrics).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Controllers {
+    pub(crate) jobset_reconciles: f64,
+    /// Webhook time and calls as each webhook server measured them (from reading the
+    /// request to writing the answer), by "JobSet /mutate--v1-pod" etc.
+    pub(crate) webhook_secs: BTreeMap<String, f64>,
+    pub(crate) webhook_calls: BTreeMap<String, f64>,
+}
+
+impl Controllers {
+    pub(crate) fn minus(&self, before: &Controllers) -> Controllers {
+        Controllers {
+            jobset_reconciles: self.jobset_reconciles - before.jobset_reconciles,
+            webhook_secs: sub(&self.webhook_secs, &before.webhook_secs),
+            webhook_calls: sub(&self.webhook_calls, &before.webhook_calls),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Idle {
+    pub(crate) operator_reconciles: Option<f64>,
+    /// Reconciles in the second half of the window.
+    pub(crate) operator_reconciles_late: Option<f64>,
+    /// Seconds into the window of the operator's last reconcile (0: none in the window).
+    pub(crate) operator_last_reconcile: Option<f64>,
+    pub(crate) jobset_reconciles: Option<f64>,
+    pub(crate) api: ApiStats,
+    pub(crate) cpu: Cpu,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Run {
+    pub(crate) scenario: Scenario,
+    pub(crate) arm: Arm,
+    /// The round (from 1): the runs of one round are paired in the ratios.
+    pub(crate) round: usize,
+    /// Apply -> all pods Ready.
+    pub(crate) secs: f64,
+    /// Apply -> first pod seen.
+    pub(crate) first_pod: f64,
+    /// Apply -> every pod seen.
+    pub(crate) all_created: f64,
+    /// CPU seconds during apply -> all Ready ("operator" is the operator's, when it runs).
+    pub(crate) cpu: Cpu,
+    /// The operator's peak RSS (VmHWM), MiB.
+    pub(crate) peak_rss_mib: Option<f64>,
+    /// The operator's reconciles over the run (it starts fresh for each), p50 and p99 in ms
+    /// as bucket upper bounds: the whole reconcile, and its own work (observe and plan, no
+    /// API waits: `flux_operator_reconcile_decide_seconds`).
+    pub(crate) reconcile_ms: Option<(f64, f64)>,
+    pub(crate) decide_ms: Option<(f64, f64)>,
+    pub(crate) api: ApiStats,
+    pub(crate) controllers: Option<Controllers>,
+    pub(crate) idle: Option<Idle>,
+    /// Apply -> every MiniCluster's status.phase Running (this operator only).
+    pub(crate) running: Option<f64>,
+    /// One MiniCluster, after the figures above: its delete request -> no pod of it left.
+    pub(crate) teardown: Option<f64>,
+    pub(crate) load: f64,
+}
+
+impl Run {
+    pub(crate) fn jobset_reconciles(&self) -> Option<f64> {
+        self.controllers.as_ref().map(|c| c.jobset_reconciles)
+    }
+}

@@ -1,0 +1,167 @@
+//! Small helpers: the environment's knobs, the load, a process's CPU and memory, the API server's metrics.
+
+use super::*;
+
+pub(crate) fn env_or<T: FromStr>(name: &str, default: T) -> Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{name}={v}: {e}")),
+        _ => Ok(default),
+    }
+}
+
+pub(crate) fn env_list<T: FromStr>(name: &str, default: &str) -> Result<Vec<T>>
+where
+    T::Err: std::fmt::Display,
+{
+    let v = std::env::var(name).unwrap_or_else(|_| default.to_string());
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().map_err(|e| anyhow::anyhow!("{name}: {s}: {e}")))
+        .collect()
+}
+
+pub(crate) fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(f64::NAN)
+}
+
+pub(crate) fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// utime + stime of a process, in seconds.
+pub(crate) fn cpu_secs(pid: u32, ticks: f64) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces), from field 3 (state) on.
+    let rest = stat.rsplit_once(')').context("malformed stat")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11).context("no utime")?.parse()?;
+    let stime: f64 = fields.get(12).context("no stime")?.parse()?;
+    Ok((utime + stime) / ticks)
+}
+
+/// Peak resident set size (VmHWM) in MiB.
+pub(crate) fn peak_rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+pub(crate) fn read_pid(path: &Path) -> Result<u32> {
+    std::fs::read_to_string(path)
+        .with_context(|| format!("reading {}", path.display()))?
+        .trim()
+        .parse()
+        .with_context(|| format!("parsing {}", path.display()))
+}
+
+/// (name, pid) of the control plane's processes, from their pid files under `E2E_STATE`
+/// (the cluster `E2E_CLUSTER`).
+pub(crate) fn control_plane(state: &Path) -> Result<Vec<(&'static str, u32)>> {
+    let cluster = std::env::var("E2E_CLUSTER").unwrap_or_else(|_| "flux-operator-e2e".into());
+    let kwok_pids = state.join("kwok/clusters").join(&cluster).join("pids");
+    let mut procs = Vec::new();
+    for (name, file) in [
+        ("kube-apiserver", kwok_pids.join("kube-apiserver.pid")),
+        ("jobset", state.join("pids/jobset.pid")),
+        (
+            "kube-controller-manager",
+            kwok_pids.join("kube-controller-manager.pid"),
+        ),
+        ("kube-scheduler", kwok_pids.join("kube-scheduler.pid")),
+        ("kwok", kwok_pids.join("kwok-controller.pid")),
+        ("etcd", kwok_pids.join("etcd.pid")),
+    ] {
+        procs.push((name, read_pid(&file)?));
+    }
+    Ok(procs)
+}
+
+pub(crate) fn api_stats_from(text: &str) -> ApiStats {
+    let mut s = ApiStats::default();
+    for line in text.lines() {
+        let Some((name, labels, value)) = parse_sample(line) else {
+            continue;
+        };
+        match name {
+            "apiserver_request_total" => {
+                let resource = label(&labels, "resource");
+                let key = if resource.is_empty() {
+                    format!("{} (non-resource)", label(&labels, "verb"))
+                } else {
+                    let group = label(&labels, "group");
+                    let sub = label(&labels, "subresource");
+                    let mut k = format!("{} {resource}", label(&labels, "verb"));
+                    if !group.is_empty() {
+                        k.push('.');
+                        k.push_str(group);
+                    }
+                    if !sub.is_empty() {
+                        k.push('/');
+                        k.push_str(sub);
+                    }
+                    k
+                };
+                *s.requests.entry(key).or_default() += value;
+            }
+            "apiserver_admission_webhook_admission_duration_seconds_sum" => {
+                *s.webhook_secs
+                    .entry(label(&labels, "name").to_string())
+                    .or_default() += value;
+            }
+            "apiserver_admission_webhook_admission_duration_seconds_count" => {
+                *s.webhook_calls
+                    .entry(label(&labels, "name").to_string())
+                    .or_default() += value;
+            }
+            "apiserver_request_duration_seconds_sum"
+                if label(&labels, "verb") == "POST"
+                    && label(&labels, "resource") == "pods"
+                    && label(&labels, "subresource").is_empty() =>
+            {
+                s.pod_create_secs += value;
+            }
+            "apiserver_request_duration_seconds_count"
+                if label(&labels, "verb") == "POST"
+                    && label(&labels, "resource") == "pods"
+                    && label(&labels, "subresource").is_empty() =>
+            {
+                s.pod_creates += value;
+            }
+            _ => {}
+        }
+    }
+    s
+}
+
+/// The MiniCluster every arm runs: the same file for both operators and for `render`.
+pub(crate) fn minicluster_yaml(
+    name: &str,
+    namespace: &str,
+    size: usize,
+    max_size: Option<usize>,
+) -> String {
+    let max_size = max_size.map_or(String::new(), |m| format!("  maxSize: {m}\n"));
+    format!(
+        "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: {name}\n  \
+         namespace: {namespace}\nspec:\n  size: {size}\n{max_size}  containers:\n    - image: rockylinux:9\n      \
+         command: sleep infinity\n"
+    )
+}
