@@ -315,17 +315,6 @@ pub fn kvs_toml(mc: &MiniCluster) -> Option<String> {
     })
 }
 
-/// The broker quorum passed as `-Sbroker.quorum`: `spec.minSize` when set, otherwise
-/// `spec.size` when the config lists more hosts (`maxSize > size`) so absent ranks are
-/// simply offline; `None` keeps Flux's default (all ranks).
-pub fn quorum(mc: &MiniCluster) -> Option<i32> {
-    match mc.spec.min_size {
-        Some(min) => Some(min.max(1)),
-        None if mc.max_size() > mc.spec.size => Some(mc.spec.size.max(1)),
-        None => None,
-    }
-}
-
 /// The hostlist (RFC 29, rank order) the entrypoints give `flux R encode --hosts`: the
 /// generated config always has a `[resource]` table, every host described as the node the
 /// entrypoint runs on (as the Go operator does). A configured R is what lets Flux:

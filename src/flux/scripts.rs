@@ -14,7 +14,7 @@ use minijinja::Environment;
 use serde::Serialize;
 
 use super::command::{check_no_nul, command_argv, quote, quote_all, split_words};
-use super::config::{quorum, resource_hosts};
+use super::config::resource_hosts;
 use super::{
     ARCHIVE_INIT, BROKER_DIR, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, JOINED_PORT,
     KEY_MOUNT, QUEUE_METRICS_PORT, RESOURCE_PATH, RUN_MOUNT, SAVE_CANCEL_NOTE, SOCKET_PATH,
@@ -199,7 +199,7 @@ fn submit_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Result<Vec<
         split_words(&flux.submit_command).map_err(|m| field_err("spec.flux.submitCommand", m))?
     };
     let mut words = submit.clone();
-    words.extend(node_task_flags(mc.spec.size, mc.spec.tasks));
+    words.extend(node_task_flags(cluster.sizes.size, cluster.sizes.tasks));
     words.extend(option_flags);
     // `--quiet --watch` belong to `flux submit`; `flux run` waits by itself.
     if submit.get(1).map(String::as_str) == Some("submit") {
@@ -237,7 +237,7 @@ fn batch_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Vec<String> 
     let mut words: Vec<String> = ["bash", "-c", batch, "flux-batch"]
         .map(String::from)
         .to_vec();
-    words.extend(batch_flags(mc.spec.size, mc.spec.tasks));
+    words.extend(batch_flags(cluster.sizes.size, cluster.sizes.tasks));
     words.extend(option_flags);
     words.push("--flags=waitable".into());
     words.push(format!(
@@ -717,7 +717,7 @@ fn broker_options(cluster: &Cluster<'_>, lead: bool) -> Vec<String> {
         format!("-Slog-stderr-level={log_level}"),
         "-Slog-stderr-mode=local".to_string(),
     ];
-    if let Some(q) = quorum(mc) {
+    if let Some(q) = cluster.sizes.quorum {
         broker_opts.push(format!("-Sbroker.quorum={q}"));
     }
     if logging.zeromq {
@@ -739,12 +739,12 @@ fn resource_file(cluster: &Cluster<'_>) -> Option<ResourceFile> {
             .expect("RESOURCE_PATH is inside BROKER_DIR"),
         hosts: quote(&format!("--hosts={hosts}")).into_owned(),
         // An RFC 22 idset: `0-0` is not one, so a lone lead is `0`.
-        rank_set: match mc.max_size() {
+        rank_set: match cluster.sizes.max_size {
             1 => "0".to_string(),
             n => format!("0-{}", n - 1),
         },
-        quorum: quorum(mc).unwrap_or(mc.max_size()),
-        ranks: mc.max_size(),
+        quorum: cluster.sizes.quorum.unwrap_or(cluster.sizes.max_size),
+        ranks: cluster.sizes.max_size,
         gpus: cluster.flux.gpus,
     })
 }
@@ -907,7 +907,7 @@ pub fn archive_check_script(cluster: &Cluster<'_>) -> Result<Option<String>, Err
             view: view_mount(mc),
             archive: quote(archive.path).into_owned(),
             note: quote(SAVE_CANCEL_NOTE).into_owned(),
-            max_size: mc.max_size(),
+            max_size: cluster.sizes.max_size,
         },
     )
     .map(Some)

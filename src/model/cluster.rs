@@ -27,6 +27,8 @@ pub struct Cluster<'a> {
     pub companions: Vec<CompanionContainer<'a>>,
     /// The Services for the ports of containers that do not run Flux.
     pub port_services: Vec<PortService>,
+    /// How many brokers: now, at most, enough to start; and the tasks of the lead's job.
+    pub sizes: Sizes,
     /// `spec.flux.curveCert`, parsed (`None`: the operator generates one).
     pub certificate: Option<Certificate>,
     /// `spec.archive`, when the instance saves and restores.
@@ -34,6 +36,39 @@ pub struct Cluster<'a> {
     /// How Flux reaches the pods from the view image (`None`: `flux.container.disable`, the
     /// application image has Flux).
     pub view: Option<View>,
+}
+
+/// The cluster's sizes, resolved once from `size`, `maxSize`, `minSize` and `tasks`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizes {
+    /// `spec.size`: the brokers now.
+    pub size: i32,
+    /// The brokers the config lists (`maxSize`, at least `size`): the ranks there can be.
+    pub max_size: i32,
+    /// The broker quorum (`-Sbroker.quorum`): `minSize` when set, otherwise `size` when the
+    /// config lists more hosts (`maxSize > size`) so absent ranks are simply offline; `None`
+    /// keeps Flux's default (all ranks).
+    pub quorum: Option<i32>,
+    /// `spec.tasks`: the tasks of the lead's job.
+    pub tasks: i32,
+}
+
+impl Sizes {
+    /// The sizes of `mc`.
+    pub fn of(mc: &MiniCluster) -> Sizes {
+        let (size, max_size) = (mc.spec.size, mc.max_size());
+        let quorum = match mc.spec.min_size {
+            Some(min) => Some(min.max(1)),
+            None if max_size > size => Some(size.max(1)),
+            None => None,
+        };
+        Sizes {
+            size,
+            max_size,
+            quorum,
+            tasks: mc.spec.tasks,
+        }
+    }
 }
 
 /// How the flux view image reaches the pods.
@@ -121,6 +156,7 @@ pub fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> Result<Cluster<'a>
         flux_mounts,
         companions,
         port_services: port_services(mc).map_err(one)?,
+        sizes: Sizes::of(mc),
         certificate,
         archive: mc.has_archive().then(|| Archive {
             path: &mc.spec.archive.path,

@@ -22,7 +22,7 @@ pub mod network;
 pub mod words;
 
 pub use check::{unsupported, validate};
-pub use cluster::{Archive, Cluster, View, resolve};
+pub use cluster::{Archive, Cluster, Sizes, View, resolve};
 
 /// What the operator knows about the cluster it runs in.
 #[derive(Clone, Debug, PartialEq, Eq)]

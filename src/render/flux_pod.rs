@@ -226,7 +226,7 @@ pub fn lead_readiness_probe(cluster: &Cluster<'_>) -> Probe {
         failure_threshold: Some(3),
         ..Default::default()
     };
-    if mc.max_size() > 1 {
+    if cluster.sizes.max_size > 1 {
         Probe {
             tcp_socket: Some(TCPSocketAction {
                 port: IntOrString::Int(BROKER_PORT),

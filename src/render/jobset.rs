@@ -25,8 +25,8 @@ pub const DEFAULT_BACKOFF_LIMIT: i32 = 6;
 pub fn jobset(cluster: &Cluster<'_>, config_map: &str) -> JobSet {
     let mc = cluster.mc;
     let mut replicated_jobs = vec![replicated_job(cluster, Role::Lead, 1, config_map)];
-    let followers = mc.spec.size.saturating_sub(1);
-    if mc.max_size() > 1 {
+    let followers = cluster.sizes.size.saturating_sub(1);
+    if cluster.sizes.max_size > 1 {
         let mut rj = replicated_job(cluster, Role::Follower, followers.max(1), config_map);
         if mc.spec.startup_order == StartupOrder::LeadFirst {
             rj.depends_on = vec![DependsOn {

@@ -256,24 +256,6 @@ fn queue_policy_and_simple_scheduler() {
 }
 
 #[test]
-fn quorum_when_max_size_exceeds_size() {
-    let mc = with_spec(
-        "mc",
-        "default",
-        "size: 3\nmaxSize: 6\ncontainers:\n- image: app",
-    );
-    assert_eq!(config::quorum(&mc), Some(3));
-    let mc = with_spec(
-        "mc",
-        "default",
-        "size: 3\nmaxSize: 6\nminSize: 2\ncontainers:\n- image: app",
-    );
-    assert_eq!(config::quorum(&mc), Some(2));
-    let mc = with_spec("mc", "default", "size: 3\ncontainers:\n- image: app");
-    assert_eq!(config::quorum(&mc), None);
-}
-
-#[test]
 fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_config() {
     // (spec, hosts for `flux R encode` or None)
     let cases = [

@@ -1035,3 +1035,18 @@ fn the_view_is_an_image_volume_as_the_spec_or_else_the_operator_says() {
         assert_eq!(cluster.view, want, "{spec:?} {operator} {disable}");
     }
 }
+
+/// The quorum: `minSize` when set, else `size` when `maxSize` lists more hosts, else
+/// Flux's default (all ranks).
+#[test]
+fn the_quorum_is_min_size_else_size_when_max_size_exceeds_it() {
+    use crate::fixtures::with_spec;
+    use crate::model::Sizes;
+    let sizes = |spec: &str| Sizes::of(&with_spec("mc", "default", spec));
+    let grows = sizes("size: 3\nmaxSize: 6\ncontainers:\n- image: app");
+    assert_eq!((grows.size, grows.max_size, grows.quorum), (3, 6, Some(3)));
+    let min = sizes("size: 3\nmaxSize: 6\nminSize: 2\ncontainers:\n- image: app");
+    assert_eq!(min.quorum, Some(2));
+    let fixed = sizes("size: 3\ncontainers:\n- image: app");
+    assert_eq!((fixed.max_size, fixed.quorum), (3, None));
+}
