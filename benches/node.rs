@@ -153,7 +153,7 @@ fn floor_objects(ns: &str, size: u32) -> Result<String> {
     let cluster = flux_operator::model::resolve(&mc, &env)
         .map_err(|e| anyhow::anyhow!("the floor's MiniCluster: {e:?}"))?;
     let desired = flux_operator::render::desired(&cluster)?;
-    let cert = flux_operator::flux::curve::Certificate::generate(MC)?.to_text();
+    let cert = flux_operator::model::certificate::Certificate::generate(MC)?.to_text();
     let secret = flux_operator::render::curve_secret(&mc, &cert);
     let spec = &desired.jobset.spec;
     let subdomain = spec

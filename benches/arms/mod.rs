@@ -12,7 +12,7 @@ use crate::cluster::{kubectl_in, root};
 use crate::common::{
     GO_CRD, Operator, crd_from_file, http_get, replace_crd, spawn_logged, wait_for,
 };
-use flux_operator::flux::curve::Certificate;
+use flux_operator::model::certificate::Certificate;
 
 /// How long any one step of a run may take.
 pub const LIMIT: Duration = Duration::from_secs(300);

@@ -1366,7 +1366,10 @@ mod tests {
     /// The ConfigMap's copy the remote script falls back to is where the operator mounts it.
     #[test]
     fn the_remote_script_falls_back_to_the_config_maps_flux_view_sh() {
-        let file = format!("{}/flux-view.sh", flux_operator::flux::CONFIG_MOUNT);
+        let file = format!(
+            "{}/flux-view.sh",
+            flux_operator::model::mounts::CONFIG_MOUNT
+        );
         assert!(REMOTE_SCRIPT.contains(&format!("env_file={file}\n")));
     }
 

@@ -24,8 +24,8 @@ use super::made::Object;
 use super::owned::controlled_by;
 use super::plan::{Observed, OwnedObject, Plan, Step};
 use crate::api::{MiniCluster, MiniClusterStatus};
-use crate::flux::curve::Certificate;
 use crate::jobset::JobSet;
+use crate::model::certificate::Certificate;
 use crate::render;
 
 /// Why a step did not happen.

@@ -16,7 +16,8 @@ use super::made::{self, Made, Object};
 use super::plan::Observed;
 use crate::api::{MiniCluster, MiniClusterStatus};
 use crate::metrics::SharedMetrics;
-use crate::render::{self, Environment};
+use crate::model::Environment;
+use crate::render;
 
 /// The field manager of every server-side apply the operator makes.
 pub const FIELD_MANAGER: &str = "flux-operator";

@@ -16,7 +16,7 @@ use super::observe::{Observation, observe};
 use super::plan::{self, Presence};
 use crate::api::MiniCluster;
 use crate::api::validation::FieldError;
-use crate::flux::curve::Certificate;
+use crate::model::certificate::Certificate;
 
 /// Reconcile one MiniCluster.
 pub async fn reconcile(mc: Arc<MiniCluster>, ctx: Arc<Context>) -> Result<Action, Error> {

@@ -101,7 +101,7 @@ fn termination_message(c: &ContainerStatus) -> Option<String> {
 }
 
 /// What the newest lead pod restored: the report its archive init container
-/// ([`flux::ARCHIVE_INIT`](crate::flux::ARCHIVE_INIT)) left as its termination message (the
+/// ([`flux::ARCHIVE_INIT`](crate::model::containers::ARCHIVE_INIT)) left as its termination message (the
 /// current run's, or the last failed one's while the kubelet retries it). `None` when no lead
 /// pod has reported yet, or it found no archive.
 pub fn lead_restore(pods: &[Arc<Pod>]) -> Option<RestoreStatus> {
@@ -112,7 +112,7 @@ pub fn lead_restore(pods: &[Arc<Pod>]) -> Option<RestoreStatus> {
         .init_container_statuses
         .as_ref()?
         .iter()
-        .find(|c| c.name == crate::flux::ARCHIVE_INIT)?;
+        .find(|c| c.name == crate::model::containers::ARCHIVE_INIT)?;
     let message = termination_message(init)?;
     let report = crate::flux::ArchiveReport::parse(&message).filter(|r| r.found)?;
     Some(RestoreStatus {

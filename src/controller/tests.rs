@@ -830,7 +830,7 @@ async fn objects_deleted_by_hand_are_made_again_with_a_warning_only_when_the_cre
 
 #[tokio::test]
 async fn a_certificate_from_the_spec_is_checked_before_anything_is_made_and_then_used() {
-    use crate::flux::curve::Certificate;
+    use crate::model::certificate::Certificate;
     let good = Certificate::generate("m").unwrap();
     let other = Certificate::generate("m").unwrap();
 

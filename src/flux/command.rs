@@ -18,8 +18,6 @@
 
 use std::borrow::Cow;
 
-pub use crate::model::words::{check_no_nul, split_words};
-
 /// Characters that make bash do more than split words: expansions, operators, redirections,
 /// globbing, history, comments, escapes, line breaks.
 const SHELL_SYNTAX: &[char] = &[

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-pub use crate::model::certificate::{Certificate, Z85_KEY_LEN};
+use crate::model::certificate::Certificate;
 
 use super::Error;
 use crate::model::certificate::check_name;

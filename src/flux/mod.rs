@@ -21,8 +21,8 @@ use crate::api::MiniCluster;
 use crate::api::validation::FieldError;
 use crate::model::Cluster;
 
-pub use crate::model::containers::{ARCHIVE_INIT, Companion, companions, is_wrapped};
-pub use crate::model::mounts::{CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, SOFTWARE_MOUNT};
+use crate::model::containers::ARCHIVE_INIT;
+use crate::model::mounts::{CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT};
 pub use pod::{
     CPU_LIMIT_FIELD, archive_check_command, companion_args, companion_command, companion_variables,
     curve_secret_mode, flux_container_command, flux_container_variables, socket_exists_command,
@@ -174,9 +174,6 @@ pub fn termination_grace_seconds(mc: &MiniCluster, role: Role) -> Option<i64> {
         )),
     }
 }
-
-/// What the operator knows about the cluster it runs in (the model's [`Environment`](crate::model::Environment)).
-pub type Context = crate::model::Environment;
 
 /// Why Flux's files for a MiniCluster cannot be produced. Spec problems name the field.
 #[derive(thiserror::Error, Debug)]

@@ -7,7 +7,6 @@ use super::scripts::files;
 use super::{CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, Role, SOCKET_PATH};
 use crate::model::Cluster;
 use crate::model::containers::CompanionContainer;
-pub use crate::model::network::check_minimal_service;
 
 /// The mode of the certificate file in the Secret volume. Secret files are owned by root
 /// (group fsGroup when set), so the narrowest mode that the broker's user can still read:

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use minijinja::Environment;
 use serde::Serialize;
 
-use super::command::{check_no_nul, command_argv, quote, quote_all, split_words};
+use super::command::{command_argv, quote, quote_all};
 use super::config::resource_hosts;
 use super::{
     ARCHIVE_INIT, BROKER_DIR, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, JOINED_PORT,
@@ -21,9 +21,8 @@ use super::{
 };
 use crate::api::{MiniCluster, MiniClusterContainer, RunningJobs, is_dns_label};
 use crate::model::containers::CompanionContainer;
-pub use crate::model::containers::{
-    Companion, Mode, companions, flux_container, is_wrapped, mode, program_text,
-};
+use crate::model::containers::{Mode, program_text};
+use crate::model::words::{check_no_nul, split_words};
 use crate::model::{Cluster, View};
 
 /// File names in the ConfigMap (keys of its `data`).

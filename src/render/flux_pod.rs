@@ -11,11 +11,11 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::flux::{self, BROKER_PORT, CONFIG_MOUNT, CURVE_SECRET_KEY, Role};
+use crate::flux::{self, BROKER_PORT, CURVE_SECRET_KEY, Role};
 use crate::model::containers::CompanionContainer;
-pub use crate::model::mounts::{
-    CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RESERVED_VOLUMES, RUN_VOLUME, STATE_VOLUME,
-    VIEW_VOLUME, companion_mounts, flux_container_mounts, mount,
+use crate::model::mounts::CONFIG_MOUNT;
+use crate::model::mounts::{
+    CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RUN_VOLUME, STATE_VOLUME, VIEW_VOLUME, mount,
 };
 use crate::model::{Cluster, View};
 

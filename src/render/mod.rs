@@ -39,8 +39,8 @@ use crate::flux;
 use crate::model::Cluster;
 
 pub use self::jobset::jobset;
-pub use self::network::{LeadService, PortService, PortTarget, lead_service, network_services};
-pub use self::pod::{DEFAULT_EMPTY_DIR_PATH, default_container_name, mount_path, pod_template};
+pub use self::network::{LeadService, lead_service, network_services};
+pub use self::pod::pod_template;
 pub use self::services_pod::{
     JOB_NAME_LABEL, JOBSET_NAME_LABEL, services_job, services_job_name, services_job_update,
     services_pod_selector,
@@ -59,10 +59,6 @@ pub struct Desired {
     /// The services pod's Job, with `spec.services`.
     pub services_job: Option<Job>,
 }
-
-/// Inputs that come from the operator's environment rather than the MiniCluster (the
-/// cluster's DNS domain): the one struct [`flux::Context`], under the name render uses.
-pub type Environment = flux::Context;
 
 /// Why a MiniCluster cannot be rendered. Each names the field at fault.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use super::owned_meta;
 use crate::api::{LEAD_JOB, MiniCluster, NAME_LABEL, ROLE_LABEL};
 use crate::flux::BROKER_PORT;
 use crate::model::Cluster;
-pub use crate::model::network::{PortService, PortTarget};
+use crate::model::network::{PortService, PortTarget};
 
 fn lead_selector(mc: &MiniCluster) -> BTreeMap<String, String> {
     BTreeMap::from([

@@ -17,11 +17,13 @@ use crate::api::{
     ContainerVolume, ImagePullPolicy, KUEUE_PODSET_GROUP, MiniCluster, MiniClusterContainer,
     NAME_LABEL, PLACEMENT_GROUP, Placement, ROLE_LABEL,
 };
-use crate::flux::{self, Companion, Role};
+use crate::flux::{self, Role};
 use crate::model::Cluster;
 use crate::model::containers::CompanionContainer;
-pub use crate::model::containers::default_container_name;
-pub use crate::model::mounts::{DEFAULT_EMPTY_DIR_PATH, mount_path, user_mounts};
+use crate::model::containers::default_container_name;
+use crate::model::containers::{ARCHIVE_INIT, Companion};
+use crate::model::mounts::user_mounts;
+use crate::model::mounts::{CURVE_VOLUME, KEY_VOLUME};
 
 /// Kueue's topology request for `spec.placement`, the same on the lead's and the followers'
 /// pod templates, the two in one pod-set group (so in one domain) when there are followers.
@@ -227,13 +229,13 @@ fn archive_init_container(cluster: &Cluster<'_>, role: Role) -> Option<Container
         return None;
     }
     let mut container = flux_container(cluster, role);
-    container.name = flux::ARCHIVE_INIT.to_string();
+    container.name = ARCHIVE_INIT.to_string();
     container.command = Some(flux::archive_check_command());
     container.readiness_probe = None;
     container.ports = None;
     container.lifecycle = None;
     if let Some(mounts) = container.volume_mounts.as_mut() {
-        mounts.retain(|m| m.name != flux_pod::CURVE_VOLUME && m.name != flux_pod::KEY_VOLUME);
+        mounts.retain(|m| m.name != CURVE_VOLUME && m.name != KEY_VOLUME);
     }
     Some(container)
 }

@@ -97,7 +97,7 @@ fn services_pod_spec(cluster: &Cluster<'_>, name: String, config_map: &str) -> P
     let mut volumes: Vec<Volume> = Vec::new();
     if cluster.services().any(|s| s.wrapped) {
         volumes.push(Volume {
-            name: super::flux_pod::CONFIG_VOLUME.to_string(),
+            name: crate::model::mounts::CONFIG_VOLUME.to_string(),
             config_map: Some(ConfigMapVolumeSource {
                 name: config_map.to_string(),
                 ..Default::default()

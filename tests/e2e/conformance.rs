@@ -790,7 +790,7 @@ async fn bad_input_is_refused_naming_api_fields() -> Result<()> {
 
 /// A well-formed CURVE certificate whose public key belongs to another keypair.
 fn mismatched_certificate() -> Result<String> {
-    use flux_operator::flux::curve::Certificate;
+    use flux_operator::model::certificate::Certificate;
     let one = Certificate::generate("pair")?;
     let other = Certificate::generate("pair")?;
     Ok(Certificate::from_keys("pair", other.public_key(), one.secret_key())?.to_text())

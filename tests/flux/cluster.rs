@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use flux_operator::api::{LEAD_JOB, MiniCluster, WORKERS_JOB};
 use flux_operator::flux;
 use flux_operator::model;
-use flux_operator::render::{self, Environment};
+use flux_operator::model::Environment;
+use flux_operator::render;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, EnvVar, PodSpec, Probe, Secret};
 
 use crate::kubelet::{Images, Network, Pod, PodMeta, tail};
@@ -142,7 +143,7 @@ impl MiniClusterRun {
         // CURVE handshake, else a keypair generated.
         let cert = match resolved.certificate.clone() {
             Some(cert) => cert.verify().map(|()| cert),
-            None => flux::curve::Certificate::generate(mc.name()),
+            None => flux_operator::model::certificate::Certificate::generate(mc.name()),
         }
         .expect("certificate");
         let secret = render::curve_secret(&mc, &cert.to_text());
@@ -357,7 +358,7 @@ impl MiniClusterRun {
     }
 
     /// The lead pod as the operator's pod watch sees it once its archive init container
-    /// ([`flux::ARCHIVE_INIT`]) has ended: labels, name, and the statuses of that container
+    /// ([`flux_operator::model::containers::ARCHIVE_INIT`]) has ended: labels, name, and the statuses of that container
     /// and of the Flux container with the termination messages they wrote (the kubelet's
     /// `state.terminated.message`).
     pub fn lead_pod_status(&self) -> k8s_openapi::api::core::v1::Pod {
@@ -379,11 +380,13 @@ impl MiniClusterRun {
             },
             status: Some(PodStatus {
                 init_container_statuses: Some(vec![ContainerStatus {
-                    name: flux::ARCHIVE_INIT.into(),
+                    name: flux_operator::model::containers::ARCHIVE_INIT.into(),
                     state: Some(ContainerState {
                         terminated: Some(ContainerStateTerminated {
                             exit_code: 0,
-                            message: Some(lead.termination_message(flux::ARCHIVE_INIT)),
+                            message: Some(lead.termination_message(
+                                flux_operator::model::containers::ARCHIVE_INIT,
+                            )),
                             ..Default::default()
                         }),
                         ..Default::default()
@@ -436,7 +439,7 @@ impl MiniClusterRun {
             .or(spec.containers.first())
             .expect("a container");
         if c.name.is_empty() {
-            render::default_container_name(&self.mc).to_string()
+            flux_operator::model::containers::default_container_name(&self.mc).to_string()
         } else {
             c.name.clone()
         }

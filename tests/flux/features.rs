@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use flux_operator::flux::curve::Certificate;
+use flux_operator::model::certificate::Certificate;
 
 use crate::cluster::{FluxBuild, MiniClusterRun, Start, minicluster};
 

@@ -378,7 +378,7 @@ fn an_unreadable_archive_stops_the_lead_before_its_broker_and_is_left_as_it_was(
         .start_lead_allowing_init_failure()
         .expect("the archive init container fails");
     assert!(
-        failure.contains(flux_operator::flux::ARCHIVE_INIT),
+        failure.contains(flux_operator::model::containers::ARCHIVE_INIT),
         "{failure}"
     );
     let restore = restore_status(&run).expect("a report of the failure");

@@ -5,8 +5,8 @@
 
 use super::{Facts, Inputs, Presence, Step};
 use crate::api::validation::FieldError;
-use crate::flux::curve::Certificate;
 use crate::model::Cluster;
+use crate::model::certificate::Certificate;
 use crate::render;
 
 /// What the certificate decider decides.

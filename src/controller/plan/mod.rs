@@ -49,9 +49,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use super::events::{self, Note};
 use crate::api::validation;
 use crate::api::{MiniCluster, MiniClusterStatus};
-use crate::flux::curve::Certificate;
 use crate::jobset::JobSet;
 use crate::model::Cluster;
+use crate::model::certificate::Certificate;
 use crate::render;
 
 pub use certificate::verify_certificate;
@@ -300,7 +300,7 @@ pub fn config_map_of(js: &JobSet) -> Option<String> {
         .iter()
         .filter_map(|r| r.template.spec.as_ref()?.template.spec.as_ref())
         .flat_map(|p| p.volumes.iter().flatten())
-        .find(|v| v.name == crate::render::flux_pod::CONFIG_VOLUME)
+        .find(|v| v.name == crate::model::mounts::CONFIG_VOLUME)
         .and_then(|v| v.config_map.as_ref())
         .map(|c| c.name.clone())
 }

@@ -30,7 +30,7 @@ pub(super) fn decide<'a>(
 mod tests {
     use super::super::tests::{Mc, Seen};
     use super::*;
-    use crate::flux::curve::Certificate;
+    use crate::model::certificate::Certificate;
 
     #[test]
     fn a_spec_is_refused_naming_the_field_or_rendered() {

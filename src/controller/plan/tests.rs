@@ -568,7 +568,7 @@ fn events_come_from_transitions_so_a_crash_before_them_loses_none() {
 #[test]
 fn a_user_supplied_certificate_deleted_under_a_running_cluster_is_made_again() {
     let mut mc = Mc::new(2).running();
-    mc.0.spec.flux.curve_cert = crate::flux::curve::Certificate::generate("m")
+    mc.0.spec.flux.curve_cert = crate::model::certificate::Certificate::generate("m")
         .unwrap()
         .to_text()
         .into();

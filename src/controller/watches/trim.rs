@@ -50,7 +50,7 @@ pub fn trim_pod(pod: &mut Pod) {
         .init_container_statuses
         .into_iter()
         .flatten()
-        .filter(|c| c.name == crate::flux::ARCHIVE_INIT)
+        .filter(|c| c.name == crate::model::containers::ARCHIVE_INIT)
         .collect();
     let restarts = lead.then(|| {
         status
@@ -226,7 +226,7 @@ mod tests {
                 "initContainerStatuses": [
                     {"name": "flux-view", "image": "v", "imageID": "", "ready": true,
                         "restartCount": 0},
-                    {"name": crate::flux::ARCHIVE_INIT, "image": "v", "imageID": "", "ready": true,
+                    {"name": crate::model::containers::ARCHIVE_INIT, "image": "v", "imageID": "", "ready": true,
                         "restartCount": 0, "state": {"terminated": {"exitCode": 0,
                         "message": "{\"found\": true, \"archive\": \"/a\", \"pending\": 2}"}}}],
                 "containerStatuses": [{"name": "m", "image": "x", "imageID": "", "ready": true,

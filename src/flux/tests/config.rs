@@ -3,8 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::flux::Context;
 use crate::flux::config::{self, fqdn, hostnames};
+use crate::model::Environment as Context;
 
 use crate::fixtures::with_spec;
 

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use crate::api::MiniCluster;
-use crate::flux::curve::{Certificate, handshake};
+use crate::flux::curve::handshake;
+use crate::model::certificate::Certificate;
 
 fn require_curve() {
     assert_eq!(

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::flux::scripts::{Mode, mode};
+use crate::model::containers::{Mode, companions, mode};
 
 fn shellcheck(files: &[&Path]) -> (bool, String) {
     let out = Command::new("shellcheck")
@@ -27,7 +27,7 @@ fn generated_scripts_pass_shellcheck() {
         let data = crate::flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
         let sub = dir.path().join(&label);
         std::fs::create_dir_all(&sub).unwrap();
-        let companions: Vec<String> = crate::flux::companions(&mc)
+        let companions: Vec<String> = companions(&mc)
             .into_iter()
             .filter_map(|s| {
                 let c = s.spec(&mc)?;

@@ -467,7 +467,7 @@ fn a_curve_cert_that_is_not_a_certificate_is_refused_naming_the_field() {
         "{errors:?}"
     );
     mc.spec.containers[0].name = name;
-    let good = crate::flux::curve::Certificate::generate("mc").unwrap();
+    let good = crate::model::certificate::Certificate::generate("mc").unwrap();
     mc.spec.flux.curve_cert = good.to_text().into();
     assert_eq!(resolved(&mc).unwrap(), Some(good.clone()));
     // A key of the wrong length is named too.

@@ -5,12 +5,15 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::api::MiniClusterContainer;
 use crate::fixtures::with_command;
-use crate::flux::{self, CONFIG_MOUNT, CURVE_MOUNT, Companion, KEY_MOUNT, RUN_MOUNT, Role};
+use crate::flux::{self, Role};
 use crate::model::View;
-use crate::model::mounts::STATE_MOUNT;
-use crate::render::flux_pod::{
-    self, CONFIG_VOLUME, CURVE_VOLUME, KEY_VOLUME, RUN_VOLUME, STATE_VOLUME, VIEW_VOLUME,
+use crate::model::containers::{ARCHIVE_INIT, Companion};
+use crate::model::mounts::{
+    self, CONFIG_MOUNT, CONFIG_VOLUME, CURVE_MOUNT, CURVE_VOLUME, KEY_MOUNT, KEY_VOLUME, RUN_MOUNT,
+    RUN_VOLUME, STATE_MOUNT, STATE_VOLUME, VIEW_VOLUME,
 };
+use crate::model::network::PortTarget;
+use crate::render::flux_pod;
 use crate::render::{self};
 use k8s_openapi::api::core::v1::{ImageVolumeSource, VolumeMount};
 
@@ -50,14 +53,14 @@ fn an_interactive_cluster_has_a_state_volume_for_its_flux_container_only() {
     let cluster = crate::fixtures::cluster(&mc);
     let volumes = flux_pod::pod_volumes(&cluster, "mc-flux", "mc-curve");
     let names: Vec<&str> = volumes.iter().map(|v| v.name.as_str()).collect();
-    assert_eq!(names, flux_pod::RESERVED_VOLUMES);
+    assert_eq!(names, mounts::RESERVED_VOLUMES);
     let state = volumes.iter().find(|v| v.name == STATE_VOLUME).unwrap();
     assert!(
         state.empty_dir.as_ref().is_some_and(|e| e.medium.is_none()),
         "on the node's disk"
     );
     assert!(
-        mounts_of(&flux_pod::flux_container_mounts(&mc, COPY)).contains(&t(
+        mounts_of(&mounts::flux_container_mounts(&mc, COPY)).contains(&t(
             STATE_VOLUME,
             STATE_MOUNT,
             false,
@@ -69,7 +72,7 @@ fn an_interactive_cluster_has_a_state_volume_for_its_flux_container_only() {
         name: "side".into(),
         ..Default::default()
     });
-    let side = flux_pod::companion_mounts(&mc, Companion::Container(1), COPY);
+    let side = mounts::companion_mounts(&mc, Companion::Container(1), COPY);
     assert!(side.iter().all(|m| m.name != STATE_VOLUME), "{side:?}");
 
     let batch = with_command("mc", 2, "hostname");
@@ -92,7 +95,7 @@ fn volumes_and_mounts_with_the_view() {
             VIEW_VOLUME
         ]
     );
-    assert_eq!(names, flux_pod::RESERVED_VOLUMES[..5]);
+    assert_eq!(names, mounts::RESERVED_VOLUMES[..5]);
     assert_eq!(volumes[0].config_map.as_ref().unwrap().name, "mc-flux");
     let secret = volumes[1].secret.as_ref().unwrap();
     assert_eq!(secret.secret_name.as_deref(), Some("mc-curve"));
@@ -100,7 +103,7 @@ fn volumes_and_mounts_with_the_view() {
     assert!(volumes[2..].iter().all(|v| v.empty_dir.is_some()));
 
     assert_eq!(
-        mounts_of(&flux_pod::flux_container_mounts(&mc, COPY)),
+        mounts_of(&mounts::flux_container_mounts(&mc, COPY)),
         [
             t(CONFIG_VOLUME, CONFIG_MOUNT, true, None),
             t(CURVE_VOLUME, CURVE_MOUNT, true, None),
@@ -128,7 +131,7 @@ fn volumes_and_mounts_with_the_view() {
         ..Default::default()
     });
     assert_eq!(
-        mounts_of(&flux_pod::companion_mounts(
+        mounts_of(&mounts::companion_mounts(
             &mc,
             Companion::Container(1),
             COPY
@@ -141,14 +144,10 @@ fn volumes_and_mounts_with_the_view() {
         ]
     );
     assert_eq!(
-        mounts_of(&flux_pod::companion_mounts(
-            &mc,
-            Companion::Service(0),
-            COPY
-        )),
+        mounts_of(&mounts::companion_mounts(&mc, Companion::Service(0), COPY)),
         [t(CONFIG_VOLUME, CONFIG_MOUNT, true, None)]
     );
-    assert!(flux_pod::companion_mounts(&mc, Companion::Service(1), COPY).is_empty());
+    assert!(mounts::companion_mounts(&mc, Companion::Service(1), COPY).is_empty());
 }
 
 /// With `imageVolume` the view image is the volume: no init container and no `view-init.sh`,
@@ -586,7 +585,7 @@ fn port_and_lead_services() {
     let ports = crate::fixtures::cluster(&mc).port_services;
     assert_eq!(ports.len(), 1);
     assert_eq!(ports[0].name, "mc-api");
-    assert_eq!(ports[0].target, render::PortTarget::ServicesPod);
+    assert_eq!(ports[0].target, PortTarget::ServicesPod);
     assert_eq!(ports[0].ports, [5000, 8080]);
     // A container beside the Flux container: a Service named after it, as the Go operator
     // names it, for every broker pod.
@@ -598,7 +597,7 @@ fn port_and_lead_services() {
     });
     let ports = crate::fixtures::cluster(&mc).port_services;
     assert_eq!(ports[0].name, "nginx");
-    assert_eq!(ports[0].target, render::PortTarget::BrokerPods);
+    assert_eq!(ports[0].target, PortTarget::BrokerPods);
     assert_eq!(ports[0].ports, [80]);
     // Names that would clash: with the subdomain's headless Service, with another Service.
     mc.spec.containers[1].name = "mc".into();
@@ -702,7 +701,7 @@ fn only_the_flux_container_mounts_the_private_key() {
             Some("Memory"),
             "the key copy never touches the node's disk"
         );
-        let flux_mounts = flux_pod::flux_container_mounts(&mc, COPY);
+        let flux_mounts = mounts::flux_container_mounts(&mc, COPY);
         let key_mounts: Vec<_> = flux_mounts.iter().filter(|m| sees_key(m)).collect();
         assert_eq!(key_mounts.len(), 1, "{flux_mounts:?}");
         assert_eq!(key_mounts[0].name, KEY_VOLUME);
@@ -721,7 +720,7 @@ fn only_the_flux_container_mounts_the_private_key() {
             ..Default::default()
         });
         let service_mounts =
-            flux_pod::companion_mounts(&with_companion, Companion::Container(1), COPY);
+            mounts::companion_mounts(&with_companion, Companion::Container(1), COPY);
         assert!(
             service_mounts.iter().any(|m| m.name == RUN_VOLUME),
             "companions still share the broker socket"
@@ -841,7 +840,7 @@ fn with_an_archive_the_lead_pod_reports_it_from_an_init_container_without_the_ce
         ..Default::default()
     });
     let lead = render::pod_template(&crate::fixtures::cluster(&mc), Role::Lead, "cm");
-    assert_eq!(names(&lead), ["flux-view", flux::ARCHIVE_INIT]);
+    assert_eq!(names(&lead), ["flux-view", ARCHIVE_INIT]);
     let follower = render::pod_template(&crate::fixtures::cluster(&mc), Role::Follower, "cm");
     assert_eq!(names(&follower), ["flux-view"], "followers restore nothing");
 

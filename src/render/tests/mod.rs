@@ -283,7 +283,10 @@ fn ports_of_a_container_beside_the_broker_get_a_service_named_after_it() {
             .flatten()
             .map(|m| m.mount_path.as_str())
             .collect();
-        assert!(mounts.contains(&crate::flux::RUN_MOUNT), "{mounts:?}");
+        assert!(
+            mounts.contains(&crate::model::mounts::RUN_MOUNT),
+            "{mounts:?}"
+        );
         assert!(mounts.contains(&"/mnt/flux"), "{mounts:?}");
     }
 }
@@ -371,7 +374,7 @@ fn services_run_once_in_their_own_pod_in_the_subdomain() {
         .flatten()
         .map(|v| v.name.as_str())
         .collect();
-    assert_eq!(volumes, [crate::render::flux_pod::CONFIG_VOLUME, "data"]);
+    assert_eq!(volumes, [crate::model::mounts::CONFIG_VOLUME, "data"]);
 }
 
 #[test]

@@ -508,7 +508,7 @@ fn lead_with_archive_report(
             ..Default::default()
         },
         ContainerStatus {
-            name: crate::flux::ARCHIVE_INIT.into(),
+            name: crate::model::containers::ARCHIVE_INIT.into(),
             state: Some(state),
             last_state,
             ..Default::default()
