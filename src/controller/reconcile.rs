@@ -13,7 +13,7 @@ use tracing::Instrument;
 use super::apply;
 use super::context::{Context, Error};
 use super::observe::{Observation, observe};
-use super::plan::{self, Presence};
+use super::plan;
 use crate::api::MiniCluster;
 use crate::api::validation::FieldError;
 use crate::model::certificate::Certificate;
@@ -90,8 +90,7 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
         looked,
     } = observe(&mc, &old, ctx).await?;
     let spec = crate::model::resolve(&mc, &ctx.env);
-    let given = spec.as_ref().ok().and_then(|c| c.certificate.as_ref());
-    let certificate_refused = verify_certificate(given, observed.secret).await?;
+    let certificate_refused = verify_certificate(plan::to_verify(&spec, observed.secret)).await?;
     // The moment this reconcile saw the state the new status is computed from.
     let seen = Instant::now();
     let mut plan = plan::plan(&plan::Inputs {
@@ -110,16 +109,13 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
     apply::execute(&mc, &old, &observed, plan, ctx, seen).await
 }
 
-/// [`plan::verify_certificate`] off the async threads (its CURVE handshake blocks), only
-/// when the spec gives a certificate and its Secret is still to be made.
-async fn verify_certificate(
-    given: Option<&Certificate>,
-    secret: Presence,
-) -> Result<Option<FieldError>, Error> {
-    let Some(cert) = given.filter(|_| secret != Presence::Owned).cloned() else {
+/// [`plan::verify_certificate`] of the certificate [`plan::to_verify`] gives, off the async
+/// threads (its CURVE handshake blocks).
+async fn verify_certificate(given: Option<&Certificate>) -> Result<Option<FieldError>, Error> {
+    let Some(cert) = given.cloned() else {
         return Ok(None);
     };
-    tokio::task::spawn_blocking(move || plan::verify_certificate(Some(&cert), secret))
+    tokio::task::spawn_blocking(move || plan::verify_certificate(&cert))
         .await
         .map_err(|e| Error::Internal(format!("certificate task: {e}")))?
         .map_err(Error::from)

@@ -3,7 +3,7 @@
 //! others) and holds a change that would start new pods; a certificate from the spec whose
 //! keys do not belong together refuses the spec.
 
-use super::{Facts, Inputs, Presence, Step};
+use super::{Facts, Inputs, Presence, Resolved, Step};
 use crate::api::validation::FieldError;
 use crate::model::Cluster;
 use crate::model::certificate::Certificate;
@@ -65,22 +65,22 @@ pub(super) fn decide(input: &Inputs<'_>, cluster: &Cluster<'_>, facts: &Facts<'_
     decision
 }
 
-/// The spec's certificate (parsed when the spec was resolved) checked with a CURVE
-/// handshake, unless its Secret exists already (then it is not used again): `Some` with the
-/// spec's error when its keys do not belong together. The handshake is blocking work
-/// through libzmq, so the reconcile makes it off the async threads, before the pure plan,
-/// which then refuses the spec as `InvalidSpec` before it creates anything. `Err` only when
-/// libzmq itself fails (not the spec's fault: retried).
-pub fn verify_certificate(
-    certificate: Option<&Certificate>,
-    secret: Presence,
-) -> Result<Option<FieldError>, crate::flux::Error> {
-    match certificate {
-        Some(cert) if secret != Presence::Owned => match cert.verify() {
-            Ok(()) => Ok(None),
-            Err(e) => e.into_spec().map(Some),
-        },
-        _ => Ok(None),
+/// The certificate a reconcile checks before its plan: the spec's (parsed when the spec was
+/// resolved), unless its Secret exists already (then it is not used again).
+pub fn to_verify<'a>(spec: &'a Resolved<'a>, secret: Presence) -> Option<&'a Certificate> {
+    let cluster = spec.as_ref().ok().filter(|_| secret != Presence::Owned)?;
+    cluster.certificate.as_ref()
+}
+
+/// `cert` checked with a CURVE handshake: `Some` with the spec's error when its keys do not
+/// belong together. The handshake is blocking work through libzmq, so the reconcile makes it
+/// off the async threads, before the pure plan, which then refuses the spec as `InvalidSpec`
+/// before it creates anything. `Err` only when libzmq itself fails (not the spec's fault:
+/// retried).
+pub fn verify_certificate(cert: &Certificate) -> Result<Option<FieldError>, crate::flux::Error> {
+    match cert.verify() {
+        Ok(()) => Ok(None),
+        Err(e) => e.into_spec().map(Some),
     }
 }
 

@@ -54,7 +54,7 @@ use crate::model::Cluster;
 use crate::model::certificate::Certificate;
 use crate::render;
 
-pub use certificate::verify_certificate;
+pub use certificate::{to_verify, verify_certificate};
 pub use hold::{FOREIGN_RECHECK, IfStopped};
 pub use observed::{Observed, OwnedObject, Presence};
 
@@ -75,7 +75,7 @@ pub struct Inputs<'a> {
     /// What the watches hold about its objects.
     pub observed: &'a Observed,
     /// The spec's certificate refused by its CURVE handshake, which the reconcile makes
-    /// before the plan ([`verify_certificate`]): its keys do not belong together.
+    /// before the plan ([`to_verify`], [`verify_certificate`]): its keys do not belong together.
     pub certificate_refused: Option<validation::FieldError>,
     /// The time.
     pub now: Timestamp,

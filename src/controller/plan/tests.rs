@@ -215,13 +215,13 @@ impl Seen {
         observed: &'a Observed,
         old: &'a MiniClusterStatus,
     ) -> Inputs<'a> {
-        let given = spec.as_ref().ok().and_then(|c| c.certificate.as_ref());
+        let given = to_verify(spec, observed.secret);
         Inputs {
             mc: &self.mc,
             spec,
             old,
             observed,
-            certificate_refused: verify_certificate(given, observed.secret).unwrap(),
+            certificate_refused: given.and_then(|cert| verify_certificate(cert).unwrap()),
             now: now(),
         }
     }
