@@ -80,6 +80,9 @@ pub fn render_to_string(
 fn render_cluster(cluster: &Cluster<'_>, files: bool) -> anyhow::Result<String> {
     let mc = cluster.mc;
     let desired = render::desired(cluster)?;
+    if let Some(e) = render::too_large(&desired) {
+        anyhow::bail!("{e}");
+    }
     let mut out = String::new();
     if files {
         for (name, body) in desired.config_map.data.unwrap_or_default() {

@@ -54,8 +54,14 @@ impl Bench {
             }
             Arm::JobSet | Arm::JobSetNoPodWebhooks => {
                 let mc = parse_minicluster(&yaml)?;
+                let env = flux_operator::model::Environment {
+                    cluster_domain: "cluster.local".into(),
+                    view_image_volume: false,
+                };
+                let cluster = flux_operator::model::resolve(&mc, &env)
+                    .map_err(|e| anyhow::anyhow!("the resized MiniCluster: {e:?}"))?;
                 // In no Kueue queue: the operator sends `suspend` as the spec has it.
-                let update = render::jobset::update(&mc, Some(mc.spec.suspend))
+                let update = render::jobset::update(&cluster, Some(cluster.jobs.suspend))
                     .context("the operator makes no JobSet update for an elastic MiniCluster")?;
                 Ok(Apply {
                     manager: UPDATE_MANAGER,

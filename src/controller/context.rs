@@ -17,7 +17,6 @@ use super::plan::Observed;
 use crate::api::{MiniCluster, MiniClusterStatus};
 use crate::metrics::SharedMetrics;
 use crate::model::Environment;
-use crate::render;
 
 /// The field manager of every server-side apply the operator makes.
 pub const FIELD_MANAGER: &str = "flux-operator";
@@ -219,7 +218,7 @@ pub enum Error {
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     #[error("rendering: {0}")]
-    Render(#[from] render::Error),
+    Render(crate::flux::Error),
     #[error("certificate: {0}")]
     Certificate(#[from] crate::flux::Error),
     #[error("{0}")]

@@ -100,7 +100,8 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
         observed: &observed,
         certificate_refused,
         now: Timestamp::now(),
-    })?;
+    })
+    .map_err(Error::Render)?;
     let decide = looked + seen.elapsed();
     ctx.metrics.reconcile_decide.observe(decide.as_secs_f64());
     if let Some(wait) = awaited {

@@ -27,8 +27,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{BROKER_PORT, CURVE_PRIVATE_PATH, Error, RESOURCE_PATH};
-use crate::api::{LEAD_JOB, MiniCluster, QueuePolicy, WORKERS_JOB, is_dns_label};
+use super::{BROKER_PORT, CURVE_PRIVATE_PATH, RESOURCE_PATH};
+use crate::api::{LEAD_JOB, MiniCluster, QueuePolicy, WORKERS_JOB};
 use crate::model::Cluster;
 
 /// The generated broker config. Serializes to the TOML Flux reads.
@@ -145,15 +145,16 @@ pub fn follower_hostname_prefix(mc: &MiniCluster) -> String {
 }
 
 /// All `maxSize` broker hostnames in rank order, expanded.
-pub fn hostnames(mc: &MiniCluster) -> Vec<String> {
-    let prefix = follower_hostname_prefix(mc);
+pub fn hostnames(cluster: &Cluster<'_>) -> Vec<String> {
+    let (mc, prefix) = (cluster.mc, follower_hostname_prefix(cluster.mc));
     std::iter::once(lead_hostname(mc))
-        .chain((0..mc.max_size() - 1).map(|i| format!("{prefix}{i}")))
+        .chain((0..cluster.sizes.max_size - 1).map(|i| format!("{prefix}{i}")))
         .collect()
 }
 
 /// The `[bootstrap] hosts` entries: the lead, then the followers as one hostlist.
-pub fn host_entries(mc: &MiniCluster) -> Vec<HostEntry> {
+pub fn host_entries(cluster: &Cluster<'_>) -> Vec<HostEntry> {
+    let mc = cluster.mc;
     let entry = |host: String| HostEntry {
         host,
         bind: None,
@@ -161,7 +162,7 @@ pub fn host_entries(mc: &MiniCluster) -> Vec<HostEntry> {
         parent: None,
     };
     let mut entries = vec![entry(lead_hostname(mc))];
-    let followers = mc.max_size() - 1;
+    let followers = cluster.sizes.max_size - 1;
     let prefix = follower_hostname_prefix(mc);
     match followers {
         0 => {}
@@ -178,36 +179,11 @@ pub fn fqdn(host: &str, subdomain: &str, namespace: &str, cluster_domain: &str) 
 
 /// The broker config of the resolved cluster, its addresses in the domain the model resolved
 /// (ignores `spec.flux.brokerConfig`; see [`broker_toml`]).
-pub fn broker_config(cluster: &Cluster<'_>) -> Result<BrokerConfig, Error> {
-    let mc = cluster.mc;
-    if !is_dns_label(mc.name()) {
-        return Err(super::spec_error(
-            "metadata.name",
-            format!(
-                "{:?} is not a DNS label; it becomes the broker host names",
-                mc.name()
-            ),
-        ));
-    }
-    let sub = mc.subdomain();
-    if !is_dns_label(sub) {
-        return Err(super::spec_error(
-            "spec.network.headlessName",
-            format!("{sub:?} is not a DNS label"),
-        ));
-    }
-    let ns = mc.namespace_or_default();
-    if !is_dns_label(ns) {
-        return Err(super::spec_error(
-            "metadata.namespace",
-            format!("{ns:?} is not a DNS label"),
-        ));
-    }
+pub fn broker_config(cluster: &Cluster<'_>) -> BrokerConfig {
+    let (mc, options) = (cluster.mc, &cluster.options);
+    let (sub, ns) = (cluster.subdomain, mc.namespace_or_default());
     let domain = &cluster.cluster_domain;
-    let flux = &mc.spec.flux;
-    let topology = flux.topology.trim();
-    let sched = &flux.scheduler;
-    Ok(BrokerConfig {
+    BrokerConfig {
         access: Access {
             allow_guest_user: true,
             allow_root_owner: true,
@@ -218,29 +194,24 @@ pub fn broker_config(cluster: &Cluster<'_>) -> Result<BrokerConfig, Error> {
             default_bind: "tcp://*:%p".to_string(),
             default_connect: format!("tcp://{}:%p", fqdn("%h", sub, ns, domain)),
             enable_ipv6: None,
-            hosts: host_entries(mc),
+            hosts: host_entries(cluster),
         },
         tbon: Tbon {
-            // `custom` is Flux's default with a config file (flat unless `parent` keys).
-            topo: (!topology.is_empty() && topology != "custom").then(|| topology.to_string()),
-            connect_timeout: (!flux.connect_timeout.trim().is_empty())
-                .then(|| flux.connect_timeout.trim().to_string()),
+            topo: options.topology.map(str::to_string),
+            connect_timeout: options.connect_timeout.map(str::to_string),
         },
-        sched_fluxion_qmanager: match (sched.simple, sched.queue_policy) {
-            (false, Some(policy)) => Some(QManager {
-                queue_policy: match policy {
-                    QueuePolicy::Fcfs => "fcfs",
-                    QueuePolicy::Easy => "easy",
-                }
-                .to_string(),
-            }),
-            _ => None,
-        },
-        resource: resource_hosts(mc).map(|_| Resource {
+        sched_fluxion_qmanager: options.queue_policy.map(|policy| QManager {
+            queue_policy: match policy {
+                QueuePolicy::Fcfs => "fcfs",
+                QueuePolicy::Easy => "easy",
+            }
+            .to_string(),
+        }),
+        resource: resource_hosts(cluster).map(|_| Resource {
             path: RESOURCE_PATH.to_string(),
             noverify: true,
         }),
-    })
+    }
 }
 
 /// TOML text of a generated broker config, with a header saying where it comes from.
@@ -256,18 +227,11 @@ pub fn to_toml(config: &BrokerConfig) -> String {
 
 /// The text of `broker.toml`: `spec.flux.brokerConfig` verbatim when set (it must parse as
 /// TOML), otherwise the generated config.
-pub fn broker_toml(cluster: &Cluster<'_>) -> Result<String, Error> {
-    let user = &cluster.mc.spec.flux.broker_config;
-    if !user.trim().is_empty() {
-        return match user.parse::<toml::Table>() {
-            Ok(_) => Ok(user.clone()),
-            Err(e) => Err(super::spec_error(
-                "spec.flux.brokerConfig",
-                format!("is not valid TOML: {}", e.message()),
-            )),
-        };
+pub fn broker_toml(cluster: &Cluster<'_>) -> String {
+    match cluster.options.broker_config {
+        Some(user) => user.to_string(),
+        None => to_toml(&broker_config(cluster)),
     }
-    Ok(to_toml(&broker_config(cluster)?))
 }
 
 /// The text of `scheduler.toml` with `spec.flux.scheduler.simple`, `None` otherwise. It
@@ -277,8 +241,8 @@ pub fn broker_toml(cluster: &Cluster<'_>) -> Result<String, Error> {
 /// loads no Fluxion module (not even `sched-fluxion-resource`, which only they require). Unlike
 /// `FLUX_MODPROBE_DISABLE`, it names only modules flux-core always has, so a Flux without
 /// Fluxion is no error. A file of its own so it also holds with `spec.flux.brokerConfig`.
-pub fn scheduler_toml(mc: &MiniCluster) -> Option<String> {
-    mc.spec.flux.scheduler.simple.then(|| {
+pub fn scheduler_toml(cluster: &Cluster<'_>) -> Option<String> {
+    cluster.options.simple_scheduler.then(|| {
         "# spec.flux.scheduler.simple, generated by flux-operator: flux-core's sched-simple\n\
          # instead of Fluxion, whether or not Fluxion is installed (flux-modprobe alternatives).\n\
          [modules.alternatives]\n\
@@ -297,14 +261,8 @@ pub const KVS_CHECKPOINT_PERIOD: &str = "10s";
 /// container ([`crate::model::containers::keeps_state`]): `kvs.checkpoint-period`. A file of
 /// its own so it also holds with `spec.flux.brokerConfig`, unless that has a `[kvs]` table of
 /// its own (which then decides).
-pub fn kvs_toml(mc: &MiniCluster) -> Option<String> {
-    let user_kvs = mc
-        .spec
-        .flux
-        .broker_config
-        .parse::<toml::Table>()
-        .is_ok_and(|t| t.contains_key("kvs"));
-    (crate::model::containers::keeps_state(mc) && !user_kvs).then(|| {
+pub fn kvs_toml(cluster: &Cluster<'_>) -> Option<String> {
+    (cluster.flux.keeps_state() && !cluster.options.user_kvs).then(|| {
         format!(
             "# generated by flux-operator for an interactive cluster: the lead keeps the\n\
              # instance's state in its pod, checkpointed this often, so a restart of its\n\
@@ -327,12 +285,12 @@ pub fn kvs_toml(mc: &MiniCluster) -> Option<String> {
 ///   MiniCluster's hosts, and a configured R takes precedence over it).
 ///
 /// `None` only with `spec.flux.brokerConfig`: the user's config decides.
-pub fn resource_hosts(mc: &MiniCluster) -> Option<String> {
-    if !mc.spec.flux.broker_config.trim().is_empty() {
+pub fn resource_hosts(cluster: &Cluster<'_>) -> Option<String> {
+    if cluster.options.broker_config.is_some() {
         return None;
     }
     Some(
-        host_entries(mc)
+        host_entries(cluster)
             .into_iter()
             .map(|e| e.host)
             .collect::<Vec<_>>()

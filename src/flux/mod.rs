@@ -17,8 +17,6 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::api::MiniCluster;
-use crate::api::validation::FieldError;
 use crate::model::Cluster;
 
 use crate::model::containers::ARCHIVE_INIT;
@@ -61,12 +59,6 @@ pub const QUEUE_METRICS_PORT_NAME: &str = "flux-metrics";
 /// downward API's `limits.cpu` with divisor 1; the node's allocatable CPUs without a limit):
 /// each broker's R lists no more cores than this ([`pod::CPU_LIMIT_FIELD`]).
 pub const CPU_LIMIT_VARIABLE: &str = "FLUX_OPERATOR_CPU_LIMIT";
-
-/// Whether the broker's socket is at [`SOCKET_PATH`]: unless `flux.disableSocket`, and
-/// always with `spec.archive` (the save and the drain talk to the instance through it).
-pub fn socket_known(cluster: &Cluster<'_>) -> bool {
-    !cluster.mc.spec.flux.disable_socket || cluster.archive.is_some()
-}
 
 /// Which broker a pod runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,32 +153,30 @@ pub const LEAVE_SECONDS: i32 = 15;
 /// The termination grace period of a broker pod: long enough for the stop its entrypoint
 /// does on SIGTERM (see the `on_sigterm` blocks of the `lead.sh.j2` and `follower.sh.j2`
 /// templates). `None` keeps Kubernetes' default (30 s), for a lead without an archive.
-pub fn termination_grace_seconds(mc: &MiniCluster, role: Role) -> Option<i64> {
-    let save = mc
-        .has_archive()
-        .then(|| mc.archive_grace_seconds() + SAVE_SECONDS);
+pub fn termination_grace_seconds(cluster: &Cluster<'_>, role: Role) -> Option<i64> {
+    let save = (cluster.archive.as_ref()).map(|a| a.grace_seconds + SAVE_SECONDS);
     match role {
         Role::Lead => save.map(i64::from),
         // A follower stopped with the whole cluster keeps its broker up while the lead
         // waits for the jobs to finish (they may run on this rank).
         Role::Follower => Some(i64::from(
-            (mc.drain_grace_seconds() + LEAVE_SECONDS).max(save.unwrap_or(0)),
+            (cluster.drain_grace_seconds + LEAVE_SECONDS).max(save.unwrap_or(0)),
         )),
     }
 }
 
-/// Why Flux's files for a MiniCluster cannot be produced. Spec problems name the field.
+/// Why Flux's files or a certificate cannot be made: never the spec's fault (a resolved
+/// cluster always renders).
 #[derive(thiserror::Error, Debug)]
 pub enum Error {
-    /// A spec field is unusable (the cluster domain names `spec.network.clusterDomain` or
-    /// the operator's setting; a certificate `spec.flux.curveCert`, or `metadata.name` for
-    /// its name).
-    #[error("{0}")]
-    Spec(FieldError),
-    /// libzmq failed (not a spec problem).
+    /// libzmq failed.
     #[error("libzmq: {0}")]
     Curve(String),
-    /// A built-in template failed to render (a bug, not a spec problem).
+    /// A certificate's name its text cannot carry (the model refuses such a MiniCluster
+    /// name first).
+    #[error("certificate name: {0}")]
+    Name(String),
+    /// A built-in template failed to render (a bug).
     #[error("rendering {template}: {message}")]
     Template {
         /// Template name.
@@ -196,47 +186,18 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// The spec field at fault, when the error is about the spec.
-    pub fn field(&self) -> Option<&str> {
-        match self {
-            Error::Spec(e) => Some(&e.field),
-            Error::Curve(_) | Error::Template { .. } => None,
-        }
-    }
-
-    /// The spec's error, or (the operator's fault) the error itself.
-    pub fn into_spec(self) -> Result<FieldError, Self> {
-        match self {
-            Error::Spec(e) => Ok(e),
-            other => Err(other),
-        }
-    }
-}
-
-impl From<FieldError> for Error {
-    fn from(e: FieldError) -> Self {
-        Error::Spec(e)
-    }
-}
-
-/// A spec error of `field`.
-pub(crate) fn spec_error(field: impl Into<String>, message: impl Into<String>) -> Error {
-    Error::Spec(FieldError::new(field, message))
-}
-
 /// ConfigMap data: file name -> contents (`broker.toml`, the entrypoints, hook files,
 /// `script.sh`, `batch.sh`, service wrappers, `view-init.sh`).
 pub fn config_map_data(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, Error> {
     let mut data = scripts::script_files(cluster)?;
     data.insert(
         scripts::files::BROKER_TOML.to_string(),
-        config::broker_toml(cluster)?,
+        config::broker_toml(cluster),
     );
-    if let Some(text) = config::scheduler_toml(cluster.mc) {
+    if let Some(text) = config::scheduler_toml(cluster) {
         data.insert(scripts::files::SCHEDULER_TOML.to_string(), text);
     }
-    if let Some(text) = config::kvs_toml(cluster.mc) {
+    if let Some(text) = config::kvs_toml(cluster) {
         data.insert(scripts::files::KVS_TOML.to_string(), text);
     }
     Ok(data)

@@ -14,7 +14,7 @@ use crate::model::containers::CompanionContainer;
 /// runs as a known non-root user without fsGroup, 0400 otherwise (root or the image's user).
 /// Flux itself reads the entrypoint's private copy, which is always 0400.
 pub fn curve_secret_mode(cluster: &Cluster<'_>) -> i32 {
-    let pod = cluster.mc.spec.pod.security_context.as_ref();
+    let pod = cluster.pods.pod.security_context.as_ref();
     if pod.and_then(|p| p.fs_group).is_some() {
         return 0o440;
     }
@@ -40,7 +40,7 @@ pub fn flux_container_command(role: Role) -> Vec<String> {
 /// container's own `environment` and `secrets`. `flux.environment` is exported by the
 /// entrypoint instead.
 pub fn flux_container_variables(cluster: &Cluster<'_>, role: Role) -> Vec<(&'static str, String)> {
-    let view = &cluster.mc.spec.flux.container;
+    let view = cluster.flux_view;
     vec![
         ("FLUX_OPERATOR_CONFIG_DIR", CONFIG_MOUNT.into()),
         ("FLUX_OPERATOR_CURVE_DIR", CURVE_MOUNT.into()),

@@ -19,10 +19,9 @@ use super::{
     ARCHIVE_INIT, BROKER_DIR, CONFIG_MOUNT, CURVE_MOUNT, CURVE_SECRET_KEY, Error, JOINED_PORT,
     KEY_MOUNT, QUEUE_METRICS_PORT, RESOURCE_PATH, RUN_MOUNT, SAVE_CANCEL_NOTE, SOCKET_PATH,
 };
-use crate::api::{MiniCluster, MiniClusterContainer, RunningJobs, is_dns_label};
+use crate::api::{MiniClusterContainer, RunningJobs};
 use crate::model::containers::CompanionContainer;
 use crate::model::containers::{Mode, program_text};
-use crate::model::words::{check_no_nul, split_words};
 use crate::model::{Cluster, View};
 
 /// File names in the ConfigMap (keys of its `data`).
@@ -120,10 +119,6 @@ const HOLD_QUEUES: &str = include_str!("templates/hold-queues.py.j2");
 const BATCH: &str = include_str!("templates/batch.sh.j2");
 const RELEASE_QUEUES: &str = include_str!("templates/release-queues.py.j2");
 
-fn field_err(field: impl Into<String>, message: impl Into<String>) -> Error {
-    super::spec_error(field, message)
-}
-
 /// `-N`/`-n` for the submitted job: `-n tasks`, plus `-N size` when tasks >= size;
 /// tasks 0 means only `-N size`.
 pub fn node_task_flags(size: i32, tasks: i32) -> Vec<String> {
@@ -156,13 +151,11 @@ fn job_words(c: &MiniClusterContainer) -> Vec<String> {
 }
 
 /// Lines of the initial program inside the lead's `start=( ... )` array.
-fn program_lines(cluster: &Cluster<'_>) -> Result<Vec<String>, Error> {
-    let flux = &cluster.mc.spec.flux;
-    let option_flags =
-        split_words(&flux.option_flags).map_err(|m| field_err("spec.flux.optionFlags", m))?;
+fn program_lines(cluster: &Cluster<'_>) -> Vec<String> {
+    let option_flags = cluster.options.option_flags.clone();
     let (label, body) = match cluster.flux.mode {
-        Mode::Interactive => return Ok(Vec::new()),
-        Mode::Submit => ("submit", submit_lines(cluster, option_flags)?),
+        Mode::Interactive => return Vec::new(),
+        Mode::Submit => ("submit", submit_lines(cluster, option_flags)),
         Mode::Launcher => (
             "launcher",
             vec![
@@ -173,7 +166,7 @@ fn program_lines(cluster: &Cluster<'_>) -> Result<Vec<String>, Error> {
         Mode::Batch | Mode::BatchRaw => ("batch", batch_lines(cluster, option_flags)),
     };
     let mut lines = Vec::new();
-    if cluster.mc.spec.logging.timed {
+    if cluster.pods.logging.timed {
         lines.push("# logging.timed: report the wall time of the program".to_string());
         lines.push(format!(
             "{} flux-operator-time {label}",
@@ -185,18 +178,13 @@ fn program_lines(cluster: &Cluster<'_>) -> Result<Vec<String>, Error> {
         ));
     }
     lines.extend(body);
-    Ok(lines)
+    lines
 }
 
 /// The single command's program: `flux submit` (or `submitCommand`) and the job.
-fn submit_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Result<Vec<String>, Error> {
-    let (mc, c, field) = (cluster.mc, cluster.flux.spec, &cluster.flux.field);
-    let flux = &mc.spec.flux;
-    let submit = if flux.submit_command.trim().is_empty() {
-        vec!["flux".to_string(), "submit".to_string()]
-    } else {
-        split_words(&flux.submit_command).map_err(|m| field_err("spec.flux.submitCommand", m))?
-    };
+/// (The mode is `Submit` only with a program, so the job has words.)
+fn submit_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Vec<String> {
+    let submit = &cluster.options.submit;
     let mut words = submit.clone();
     words.extend(node_task_flags(cluster.sizes.size, cluster.sizes.tasks));
     words.extend(option_flags);
@@ -204,23 +192,19 @@ fn submit_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Result<Vec<
     if submit.get(1).map(String::as_str) == Some("submit") {
         words.extend(["--quiet".to_string(), "--watch".to_string()]);
     }
-    if mc.spec.logging.debug {
+    if cluster.pods.logging.debug {
         words.push("-vvv".into());
     }
-    let job = job_words(c);
-    if job.is_empty() {
-        return Err(field_err(format!("{field}.command"), "is empty"));
-    }
-    Ok(vec![
+    vec![
         "# initial program: submit the command and wait for it".into(),
         quote_all(&words),
-        job.join(" "),
-    ])
+        job_words(cluster.flux.spec).join(" "),
+    ]
 }
 
 /// The batch modes' program: `flux batch` of `batch.sh`, then wait for its jobs.
 fn batch_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Vec<String> {
-    let (mc, c) = (cluster.mc, cluster.flux.spec);
+    let c = cluster.flux.spec;
     let logs = if c.logs.is_empty() {
         DEFAULT_BATCH_LOGS
     } else {
@@ -228,7 +212,7 @@ fn batch_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Vec<String> 
     };
     // logging.quiet: the batch job's id is not printed (its jobs' output goes to
     // files anyway); errors stay on stderr.
-    let batch = if mc.spec.logging.quiet {
+    let batch = if cluster.pods.logging.quiet {
         r#"flux batch "$@" >/dev/null && flux job wait --all"#
     } else {
         r#"flux batch "$@" && flux job wait --all"#
@@ -540,19 +524,6 @@ fn render<S: Serialize>(template: &str, ctx: &S) -> Result<String, Error> {
         })
 }
 
-/// The scripts export these names: refuse one the API's rule refuses, should an unvalidated
-/// MiniCluster reach the renderer.
-fn check_env_name(field: &str, name: &str) -> Result<(), Error> {
-    if crate::api::is_env_name(name) {
-        Ok(())
-    } else {
-        Err(field_err(
-            field,
-            format!("{name:?} is not a valid environment variable name"),
-        ))
-    }
-}
-
 /// [`BROKER_DIR`] relative to [`RUN_MOUNT`] (the scripts find the run directory in
 /// `FLUX_OPERATOR_RUN_DIR`).
 fn broker_subdir() -> &'static str {
@@ -575,38 +546,33 @@ fn socket_name() -> &'static str {
         .expect("SOCKET_PATH is inside BROKER_DIR")
 }
 
-fn view_mount(mc: &MiniCluster) -> Option<String> {
-    let view = &mc.spec.flux.container;
-    (!view.disable).then(|| quote(&view.mount_path).into_owned())
+fn view_mount(cluster: &Cluster<'_>) -> Option<String> {
+    (cluster.view.is_some()).then(|| quote(&cluster.flux_view.mount_path).into_owned())
 }
 
 /// Entrypoint of the lead broker (`lead.sh`) or of a follower (`follower.sh`).
 pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error> {
-    let broker = broker_context(cluster, lead)?;
+    let broker = broker_context(cluster, lead);
     if !lead {
         let ctx = FollowerScript {
             broker,
-            drain_grace: cluster.mc.drain_grace_seconds(),
-            complete_workers: cluster.mc.spec.flux.complete_workers,
+            drain_grace: cluster.drain_grace_seconds,
+            complete_workers: cluster.options.complete_workers,
             joined_script: files::JOINED,
             joined_port: JOINED_PORT,
         };
         return render("follower.sh.j2", &ctx);
     }
-    let (c, field) = (cluster.flux.spec, &cluster.flux.field);
-    let prefix = split_words(&c.commands.prefix)
-        .map_err(|m| field_err(format!("{field}.commands.prefix"), m))?;
     let ctx = LeadScript {
         broker,
         mode_help: mode_help(cluster.flux.mode),
-        timed: cluster.mc.spec.logging.timed,
-        prefix: quote_all(&prefix),
-        program: program_lines(cluster)?,
+        timed: cluster.pods.logging.timed,
+        prefix: quote_all(&cluster.flux.prefix),
+        program: program_lines(cluster),
         archive: (cluster.archive.as_ref()).map(|a| quote(a.path).into_owned()),
         save: cluster.archive.is_some(),
         save_script: files::SAVE,
-        state_dir: crate::model::containers::keeps_state(cluster.mc)
-            .then_some(crate::model::mounts::STATE_MOUNT),
+        state_dir: (cluster.flux.keeps_state()).then_some(crate::model::mounts::STATE_MOUNT),
         queue_metrics_script: files::QUEUE_METRICS,
         queue_metrics_port: QUEUE_METRICS_PORT,
     };
@@ -629,31 +595,19 @@ fn mode_help(mode: Mode) -> &'static str {
 }
 
 /// The context both broker entrypoints share.
-fn broker_context(cluster: &Cluster<'_>, lead: bool) -> Result<BrokerScript, Error> {
+fn broker_context(cluster: &Cluster<'_>, lead: bool) -> BrokerScript {
     let (mc, c, field) = (cluster.mc, cluster.flux.spec, &cluster.flux.field);
-    let flux = &mc.spec.flux;
-    let logging = &mc.spec.logging;
-    for (name, text) in [
-        ("command", &c.command),
-        ("commands.script", &c.commands.script),
-        ("logs", &c.logs),
-        ("commands.prefix", &c.commands.prefix),
-    ] {
-        check_no_nul(text).map_err(|m| field_err(format!("{field}.{name}"), m))?;
-    }
-    let mut flux_env = Vec::new();
-    for (name, value) in &flux.environment {
-        check_env_name(&format!("spec.flux.environment.{name}"), name)?;
-        check_no_nul(value).map_err(|m| field_err(format!("spec.flux.environment.{name}"), m))?;
-        flux_env.push((name.clone(), quote(value).into_owned()));
-    }
+    let (options, logging) = (&cluster.options, cluster.pods.logging);
+    let flux_env = (options.environment.iter())
+        .map(|(name, value)| (name.clone(), quote(value).into_owned()))
+        .collect();
     let batch = matches!(cluster.flux.mode, Mode::Batch | Mode::BatchRaw);
     let logs = if c.logs.is_empty() {
         DEFAULT_BATCH_LOGS
     } else {
         c.logs.as_str()
     };
-    Ok(BrokerScript {
+    BrokerScript {
         mc: mc.name().to_string(),
         container: if c.name.is_empty() {
             format!("{field} (runFlux)")
@@ -672,27 +626,31 @@ fn broker_context(cluster: &Cluster<'_>, lead: bool) -> Result<BrokerScript, Err
         rejoin_marker: REJOIN_MARKER,
         resource: resource_file(cluster),
         cert_key: CURVE_SECRET_KEY,
-        view: view_mount(mc),
-        python_path: (!flux.container.python_path.is_empty())
-            .then(|| quote(&flux.container.python_path).into_owned()),
+        view: view_mount(cluster),
+        python_path: python_path(cluster),
         flux_env,
-        scheduler_simple: flux.scheduler.simple,
+        scheduler_simple: options.simple_scheduler,
         logs_dir: batch.then(|| quote(logs).into_owned()),
         hooks: broker_hooks(cluster, lead),
         broker_opts: broker_options(cluster, lead),
         // The save and the drain on SIGTERM talk to the instance through the socket: an
         // archive keeps it even with `disableSocket`.
-        socket: super::socket_known(cluster),
-        wrap: (!flux.wrap.trim().is_empty())
-            .then(|| quote(&format!("--wrap={}", flux.wrap.trim())).into_owned()),
-    })
+        socket: options.socket,
+        wrap: (options.wrap).map(|wrap| quote(&format!("--wrap={wrap}")).into_owned()),
+    }
+}
+
+/// `spec.flux.container.pythonPath`, quoted (`None` when empty).
+fn python_path(cluster: &Cluster<'_>) -> Option<String> {
+    let path = &cluster.flux_view.python_path;
+    (!path.is_empty()).then(|| quote(path).into_owned())
 }
 
 /// The hooks of the Flux container a broker's entrypoint runs: `brokerPre` on the lead,
 /// `workerPre` on the followers.
 fn broker_hooks(cluster: &Cluster<'_>, lead: bool) -> Hooks {
     let (cmds, field) = (&cluster.flux.spec.commands, &cluster.flux.field);
-    let quiet = cluster.mc.spec.logging.quiet;
+    let quiet = cluster.pods.logging.quiet;
     let hook = |name: &str, text: &str, file: &str| hook(field, name, text, file.into(), quiet);
     Hooks {
         init: hook("init", &cmds.init, files::HOOK_INIT),
@@ -705,15 +663,9 @@ fn broker_hooks(cluster: &Cluster<'_>, lead: bool) -> Hooks {
 
 /// The `-S` options of `flux start`, quoted.
 fn broker_options(cluster: &Cluster<'_>, lead: bool) -> Vec<String> {
-    let mc = cluster.mc;
-    let logging = &mc.spec.logging;
-    let log_level = if logging.quiet {
-        0
-    } else {
-        mc.spec.flux.log_level.clamp(0, 7)
-    };
+    let logging = cluster.pods.logging;
     let mut broker_opts = vec![
-        format!("-Slog-stderr-level={log_level}"),
+        format!("-Slog-stderr-level={}", cluster.options.log_level),
         "-Slog-stderr-mode=local".to_string(),
     ];
     if let Some(q) = cluster.sizes.quorum {
@@ -730,8 +682,7 @@ fn broker_options(cluster: &Cluster<'_>, lead: bool) -> Vec<String> {
 
 /// The R file the entrypoints write (`None` with `spec.flux.brokerConfig`).
 fn resource_file(cluster: &Cluster<'_>) -> Option<ResourceFile> {
-    let mc = cluster.mc;
-    resource_hosts(mc).map(|hosts| ResourceFile {
+    resource_hosts(cluster).map(|hosts| ResourceFile {
         file: RESOURCE_PATH
             .strip_prefix(BROKER_DIR)
             .and_then(|rest| rest.strip_prefix('/'))
@@ -759,9 +710,8 @@ pub fn companion_script(
     }
     let (mc, c, companion) = (cluster.mc, container.spec, container.companion);
     let field = companion.field();
-    check_no_nul(&c.command).map_err(|m| field_err(format!("{field}.command"), m))?;
-    let flux = &mc.spec.flux;
-    let quiet = mc.spec.logging.quiet;
+    let (options, logging) = (&cluster.options, cluster.pods.logging);
+    let quiet = logging.quiet;
     let prefix = companion.file_prefix();
     let hook = |name: &str, text: &str, file: &str| {
         hook(
@@ -782,19 +732,18 @@ pub fn companion_script(
         } else {
             "the services pod"
         },
-        strict: mc.spec.logging.strict,
-        debug: mc.spec.logging.debug,
+        strict: logging.strict,
+        debug: logging.debug,
         quiet,
         config_mount: CONFIG_MOUNT,
         run_mount: RUN_MOUNT,
         broker_subdir: broker_subdir(),
         socket_name: socket_name(),
         // The services pod has neither a broker nor the view (as in the Go operator).
-        view: view_mount(mc).filter(|_| in_broker_pods),
-        python_path: (!flux.container.python_path.is_empty())
-            .then(|| quote(&flux.container.python_path).into_owned()),
-        socket: in_broker_pods && !flux.disable_socket,
-        wait_socket: !flux.no_wait_socket,
+        view: view_mount(cluster).filter(|_| in_broker_pods),
+        python_path: python_path(cluster),
+        socket: in_broker_pods && !options.disable_socket,
+        wait_socket: options.wait_socket,
         rank: in_broker_pods,
         hooks: CompanionHooks {
             init: hook("init", &c.commands.init, "init"),
@@ -821,7 +770,7 @@ pub fn view_init_script(cluster: &Cluster<'_>) -> Result<Option<String>, Error> 
         "view-init.sh.j2",
         &ViewInit {
             mc: cluster.name().to_string(),
-            mount: quote(&cluster.mc.spec.flux.container.mount_path).into_owned(),
+            mount: quote(&cluster.flux_view.mount_path).into_owned(),
             config_mount: CONFIG_MOUNT,
         },
     )
@@ -844,15 +793,13 @@ pub fn shell_environment(cluster: &Cluster<'_>) -> Result<Option<String>, Error>
     if cluster.view.is_none() {
         return Ok(None);
     }
-    let view = &cluster.mc.spec.flux.container;
     render(
         "flux-view.sh.j2",
         &FluxView {
             mc: cluster.name().to_string(),
-            mount: quote(view.mount_path.trim_end_matches('/')).into_owned(),
-            python_path: (!view.python_path.is_empty())
-                .then(|| quote(&view.python_path).into_owned()),
-            socket: super::socket_known(cluster).then_some(SOCKET_PATH),
+            mount: quote(cluster.flux_view.mount_path.trim_end_matches('/')).into_owned(),
+            python_path: python_path(cluster),
+            socket: cluster.options.socket.then_some(SOCKET_PATH),
         },
     )
     .map(Some)
@@ -871,7 +818,7 @@ pub fn save_script(cluster: &Cluster<'_>) -> Result<Option<String>, Error> {
         &Save {
             mc: mc.name().to_string(),
             archive: quote(archive.path).into_owned(),
-            quiet: mc.spec.logging.quiet,
+            quiet: cluster.pods.logging.quiet,
             grace: archive.grace_seconds,
             finish: archive.running_jobs == RunningJobs::Finish,
             running_jobs: archive.running_jobs,
@@ -903,7 +850,7 @@ pub fn archive_check_script(cluster: &Cluster<'_>) -> Result<Option<String>, Err
         &ArchiveCheck {
             name: ARCHIVE_INIT,
             mc: mc.name().to_string(),
-            view: view_mount(mc),
+            view: view_mount(cluster),
             archive: quote(archive.path).into_owned(),
             note: quote(SAVE_CANCEL_NOTE).into_owned(),
             max_size: cluster.sizes.max_size,
@@ -929,7 +876,7 @@ pub fn script_files(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, E
     out.insert(files::LEAD.to_string(), broker_script(cluster, true)?);
     // Also with maxSize 1: it costs nothing and keeps the ConfigMap's shape fixed.
     out.insert(files::FOLLOWER.to_string(), broker_script(cluster, false)?);
-    if super::socket_known(cluster) {
+    if cluster.options.socket {
         out.insert(files::JOINED.to_string(), JOINED.to_string());
     }
     out.insert(files::QUEUE_METRICS.to_string(), QUEUE_METRICS.to_string());
@@ -970,8 +917,8 @@ pub fn script_files(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, E
     Ok(out)
 }
 
-/// Each wrapped companion container's script and hook files, added to `out`; a name whose
-/// file is taken is an error naming the container's field.
+/// Each wrapped companion container's script and hook files, added to `out` (the model
+/// makes their names unique, so no two share a file).
 fn companion_files(cluster: &Cluster<'_>, out: &mut BTreeMap<String, String>) -> Result<(), Error> {
     for container in &cluster.companions {
         let Some(script) = companion_script(cluster, container)? else {
@@ -979,28 +926,9 @@ fn companion_files(cluster: &Cluster<'_>, out: &mut BTreeMap<String, String>) ->
         };
         let (companion, c) = (container.companion, container.spec);
         let cfield = companion.field();
-        // Validation makes names unique DNS labels; never overwrite a file if it did not.
-        if !is_dns_label(&c.name) {
-            return Err(field_err(
-                format!("{cfield}.name"),
-                format!("{:?} is not a DNS label", c.name),
-            ));
-        }
-        let mut add = |key: String, text: String| match out.entry(key) {
-            std::collections::btree_map::Entry::Occupied(e) => Err(field_err(
-                format!("{cfield}.name"),
-                format!(
-                    "its file {} is already taken (duplicate container name?)",
-                    e.key()
-                ),
-            )),
-            std::collections::btree_map::Entry::Vacant(e) => {
-                e.insert(text);
-                Ok(())
-            }
-        };
+        let mut add = |key: String, text: String| out.insert(key, text);
         let prefix = companion.file_prefix();
-        add(files::companion(prefix, &c.name), script)?;
+        add(files::companion(prefix, &c.name), script);
         for (hook, name, text) in [
             ("init", "init", &c.commands.init),
             ("pre", "servicePre", &c.commands.service_pre),
@@ -1010,7 +938,7 @@ fn companion_files(cluster: &Cluster<'_>, out: &mut BTreeMap<String, String>) ->
                 add(
                     files::companion_hook(prefix, &c.name, hook),
                     hook_file(&format!("{cfield}.commands.{name}"), text),
-                )?;
+                );
             }
         }
     }

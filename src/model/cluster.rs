@@ -6,19 +6,33 @@ use super::certificate::Certificate;
 use super::containers::{Companion, CompanionContainer, FluxContainer, companion_containers};
 use super::mounts::{companion_mounts, flux_container_mounts, user_mounts};
 use super::network::{PortService, cluster_domain, port_services};
+use super::settings::{FluxOptions, JobSettings, PodSettings};
 use super::{Environment, validate};
 use crate::api::validation::FieldError;
-use crate::api::{MiniCluster, RunningJobs};
+use crate::api::{FluxContainer as FluxViewSpec, MiniCluster, MiniClusterContainer, RunningJobs};
 
 /// A MiniCluster whose spec was checked and resolved ([`resolve`]): every fact render and
-/// flux would otherwise derive again from the spec, decided once.
+/// flux would otherwise derive again from the spec, decided once. Flux and render read the
+/// spec only through it: what passes through unchanged (a container's image, resources and
+/// hooks' text, `spec.pod`) is borrowed here.
 #[derive(Clone, Debug)]
 pub struct Cluster<'a> {
-    /// The MiniCluster as written, for what passes through unchanged (pod settings, images,
-    /// resources, hooks' text).
+    /// The MiniCluster, for its metadata (name, namespace, uid, labels).
     pub mc: &'a MiniCluster,
     /// The DNS domain the broker addresses end in (the spec's, or the operator's).
     pub cluster_domain: String,
+    /// The pods' subdomain: the headless Service (`network.headlessName`, else the name).
+    pub subdomain: &'a str,
+    /// The instance's settings (`spec.flux`).
+    pub options: FluxOptions<'a>,
+    /// `spec.flux.container`: the flux view's image, where it mounts, its Python path.
+    pub flux_view: &'a FluxViewSpec,
+    /// Every pod's settings.
+    pub pods: PodSettings<'a>,
+    /// The Jobs' settings.
+    pub jobs: JobSettings<'a>,
+    /// Seconds the jobs on a leaving follower get (`drainGracePeriodSeconds`, clamped).
+    pub drain_grace_seconds: i32,
     /// The container that runs Flux, and what the lead runs.
     pub flux: FluxContainer<'a>,
     /// Every mount of the Flux container: the operator's, then the user's `volumes`.
@@ -116,6 +130,19 @@ impl<'a> Cluster<'a> {
         self.companions.iter().find(|s| s.companion == companion)
     }
 
+    /// The containers of the broker pods (`spec.containers`), with their index, in order.
+    pub fn broker_pod_containers(&self) -> Vec<(usize, &'a MiniClusterContainer)> {
+        let mut all: Vec<_> = (self.companions.iter())
+            .filter_map(|s| match s.companion {
+                Companion::Container(i) => Some((i, s.spec)),
+                Companion::Service(_) => None,
+            })
+            .chain([(self.flux.index, self.flux.spec)])
+            .collect();
+        all.sort_by_key(|(i, _)| *i);
+        all
+    }
+
     /// The containers of `spec.services` (the services pod's), in order.
     pub fn services(&self) -> impl Iterator<Item = &CompanionContainer<'a>> {
         self.companions
@@ -152,6 +179,12 @@ pub fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> Result<Cluster<'a>
     Ok(Cluster {
         mc,
         cluster_domain: cluster_domain(mc, env).map_err(one)?,
+        subdomain: mc.subdomain(),
+        options: FluxOptions::of(mc).map_err(one)?,
+        flux_view: &mc.spec.flux.container,
+        pods: PodSettings::of(mc),
+        jobs: JobSettings::of(mc),
+        drain_grace_seconds: mc.drain_grace_seconds(),
         flux,
         flux_mounts,
         companions,

@@ -205,17 +205,27 @@ pub struct FluxContainer<'a> {
     pub mode: Mode,
     /// The GPUs each of its pods asks for ([`gpus`]): each broker's R lists this many.
     pub gpus: u32,
+    /// `commands.prefix`, split into words: the lead runs `flux start` under them.
+    pub prefix: Vec<String>,
 }
 
 impl<'a> FluxContainer<'a> {
+    /// Whether the lead keeps the instance's state in its pod ([`keeps_state`]).
+    pub fn keeps_state(&self) -> bool {
+        self.mode == Mode::Interactive
+    }
+
     /// The Flux container of `mc`.
     pub fn of(mc: &'a MiniCluster) -> Result<Self, FieldError> {
         let (index, spec) = flux_container(mc)?;
         let field = format!("spec.containers[{index}]");
+        let prefix = super::words::split_words(&spec.commands.prefix)
+            .map_err(|message| FieldError::new(format!("{field}.commands.prefix"), message))?;
         Ok(Self {
             index,
             spec,
             gpus: gpus(spec, &field)?,
+            prefix,
             field,
             mode: mode_of(mc, spec),
         })

@@ -9,8 +9,9 @@
 //! It is the one home of the checks the API server cannot make ([`validate`]) and of the
 //! facts those checks share with the renderer, so the two cannot disagree: which container
 //! runs Flux and what the lead runs ([`containers`]), every mount and the clash check
-//! ([`mounts`]), the names on the network ([`network`]), shell words ([`words`]) and the
-//! certificate's text ([`certificate`]).
+//! ([`mounts`]), the names on the network ([`network`]), shell words ([`words`]), the
+//! certificate's text ([`certificate`]) and the settings beyond them ([`settings`]). Flux and
+//! render read the spec only through the [`Cluster`].
 
 pub mod archive;
 pub mod certificate;
@@ -19,6 +20,7 @@ mod cluster;
 pub mod containers;
 pub mod mounts;
 pub mod network;
+pub mod settings;
 pub mod words;
 
 pub use check::{unsupported, validate};

@@ -29,7 +29,6 @@ pub const VIEW_INIT_USER: i64 = 65534;
 /// run directory (the socket), the key directory (memory-backed, for the certificate copy),
 /// an interactive cluster's state directory, and the flux view (unless disabled).
 pub fn pod_volumes(cluster: &Cluster<'_>, config_map: &str, curve_secret: &str) -> Vec<Volume> {
-    let mc = cluster.mc;
     let mut volumes = vec![
         Volume {
             name: CONFIG_VOLUME.into(),
@@ -69,7 +68,7 @@ pub fn pod_volumes(cluster: &Cluster<'_>, config_map: &str, curve_secret: &str) 
         },
     ];
     volumes.extend(cluster.view.map(|view| view_volume(cluster, view)));
-    if crate::model::containers::keeps_state(mc) {
+    if cluster.flux.keeps_state() {
         volumes.push(Volume {
             name: STATE_VOLUME.into(),
             empty_dir: Some(EmptyDirVolumeSource::default()),
@@ -82,7 +81,7 @@ pub fn pod_volumes(cluster: &Cluster<'_>, config_map: &str, curve_secret: &str) 
 /// The flux view's volume: the emptyDir the init container copies into, or the view image
 /// itself, pulled as the init container's image would be.
 fn view_volume(cluster: &Cluster<'_>, view: View) -> Volume {
-    let image = &cluster.mc.spec.flux.container;
+    let image = cluster.flux_view;
     match view {
         View::Copy => Volume {
             name: VIEW_VOLUME.into(),
@@ -190,7 +189,7 @@ pub fn view_init_security_context() -> SecurityContext {
 /// The flux view init container, `None` unless the view is copied ([`View::Copy`]). It runs
 /// `view-init.sh` from the ConfigMap to copy the view into the shared emptyDir.
 pub fn view_init_container(cluster: &Cluster<'_>) -> Option<Container> {
-    let view = &cluster.mc.spec.flux.container;
+    let view = cluster.flux_view;
     if cluster.view != Some(View::Copy) {
         return None;
     }
@@ -219,7 +218,6 @@ pub fn view_init_container(cluster: &Cluster<'_>) -> Option<Container> {
 /// the probe checks its local socket instead (or nothing when `disableSocket`). Checked every
 /// second, so `LeadFirst` startup waits little.
 pub fn lead_readiness_probe(cluster: &Cluster<'_>) -> Probe {
-    let mc = cluster.mc;
     let base = Probe {
         period_seconds: Some(1),
         timeout_seconds: Some(1),
@@ -235,7 +233,7 @@ pub fn lead_readiness_probe(cluster: &Cluster<'_>) -> Probe {
             ..base
         }
     } else {
-        let command = if mc.spec.flux.disable_socket {
+        let command = if cluster.options.disable_socket {
             vec!["true".to_string()]
         } else {
             flux::socket_exists_command()
@@ -268,7 +266,7 @@ pub fn lead_readiness_probe(cluster: &Cluster<'_>) -> Probe {
 /// broker then picks its own socket under `$TMPDIR`, so there is nothing fixed to ask, and a
 /// probe that always succeeds would only claim something it does not know.
 pub fn follower_readiness_probe(cluster: &Cluster<'_>) -> Option<Probe> {
-    if !flux::socket_known(cluster) {
+    if !cluster.options.socket {
         return None;
     }
     Some(Probe {

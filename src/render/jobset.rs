@@ -5,17 +5,12 @@ use k8s_openapi::api::batch::v1::{JobSpec, JobTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{common_labels, owned_meta, pod_template};
-use crate::api::{
-    KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, LEAD_JOB, MiniCluster, StartupOrder, WORKERS_JOB,
-};
+use crate::api::{KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, LEAD_JOB, WORKERS_JOB};
 use crate::flux::Role;
 use crate::jobset::{
     DependsOn, FailurePolicy, JobSet, JobSetSpec, Network, ReplicatedJob, SuccessPolicy,
 };
 use crate::model::Cluster;
-
-/// Pod retries per Job when `spec.backoffLimit` is unset (Kubernetes' own default).
-pub const DEFAULT_BACKOFF_LIMIT: i32 = 6;
 
 /// The desired JobSet.
 ///
@@ -28,7 +23,7 @@ pub fn jobset(cluster: &Cluster<'_>, config_map: &str) -> JobSet {
     let followers = cluster.sizes.size.saturating_sub(1);
     if cluster.sizes.max_size > 1 {
         let mut rj = replicated_job(cluster, Role::Follower, followers.max(1), config_map);
-        if mc.spec.startup_order == StartupOrder::LeadFirst {
+        if cluster.jobs.lead_first {
             rj.depends_on = vec![DependsOn {
                 name: LEAD_JOB.to_string(),
                 status: "Ready".to_string(),
@@ -39,7 +34,7 @@ pub fn jobset(cluster: &Cluster<'_>, config_map: &str) -> JobSet {
 
     let mut metadata = owned_meta(mc, mc.name().to_string());
     let labels = metadata.labels.get_or_insert_default();
-    labels.extend(mc.spec.job_labels.clone());
+    labels.extend(cluster.jobs.labels.clone());
     for key in [KUEUE_QUEUE_LABEL, KUEUE_PRIORITY_LABEL] {
         if let Some(v) = mc.metadata.labels.as_ref().and_then(|l| l.get(key)) {
             labels.insert(key.to_string(), v.clone());
@@ -53,7 +48,7 @@ pub fn jobset(cluster: &Cluster<'_>, config_map: &str) -> JobSet {
             replicated_jobs,
             network: Some(Network {
                 enable_dns_hostnames: Some(true),
-                subdomain: Some(mc.subdomain().to_string()),
+                subdomain: Some(cluster.subdomain.to_string()),
                 publish_not_ready_addresses: Some(true),
             }),
             success_policy: Some(SuccessPolicy {
@@ -65,7 +60,7 @@ pub fn jobset(cluster: &Cluster<'_>, config_map: &str) -> JobSet {
             failure_policy: Some(FailurePolicy {
                 max_restarts: Some(0),
             }),
-            suspend: Some(mc.spec.suspend || queued),
+            suspend: Some(cluster.jobs.suspend || queued),
             // `ttlSecondsAfterFinished` is counted by the operator from the completion it
             // recorded (see controller::plan), never by JobSet: a JobSet gone before the
             // operator saw it finish would look like one deleted under a running cluster.
@@ -86,10 +81,11 @@ pub fn is_queued(js: &JobSet) -> bool {
 /// The later-change apply for an existing JobSet: the followers' parallelism and completions
 /// (for clusters that have a followers job) and, outside Kueue, `suspend`. `None` when there
 /// is nothing that may change.
-pub fn update(mc: &MiniCluster, suspend: Option<bool>) -> Option<serde_json::Value> {
+pub fn update(cluster: &Cluster<'_>, suspend: Option<bool>) -> Option<serde_json::Value> {
+    let (mc, sizes) = (cluster.mc, cluster.sizes);
     let mut spec = serde_json::Map::new();
-    if mc.max_size() > 1 {
-        let followers = mc.spec.size.saturating_sub(1).max(1);
+    if sizes.max_size > 1 {
+        let followers = sizes.size.saturating_sub(1).max(1);
         spec.insert(
             "replicatedJobs".into(),
             serde_json::json!([{
@@ -152,8 +148,8 @@ fn replicated_job(cluster: &Cluster<'_>, role: Role, pods: i32, config_map: &str
                 parallelism: Some(pods),
                 completions: Some(pods),
                 completion_mode: Some("Indexed".to_string()),
-                active_deadline_seconds: Some(mc.spec.deadline_seconds),
-                backoff_limit: Some(mc.spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT)),
+                active_deadline_seconds: Some(cluster.jobs.deadline_seconds),
+                backoff_limit: Some(cluster.jobs.backoff_limit),
                 // A broker's pod that goes alone (deleted, evicted) is replaced only once it
                 // has ended: a follower has drained its rank and requeued its jobs by then, and
                 // a lead has saved the queue, so the next broker never races the old one for

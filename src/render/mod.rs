@@ -34,7 +34,7 @@ use kube::Resource;
 use sha2::{Digest, Sha256};
 
 use crate::api::validation::FieldError;
-use crate::api::{MiniCluster, NAME_LABEL};
+use crate::api::{MiniCluster, NAME_LABEL, PodSpec};
 use crate::flux;
 use crate::model::Cluster;
 
@@ -60,49 +60,15 @@ pub struct Desired {
     pub services_job: Option<Job>,
 }
 
-/// Why a MiniCluster cannot be rendered. Each names the field at fault.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Flux's config or scripts could not be made.
-    #[error(transparent)]
-    Flux(#[from] flux::Error),
-    /// A spec field makes an object impossible (e.g. a Service name that clashes).
-    #[error("{0}")]
-    Spec(FieldError),
-}
-
-impl From<FieldError> for Error {
-    fn from(e: FieldError) -> Self {
-        Error::Spec(e)
-    }
-}
-
-impl Error {
-    /// The spec field at fault, when the error is the spec's (not the operator's).
-    pub fn field(&self) -> Option<&str> {
-        match self {
-            Error::Flux(e) => e.field(),
-            Error::Spec(e) => Some(&e.field),
-        }
-    }
-
-    /// The spec's error, or (the operator's fault) the error itself.
-    pub fn into_spec(self) -> Result<FieldError, Self> {
-        match self {
-            Error::Flux(e) => e.into_spec().map_err(Error::Flux),
-            Error::Spec(e) => Ok(e),
-        }
-    }
-}
-
-/// Compute the desired objects of a resolved MiniCluster ([`crate::model::resolve`]).
-pub fn desired(cluster: &Cluster<'_>) -> Result<Desired, Error> {
+/// Compute the desired objects of a resolved MiniCluster ([`crate::model::resolve`]). A
+/// resolved cluster always renders: an error is the operator's (a template's bug, libzmq).
+/// Whether the objects fit the API server is [`too_large`]'s to say.
+pub fn desired(cluster: &Cluster<'_>) -> Result<Desired, flux::Error> {
     let config_map = config_map(cluster)?;
     let jobset = jobset(
         cluster,
         &config_map.metadata.name.clone().unwrap_or_default(),
     );
-    jobset_fits(&jobset)?;
     Ok(Desired {
         network_services: network_services(cluster).into_iter().map(stamped).collect(),
         services_job: services_job(
@@ -185,20 +151,10 @@ pub fn owner_reference(mc: &MiniCluster) -> Option<OwnerReference> {
 }
 
 /// The ConfigMap holding the broker config and the entrypoint scripts.
-pub fn config_map(cluster: &Cluster<'_>) -> Result<ConfigMap, Error> {
+pub fn config_map(cluster: &Cluster<'_>) -> Result<ConfigMap, flux::Error> {
     let mc = cluster.mc;
     let data = flux::config_map_data(cluster)?;
     let name = format!("{}{}", config_map_prefix(mc), content_hash(&data));
-    let size: usize = data.iter().map(|(k, v)| k.len() + v.len()).sum();
-    if size > MAX_CONFIG_MAP_BYTES {
-        return Err(Error::Spec(FieldError::new(
-            "spec.containers",
-            format!(
-                "the commands, scripts and broker config make the ConfigMap {name} {size} bytes, \
-                 more than the {MAX_CONFIG_MAP_BYTES} (1 MiB) the API server allows"
-            ),
-        )));
-    }
     Ok(ConfigMap {
         metadata: owned_meta(mc, name),
         data: Some(data),
@@ -217,21 +173,38 @@ pub const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;
 /// left half-made.
 pub const MAX_JOBSET_BYTES: usize = 1024 * 1024;
 
-fn jobset_fits(js: &crate::jobset::JobSet) -> Result<(), Error> {
-    let size = serde_json::to_vec(js).map_or(usize::MAX, |json| json.len());
-    if size <= MAX_JOBSET_BYTES {
-        return Ok(());
+/// Why the desired objects of a spec cannot be made, naming the field: the ConfigMap past
+/// [`MAX_CONFIG_MAP_BYTES`], or the JobSet past [`MAX_JOBSET_BYTES`]. The spec's own bounds
+/// (the API server's CEL rules, the model's checks) hold each field; only the rendered whole
+/// tells whether they fit together. `None`: they fit.
+pub fn too_large(desired: &Desired) -> Option<FieldError> {
+    let cm = &desired.config_map;
+    let data = cm.data.iter().flatten();
+    let size: usize = data.map(|(k, v)| k.len() + v.len()).sum();
+    if size > MAX_CONFIG_MAP_BYTES {
+        return Some(FieldError::new(
+            "spec.containers",
+            format!(
+                "the commands, scripts and broker config make the ConfigMap {} {size} bytes, \
+                 more than the {MAX_CONFIG_MAP_BYTES} (1 MiB) the API server allows",
+                cm.metadata.name.as_deref().unwrap_or_default()
+            ),
+        ));
     }
-    Err(Error::Spec(FieldError::new(
-        "spec",
-        format!(
-            "the spec makes the JobSet {} {size} bytes, more than the {MAX_JOBSET_BYTES} \
-             (1 MiB) a MiniCluster may render: the containers' environment, commands and \
-             volumes are in both the lead's and the followers' pod templates; move large \
-             values to a ConfigMap or Secret",
-            js.metadata.name.as_deref().unwrap_or_default()
-        ),
-    )))
+    let js = &desired.jobset;
+    let size = serde_json::to_vec(js).map_or(usize::MAX, |json| json.len());
+    (size > MAX_JOBSET_BYTES).then(|| {
+        FieldError::new(
+            "spec",
+            format!(
+                "the spec makes the JobSet {} {size} bytes, more than the {MAX_JOBSET_BYTES} \
+                 (1 MiB) a MiniCluster may render: the containers' environment, commands and \
+                 volumes are in both the lead's and the followers' pod templates; move large \
+                 values to a ConfigMap or Secret",
+                js.metadata.name.as_deref().unwrap_or_default()
+            ),
+        )
+    })
 }
 
 /// The Secret holding the CURVE certificate in Flux's text format.
@@ -255,8 +228,7 @@ mod tests;
 /// (`spec.pod.automountServiceAccountToken`) or when the pods run as a named account
 /// (`spec.pod.serviceAccountName`); Flux needs none, and a token in every pod is a
 /// credential every job can read.
-pub fn automount_token(mc: &MiniCluster) -> Option<bool> {
-    let pod = &mc.spec.pod;
+pub fn automount_token(pod: &PodSpec) -> Option<bool> {
     pod.automount_service_account_token
         .or_else(|| pod.service_account_name.is_empty().then_some(false))
 }
@@ -264,8 +236,8 @@ pub fn automount_token(mc: &MiniCluster) -> Option<bool> {
 /// The pods' security context: the user's (`spec.pod.securityContext`), with the
 /// container runtime's default seccomp profile unless it names one (Kubernetes' own default
 /// is no filter at all; Flux and MPI need none of the system calls it blocks).
-pub fn pod_security_context(mc: &MiniCluster) -> PodSecurityContext {
-    let mut context = mc.spec.pod.security_context.clone().unwrap_or_default();
+pub fn pod_security_context(pod: &PodSpec) -> PodSecurityContext {
+    let mut context = pod.security_context.clone().unwrap_or_default();
     context
         .seccomp_profile
         .get_or_insert_with(|| SeccompProfile {

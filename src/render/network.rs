@@ -99,8 +99,8 @@ pub struct LeadService {
 /// ([`check_minimal_service`](crate::model::network::check_minimal_service), refused when
 /// the spec is resolved).
 pub fn lead_service(cluster: &Cluster<'_>) -> Option<LeadService> {
-    cluster.mc.spec.flux.minimal_service.then(|| LeadService {
-        name: cluster.mc.subdomain().to_string(),
+    cluster.options.minimal_service.then(|| LeadService {
+        name: cluster.subdomain.to_string(),
         port: port("broker".into(), BROKER_PORT),
     })
 }

@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use super::{common_labels, curve_secret_name, flux_pod};
 use crate::api::{
-    ContainerVolume, ImagePullPolicy, KUEUE_PODSET_GROUP, MiniCluster, MiniClusterContainer,
-    NAME_LABEL, PLACEMENT_GROUP, Placement, ROLE_LABEL,
+    ContainerVolume, ImagePullPolicy, KUEUE_PODSET_GROUP, MiniClusterContainer, NAME_LABEL,
+    PLACEMENT_GROUP, ROLE_LABEL,
 };
 use crate::flux::{self, Role};
 use crate::model::Cluster;
@@ -27,12 +27,12 @@ use crate::model::mounts::{CURVE_VOLUME, KEY_VOLUME};
 
 /// Kueue's topology request for `spec.placement`, the same on the lead's and the followers'
 /// pod templates, the two in one pod-set group (so in one domain) when there are followers.
-fn placement_annotations(mc: &MiniCluster) -> BTreeMap<String, String> {
-    let Some((key, level)) = mc.spec.placement.as_ref().and_then(Placement::annotation) else {
+fn placement_annotations(cluster: &Cluster<'_>) -> BTreeMap<String, String> {
+    let Some((key, level)) = cluster.pods.placement else {
         return BTreeMap::new();
     };
     let mut annotations = BTreeMap::from([(key.to_string(), level.to_string())]);
-    if mc.max_size() > 1 {
+    if cluster.sizes.max_size > 1 {
         annotations.insert(KUEUE_PODSET_GROUP.to_string(), PLACEMENT_GROUP.to_string());
     }
     annotations
@@ -41,35 +41,31 @@ fn placement_annotations(mc: &MiniCluster) -> BTreeMap<String, String> {
 /// The pod template of one role; `config_map` names the ConfigMap with the broker config and
 /// scripts (see [`super::config_map`]).
 pub fn pod_template(cluster: &Cluster<'_>, role: Role, config_map: &str) -> PodTemplateSpec {
-    let mc = cluster.mc;
-    let spec = &mc.spec;
+    let (mc, settings, pod) = (cluster.mc, &cluster.pods, cluster.pods.pod);
     let mut labels = common_labels(mc);
-    labels.extend(spec.pod.labels.clone());
+    labels.extend(pod.labels.clone());
     labels.insert(ROLE_LABEL.to_string(), role_name(role).to_string());
-    let mut annotations = spec.pod.annotations.clone();
-    annotations.extend(placement_annotations(mc));
+    let mut annotations = pod.annotations.clone();
+    annotations.extend(placement_annotations(cluster));
     let annotations = (!annotations.is_empty()).then_some(annotations);
 
-    let containers: Vec<Container> = (0..spec.containers.len())
-        .filter_map(|i| match cluster.companion(Companion::Container(i)) {
-            None => (i == cluster.flux.index).then(|| flux_container(cluster, role)),
+    let in_pod = cluster.broker_pod_containers();
+    let containers: Vec<Container> = (in_pod.iter())
+        .filter_map(|(i, _)| match cluster.companion(Companion::Container(*i)) {
+            None => (*i == cluster.flux.index).then(|| flux_container(cluster, role)),
             Some(companion) => Some(companion_container(cluster, companion, role)),
         })
         .collect();
 
     let mut volumes = flux_pod::pod_volumes(cluster, config_map, &curve_secret_name(mc));
-    volumes.extend(user_volumes(&spec.containers));
+    volumes.extend(user_volumes(in_pod.iter().map(|(_, c)| *c)));
 
     let pull_secrets = pull_secrets(
-        spec.containers
-            .iter()
-            .map(|c| c.image_pull_secret.as_str())
-            .chain(std::iter::once(
-                spec.flux.container.image_pull_secret.as_str(),
-            )),
+        (in_pod.iter().map(|(_, c)| c.image_pull_secret.as_str())).chain(std::iter::once(
+            cluster.flux_view.image_pull_secret.as_str(),
+        )),
     );
 
-    let pod = &spec.pod;
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: Some(labels),
@@ -93,12 +89,12 @@ pub fn pod_template(cluster: &Cluster<'_>, role: Role, config_map: &str) -> PodT
                 }
                 .to_string(),
             ),
-            termination_grace_period_seconds: crate::flux::termination_grace_seconds(mc, role),
-            share_process_namespace: spec.share_process_namespace.then_some(true),
+            termination_grace_period_seconds: crate::flux::termination_grace_seconds(cluster, role),
+            share_process_namespace: settings.share_process_namespace.then_some(true),
             service_account_name: non_empty(&pod.service_account_name),
-            automount_service_account_token: super::automount_token(mc),
+            automount_service_account_token: super::automount_token(pod),
             node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.clone()),
-            affinity: affinity(mc),
+            affinity: affinity(cluster),
             tolerations: (!pod.tolerations.is_empty()).then(|| pod.tolerations.clone()),
             scheduler_name: non_empty(&pod.scheduler_name),
             runtime_class_name: non_empty(&pod.runtime_class_name),
@@ -109,9 +105,9 @@ pub fn pod_template(cluster: &Cluster<'_>, role: Role, config_map: &str) -> PodT
                 requests: Some(pod.resources.clone()),
                 ..Default::default()
             }),
-            security_context: Some(super::pod_security_context(mc)),
-            resource_claims: (!spec.resource_claims.is_empty())
-                .then(|| spec.resource_claims.clone()),
+            security_context: Some(super::pod_security_context(pod)),
+            resource_claims: (!settings.resource_claims.is_empty())
+                .then(|| settings.resource_claims.to_vec()),
             image_pull_secrets: pull_secrets,
             ..PodSpec::default()
         }),
@@ -269,7 +265,9 @@ fn empty_dir_medium(medium: &str) -> Option<String> {
 }
 
 /// The pod volumes of these containers' `volumes`, unique by name.
-pub(super) fn user_volumes(containers: &[MiniClusterContainer]) -> Vec<Volume> {
+pub(super) fn user_volumes<'a>(
+    containers: impl IntoIterator<Item = &'a MiniClusterContainer>,
+) -> Vec<Volume> {
     let mut by_name: BTreeMap<&str, &ContainerVolume> = BTreeMap::new();
     for c in containers {
         for (name, v) in &c.volumes {
@@ -337,9 +335,10 @@ fn volume(name: &str, v: &ContainerVolume) -> Volume {
 
 /// Required node affinity from `pod.nodeAffinity`, and (unless `network.disableAffinity`)
 /// a preference for one broker per node.
-fn affinity(mc: &MiniCluster) -> Option<Affinity> {
-    let node_affinity = node_affinity(mc);
-    let pod_anti_affinity = (!mc.spec.network.disable_affinity).then(|| PodAntiAffinity {
+fn affinity(cluster: &Cluster<'_>) -> Option<Affinity> {
+    let (mc, pods) = (cluster.mc, &cluster.pods);
+    let node_affinity = node_affinity(pods.pod);
+    let pod_anti_affinity = pods.spread.then(|| PodAntiAffinity {
         preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
             weight: 100,
             pod_affinity_term: PodAffinityTerm {
@@ -364,14 +363,12 @@ fn affinity(mc: &MiniCluster) -> Option<Affinity> {
 }
 
 /// Required node affinity from `pod.nodeAffinity`: node label -> allowed values.
-pub(super) fn node_affinity(mc: &MiniCluster) -> Option<NodeAffinity> {
-    (!mc.spec.pod.node_affinity.is_empty()).then(|| NodeAffinity {
+pub(super) fn node_affinity(pod: &crate::api::PodSpec) -> Option<NodeAffinity> {
+    (!pod.node_affinity.is_empty()).then(|| NodeAffinity {
         required_during_scheduling_ignored_during_execution: Some(NodeSelector {
             node_selector_terms: vec![NodeSelectorTerm {
                 match_expressions: Some(
-                    mc.spec
-                        .pod
-                        .node_affinity
+                    pod.node_affinity
                         .iter()
                         .map(|(key, values)| NodeSelectorRequirement {
                             key: key.clone(),

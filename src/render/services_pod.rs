@@ -25,7 +25,6 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::jobset::DEFAULT_BACKOFF_LIMIT;
 use super::owned_meta;
 use super::pod::{companion_container, node_affinity, non_empty, pull_secrets, user_volumes};
 use crate::api::MiniCluster;
@@ -50,14 +49,10 @@ pub fn services_pod_selector(mc: &MiniCluster) -> BTreeMap<String, String> {
 /// The Job running the services pod, `None` without `spec.services`; `config_map` names
 /// the ConfigMap with the scripts (see [`super::config_map`]).
 pub fn services_job(cluster: &Cluster<'_>, config_map: &str) -> Option<Job> {
-    let mc = cluster.mc;
-    let spec = &mc.spec;
-    if spec.services.is_empty() {
-        return None;
-    }
+    let (mc, pod, jobs) = (cluster.mc, cluster.pods.pod, &cluster.jobs);
+    cluster.services().next()?;
     let name = services_job_name(mc);
-    let pod = &spec.pod;
-    let mut labels = spec.pod.labels.clone();
+    let mut labels = pod.labels.clone();
     labels.insert(
         "app.kubernetes.io/managed-by".to_string(),
         "flux-operator".to_string(),
@@ -69,8 +64,8 @@ pub fn services_job(cluster: &Cluster<'_>, config_map: &str) -> Option<Job> {
         spec: Some(JobSpec {
             parallelism: Some(1),
             completions: Some(1),
-            backoff_limit: Some(spec.backoff_limit.unwrap_or(DEFAULT_BACKOFF_LIMIT)),
-            suspend: Some(spec.suspend),
+            backoff_limit: Some(jobs.backoff_limit),
+            suspend: Some(jobs.suspend),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(labels),
@@ -88,7 +83,7 @@ pub fn services_job(cluster: &Cluster<'_>, config_map: &str) -> Option<Job> {
 /// The services pod: host `name` in the pods' subdomain, the `spec.services` containers,
 /// the ConfigMap when one of them is wrapped, and `spec.pod`'s settings that apply to it.
 fn services_pod_spec(cluster: &Cluster<'_>, name: String, config_map: &str) -> PodSpec {
-    let (mc, spec, pod) = (cluster.mc, &cluster.mc.spec, &cluster.mc.spec.pod);
+    let pod = cluster.pods.pod;
     let containers = cluster
         .services()
         // (The role is that of a broker pod: not used in the services pod.)
@@ -105,10 +100,10 @@ fn services_pod_spec(cluster: &Cluster<'_>, name: String, config_map: &str) -> P
             ..Default::default()
         });
     }
-    volumes.extend(user_volumes(&spec.services));
+    volumes.extend(user_volumes(cluster.services().map(|s| s.spec)));
     PodSpec {
         hostname: Some(name),
-        subdomain: Some(mc.subdomain().to_string()),
+        subdomain: Some(cluster.subdomain.to_string()),
         containers,
         volumes: (!volumes.is_empty()).then_some(volumes),
         restart_policy: Some(
@@ -119,9 +114,9 @@ fn services_pod_spec(cluster: &Cluster<'_>, name: String, config_map: &str) -> P
             .to_string(),
         ),
         service_account_name: non_empty(&pod.service_account_name),
-        automount_service_account_token: super::automount_token(mc),
+        automount_service_account_token: super::automount_token(pod),
         node_selector: (!pod.node_selector.is_empty()).then(|| pod.node_selector.clone()),
-        affinity: node_affinity(mc).map(|n| Affinity {
+        affinity: node_affinity(pod).map(|n| Affinity {
             node_affinity: Some(n),
             ..Affinity::default()
         }),
@@ -129,20 +124,23 @@ fn services_pod_spec(cluster: &Cluster<'_>, name: String, config_map: &str) -> P
         scheduler_name: non_empty(&pod.scheduler_name),
         runtime_class_name: non_empty(&pod.runtime_class_name),
         dns_policy: non_empty(&pod.dns_policy),
-        security_context: Some(super::pod_security_context(mc)),
+        security_context: Some(super::pod_security_context(pod)),
         image_pull_secrets: pull_secrets(
-            spec.services.iter().map(|s| s.image_pull_secret.as_str()),
+            cluster
+                .services()
+                .map(|s| s.spec.image_pull_secret.as_str()),
         ),
         ..PodSpec::default()
     }
 }
 
 /// The later-change apply for an existing services Job: only `suspend`.
-pub fn services_job_update(mc: &MiniCluster) -> serde_json::Value {
+pub fn services_job_update(cluster: &Cluster<'_>) -> serde_json::Value {
+    let mc = cluster.mc;
     serde_json::json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": services_job_name(mc), "namespace": mc.namespace_or_default()},
-        "spec": {"suspend": mc.spec.suspend},
+        "spec": {"suspend": cluster.jobs.suspend},
     })
 }

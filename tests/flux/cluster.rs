@@ -142,10 +142,16 @@ impl MiniClusterRun {
         // As the controller makes it: the spec's (parsed when resolved), checked with a
         // CURVE handshake, else a keypair generated.
         let cert = match resolved.certificate.clone() {
-            Some(cert) => cert.verify().map(|()| cert),
-            None => flux_operator::model::certificate::Certificate::generate(mc.name()),
-        }
-        .expect("certificate");
+            Some(cert) => {
+                assert!(
+                    cert.keys_match().expect("handshake"),
+                    "the spec's keys match"
+                );
+                cert
+            }
+            None => flux_operator::model::certificate::Certificate::generate(mc.name())
+                .expect("certificate"),
+        };
         let secret = render::curve_secret(&mc, &cert.to_text());
         let template = |name: &str| -> Option<PodSpec> {
             desired

@@ -78,10 +78,12 @@ pub fn to_verify<'a>(spec: &'a Resolved<'a>, secret: Presence) -> Option<&'a Cer
 /// before it creates anything. `Err` only when libzmq itself fails (not the spec's fault:
 /// retried).
 pub fn verify_certificate(cert: &Certificate) -> Result<Option<FieldError>, crate::flux::Error> {
-    match cert.verify() {
-        Ok(()) => Ok(None),
-        Err(e) => e.into_spec().map(Some),
-    }
+    Ok((!cert.keys_match()?).then(|| {
+        FieldError::new(
+            "spec.flux.curveCert",
+            "the public key does not belong to the secret key (CURVE handshake failed)",
+        )
+    }))
 }
 
 #[cfg(test)]

@@ -56,7 +56,8 @@ pub(super) fn decide<'d>(
                 return decision;
             }
             let queued = input.observed.admission.is_some() || render::jobset::is_queued(js);
-            if let Some(update) = render::jobset::update(mc, (!queued).then_some(mc.spec.suspend))
+            let suspend = (!queued).then_some(cluster.jobs.suspend);
+            if let Some(update) = render::jobset::update(cluster, suspend)
                 && render::jobset::needs_update(js, &update)
             {
                 if certificate_lost {

@@ -52,7 +52,6 @@ use crate::api::{MiniCluster, MiniClusterStatus};
 use crate::jobset::JobSet;
 use crate::model::Cluster;
 use crate::model::certificate::Certificate;
-use crate::render;
 
 pub use certificate::{to_verify, verify_certificate};
 pub use hold::{FOREIGN_RECHECK, IfStopped};
@@ -202,14 +201,14 @@ pub struct Plan {
     pub if_stopped: IfStopped,
 }
 
-/// Why a plan could not be made: the operator's fault, not the spec's (retried).
-pub type Error = render::Error;
+/// Why a plan could not be made: the operator's fault, never the spec's (retried).
+pub type Error = crate::flux::Error;
 
 /// Decide: each decider in turn, in the order the plan's steps run.
 pub fn plan(input: &Inputs<'_>) -> Result<Plan, Error> {
     let (cluster, desired) = match spec::decide(input)? {
-        Ok(resolved) => resolved,
-        Err(message) => return Ok(hold::invalid(input, &message)),
+        spec::Verdict::Renders(cluster, desired) => (cluster, *desired),
+        spec::Verdict::Refused(message) => return Ok(hold::invalid(input, &message)),
     };
     match ownership::decide(input) {
         ownership::Verdict::Clear => {}

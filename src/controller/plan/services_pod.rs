@@ -35,9 +35,11 @@ pub(super) fn decide(
         }
         Some(existing)
             if controlled_by(existing, mc)
-                && existing.spec.as_ref().and_then(|s| s.suspend) != Some(mc.spec.suspend) =>
+                && existing.spec.as_ref().and_then(|s| s.suspend) != Some(cluster.jobs.suspend) =>
         {
-            Some(Step::UpdateServicesJob(render::services_job_update(mc)))
+            Some(Step::UpdateServicesJob(render::services_job_update(
+                cluster,
+            )))
         }
         Some(_) => None,
     }

@@ -1,29 +1,35 @@
 //! The spec decider: what only the operator can check (the spec resolved, the certificate's
-//! keys), then whether the spec renders at all. A spec refused here creates nothing.
+//! keys, the rendered objects' size). A spec refused here creates nothing.
 
 use super::{Error, Inputs, certificate};
 use crate::model::Cluster;
 use crate::render::{self, Desired};
 
-/// The resolved cluster and its desired objects, or why the spec is refused (`InvalidSpec`'s
-/// message, naming the fields). `Err`: the operator's fault, not the spec's (retried).
-pub(super) fn decide<'a>(
-    input: &Inputs<'a>,
-) -> Result<Result<(&'a Cluster<'a>, Desired), String>, Error> {
+/// What the spec decider decides.
+#[derive(Debug)]
+pub(super) enum Verdict<'a> {
+    /// The resolved cluster and its desired objects.
+    Renders(&'a Cluster<'a>, Box<Desired>),
+    /// Why the spec is refused: `InvalidSpec`'s message, naming the fields.
+    Refused(String),
+}
+
+/// Whether the spec renders. `Err`: the operator's fault, never the spec's (retried).
+pub(super) fn decide<'a>(input: &Inputs<'a>) -> Result<Verdict<'a>, Error> {
     let cluster = match input.spec {
         Ok(cluster) => cluster,
-        Err(errors) => return Ok(Err(super::join(errors))),
+        Err(errors) => return Ok(Verdict::Refused(super::join(errors))),
     };
     // A certificate whose keys do not belong together: refused before anything is made (its
     // Secret is the first object a new cluster gets).
     if let Some(e) = certificate::refused(input) {
-        return Ok(Err(e.to_string()));
+        return Ok(Verdict::Refused(e.to_string()));
     }
-    match render::desired(cluster) {
-        Ok(desired) => Ok(Ok((cluster, desired))),
-        Err(e) if e.field().is_some() => Ok(Err(e.to_string())),
-        Err(e) => Err(e),
-    }
+    let desired = render::desired(cluster)?;
+    Ok(match render::too_large(&desired) {
+        Some(e) => Verdict::Refused(e.to_string()),
+        None => Verdict::Renders(cluster, Box::new(desired)),
+    })
 }
 
 #[cfg(test)]
@@ -68,11 +74,11 @@ mod tests {
                 decide(&seen.inputs(&spec, &observed, &old)).unwrap(),
                 refused,
             ) {
-                (Ok(_), None) => {}
-                (Err(message), Some(start)) => {
+                (Verdict::Renders(..), None) => {}
+                (Verdict::Refused(message), Some(start)) => {
                     assert!(message.starts_with(start), "{what}: {message}");
                 }
-                (got, _) => panic!("{what}: {:?}", got.map(|_| "rendered")),
+                (got, _) => panic!("{what}: {got:?}"),
             }
         }
     }

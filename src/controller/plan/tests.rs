@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Owne
 use super::*;
 use crate::api::{LEAD_JOB, Phase, ROLE_LABEL, condition};
 use crate::jobset::JobSetStatus;
+use crate::render;
 use kube::ResourceExt;
 use kube::api::PartialObjectMeta;
 

@@ -187,16 +187,17 @@ mod tests {
             crate::controller::plan::config_map_of(&trimmed).as_deref(),
             Some("m-config")
         );
-        let update = crate::render::jobset::update(&mc, None).expect("an elastic update");
+        let update = crate::render::jobset::update(&crate::fixtures::cluster(&mc), None)
+            .expect("an elastic update");
         assert!(!crate::render::jobset::needs_update(&trimmed, &update));
         let grown = crate::render::jobset::update(
-            &MiniCluster {
+            &crate::fixtures::cluster(&MiniCluster {
                 spec: crate::api::MiniClusterSpec {
                     size: 4,
                     ..mc.spec.clone()
                 },
                 ..mc.clone()
-            },
+            }),
             None,
         )
         .expect("an elastic update");

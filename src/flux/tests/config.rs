@@ -64,8 +64,7 @@ fn hosts_are_the_pod_fqdns_in_rank_order() {
             cluster_domain: domain.into(),
             view_image_volume: false,
         };
-        let text =
-            crate::flux::config::broker_toml(&crate::model::resolve(&mc, &ctx).unwrap()).unwrap();
+        let text = crate::flux::config::broker_toml(&crate::model::resolve(&mc, &ctx).unwrap());
         let table: toml::Table = text
             .parse()
             .unwrap_or_else(|e| panic!("{name}: not TOML: {e}\n{text}"));
@@ -79,7 +78,7 @@ fn hosts_are_the_pod_fqdns_in_rank_order() {
         );
         assert_eq!(want.len(), max_size as usize);
         // hostnames() agrees, and is what fqdn() qualifies.
-        let qualified: Vec<String> = hostnames(&mc)
+        let qualified: Vec<String> = hostnames(&crate::fixtures::cluster(&mc))
             .iter()
             .map(|h| fqdn(h, sub, ns, domain))
             .collect();
@@ -102,19 +101,19 @@ fn hosts_are_the_pod_fqdns_in_rank_order() {
 #[test]
 fn host_entries_are_compact_hostlists() {
     let mc = with_spec("mc", "default", "size: 8\ncontainers:\n- image: app");
-    let hosts: Vec<String> = config::host_entries(&mc)
+    let hosts: Vec<String> = config::host_entries(&crate::fixtures::cluster(&mc))
         .into_iter()
         .map(|h| h.host)
         .collect();
     assert_eq!(hosts, ["mc-lead-0-0", "mc-workers-0-[0-6]"]);
     let mc = with_spec("mc", "default", "size: 2\ncontainers:\n- image: app");
-    let hosts: Vec<String> = config::host_entries(&mc)
+    let hosts: Vec<String> = config::host_entries(&crate::fixtures::cluster(&mc))
         .into_iter()
         .map(|h| h.host)
         .collect();
     assert_eq!(hosts, ["mc-lead-0-0", "mc-workers-0-0"]);
     let mc = with_spec("mc", "default", "size: 1\ncontainers:\n- image: app");
-    let hosts: Vec<String> = config::host_entries(&mc)
+    let hosts: Vec<String> = config::host_entries(&crate::fixtures::cluster(&mc))
         .into_iter()
         .map(|h| h.host)
         .collect();
@@ -136,7 +135,6 @@ fn only_allowed_bootstrap_keys() {
     let mut mc = with_spec("mc", "ns", "size: 3\nmaxSize: 5\ncontainers:\n- image: app");
     mc.spec.flux.topology = "kary:2".into();
     let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))
-        .unwrap()
         .parse()
         .unwrap();
     let allowed: BTreeSet<&str> = [
@@ -192,8 +190,7 @@ fn connect_uses_subdomain_namespace_and_domain() {
             },
         )
         .unwrap(),
-    )
-    .unwrap();
+    );
     assert_eq!(
         cfg.bootstrap.default_connect,
         "tcp://%h.flux-net.science.svc.cluster.example:%p"
@@ -201,7 +198,7 @@ fn connect_uses_subdomain_namespace_and_domain() {
     // spec.network.clusterDomain wins over the operator's.
     let mut mc = mc;
     mc.spec.network.cluster_domain = "other.domain".into();
-    let cfg = config::broker_config(&crate::fixtures::cluster(&mc)).unwrap();
+    let cfg = config::broker_config(&crate::fixtures::cluster(&mc));
     assert_eq!(
         cfg.bootstrap.default_connect,
         "tcp://%h.flux-net.science.svc.other.domain:%p"
@@ -240,7 +237,6 @@ fn queue_policy_and_simple_scheduler() {
         "size: 2\ncontainers:\n- image: app\nflux:\n  scheduler:\n    queuePolicy: easy",
     );
     let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))
-        .unwrap()
         .parse()
         .unwrap();
     assert_eq!(
@@ -249,7 +245,6 @@ fn queue_policy_and_simple_scheduler() {
     );
     mc.spec.flux.scheduler.simple = true;
     let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))
-        .unwrap()
         .parse()
         .unwrap();
     assert!(!table.contains_key("sched-fluxion-qmanager"));
@@ -297,9 +292,12 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
                 "{spec}\ncontainers:\n- image: app\n  volumes: {{state: {{path: /state, claimName: c}}}}"
             ),
         );
-        assert_eq!(config::resource_hosts(&mc).as_deref(), hosts, "{spec}");
+        assert_eq!(
+            config::resource_hosts(&crate::fixtures::cluster(&mc)).as_deref(),
+            hosts,
+            "{spec}"
+        );
         let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))
-            .unwrap()
             .parse()
             .unwrap();
         match hosts {
@@ -318,7 +316,11 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
                     .split(',')
                     .flat_map(|h| expand_hostlist(h).unwrap())
                     .collect();
-                assert_eq!(expanded, hostnames(&mc), "{spec}");
+                assert_eq!(
+                    expanded,
+                    hostnames(&crate::fixtures::cluster(&mc)),
+                    "{spec}"
+                );
             }
         }
     }
@@ -329,7 +331,7 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
         "size: 2\nmaxSize: 6\ncontainers:\n- image: app",
     );
     mc.spec.flux.broker_config = "[bootstrap]\ncurve_cert = \"/x\"\n".into();
-    assert_eq!(config::resource_hosts(&mc), None);
+    assert_eq!(config::resource_hosts(&crate::fixtures::cluster(&mc)), None);
 }
 
 #[test]
@@ -348,7 +350,7 @@ fn broker_config_replaces_the_generated_one_whole() {
 #[test]
 fn simple_scheduler_is_selected_by_modprobe_alternatives_not_by_disabling_fluxion() {
     let mut mc = with_spec("mc", "default", "size: 2\ncontainers:\n- image: app");
-    assert_eq!(config::scheduler_toml(&mc), None);
+    assert_eq!(config::scheduler_toml(&crate::fixtures::cluster(&mc)), None);
     let data = crate::flux::config_map_data(&crate::fixtures::cluster(&mc)).unwrap();
     assert!(!data.contains_key("scheduler.toml"));
     mc.spec.flux.scheduler.simple = true;

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::api::MiniCluster;
+use crate::api::validation::FieldError;
 use crate::flux::curve::handshake;
 use crate::model::certificate::Certificate;
 
@@ -60,7 +61,7 @@ fn handshake_with_the_certificate_read_back_from_text() {
         handshake(&from_file, &from_file, &from_file, Duration::from_secs(5)).unwrap(),
         "the CURVE handshake with the certificate failed"
     );
-    from_file.verify().unwrap();
+    assert!(from_file.keys_match().unwrap());
 }
 
 #[test]
@@ -70,9 +71,9 @@ fn handshake_with_another_key_fails() {
     let other = Certificate::generate("mc").unwrap();
     // The client trusts another server key: no message may get through.
     assert!(!handshake(&cert, &cert, &other, Duration::from_millis(700)).unwrap());
-    // A certificate whose public key is not its secret key's fails verification.
+    // A certificate whose public key is not its secret key's: its keys do not match.
     let mismatched = Certificate::from_keys("mc", other.public_key(), cert.secret_key()).unwrap();
-    assert!(mismatched.verify().is_err());
+    assert!(!mismatched.keys_match().unwrap());
 }
 
 #[test]
@@ -118,11 +119,14 @@ fn debug_does_not_show_the_secret_key() {
 /// The certificate a MiniCluster's Secret gets, as the controller makes it: the spec's,
 /// parsed when resolved and checked with a CURVE handshake, else a keypair generated then
 /// (when the plan's step is applied).
-fn secret_certificate(mc: &MiniCluster) -> Result<Certificate, crate::flux::Error> {
+fn secret_certificate(mc: &MiniCluster) -> Result<Certificate, FieldError> {
     let spec = crate::model::resolve(mc, &crate::fixtures::env()).map_err(|mut e| e.remove(0))?;
     match spec.certificate {
-        Some(cert) => cert.verify().map(|()| cert),
-        None => Certificate::generate(mc.name()),
+        Some(cert) => match crate::controller::plan::verify_certificate(&cert).unwrap() {
+            Some(refused) => Err(refused),
+            None => Ok(cert),
+        },
+        None => Ok(Certificate::generate(mc.name()).unwrap()),
     }
 }
 
@@ -139,8 +143,8 @@ fn user_certificate_is_checked_and_used() {
         .replace(user.public_key(), other.public_key())
         .into();
     assert_eq!(
-        secret_certificate(&mc).unwrap_err().field(),
-        Some("spec.flux.curveCert")
+        secret_certificate(&mc).unwrap_err().field,
+        "spec.flux.curveCert"
     );
     mc.spec.flux.curve_cert = String::new().into();
     let debug = format!("{:?}", {

@@ -490,6 +490,10 @@ fn every_spec_validation_accepts_renders_and_every_refusal_names_api_fields() {
             accepted.set(accepted.get() + 1);
             let desired = render::desired(&cluster)
                 .map_err(|e| TestCaseError::fail(format!("accepted, but does not render: {e}")))?;
+            prop_assert!(
+                render::too_large(&desired).is_none(),
+                "accepted, but too large to make"
+            );
             let objects = serde_json::to_value((
                 &desired.config_map,
                 &desired.jobset,

@@ -480,8 +480,9 @@ fn a_curve_cert_that_is_not_a_certificate_is_refused_naming_the_field() {
 
 /// Whether `mc` is accepted and renders whole (what the controller does next).
 fn accepted_and_rendered(mc: &MiniCluster) -> bool {
-    crate::model::resolve(mc, &crate::fixtures::env())
-        .is_ok_and(|cluster| crate::render::desired(&cluster).is_ok())
+    crate::model::resolve(mc, &crate::fixtures::env()).is_ok_and(|cluster| {
+        crate::render::desired(&cluster).is_ok_and(|d| crate::render::too_large(&d).is_none())
+    })
 }
 
 /// The one error of `mc`: its field and message.

@@ -150,7 +150,7 @@ fn kueue_labels_reach_the_jobset_and_start_it_suspended() {
     assert_eq!(js.spec.suspend, Some(true));
 
     // Later changes never carry `suspend` for a queued cluster: Kueue owns it.
-    let update = jobset::update(&mc, None).unwrap();
+    let update = jobset::update(&crate::fixtures::cluster(&mc), None).unwrap();
     assert!(update["spec"].get("suspend").is_none());
 }
 
@@ -159,7 +159,7 @@ fn later_changes_touch_only_the_followers_size_and_suspend() {
     let mut mc = hello(3);
     mc.spec.max_size = Some(6);
     let created = jobset(&crate::fixtures::cluster(&mc), "m-flux-0");
-    let update = jobset::update(&mc, Some(false)).unwrap();
+    let update = jobset::update(&crate::fixtures::cluster(&mc), Some(false)).unwrap();
     assert_eq!(update["spec"].as_object().unwrap().len(), 2, "{update}");
     assert_eq!(update["spec"]["replicatedJobs"][0]["name"], "workers");
     assert_eq!(
@@ -169,7 +169,7 @@ fn later_changes_touch_only_the_followers_size_and_suspend() {
     assert!(!jobset::needs_update(&created, &update), "nothing changed");
 
     mc.spec.size = 5;
-    let update = jobset::update(&mc, Some(false)).unwrap();
+    let update = jobset::update(&crate::fixtures::cluster(&mc), Some(false)).unwrap();
     assert_eq!(
         update["spec"]["replicatedJobs"][0]["template"]["spec"]["completions"],
         4
@@ -182,13 +182,16 @@ fn later_changes_touch_only_the_followers_size_and_suspend() {
     mc.spec.size = 3;
     mc.spec.suspend = true;
     assert!(
-        jobset::needs_update(&created, &jobset::update(&mc, Some(true)).unwrap()),
+        jobset::needs_update(
+            &created,
+            &jobset::update(&crate::fixtures::cluster(&mc), Some(true)).unwrap()
+        ),
         "suspend changed"
     );
 
     // A lone lead broker has no followers job: only `suspend` may change.
     let lone = hello(1);
-    assert!(jobset::update(&lone, None).is_none());
+    assert!(jobset::update(&crate::fixtures::cluster(&lone), None).is_none());
 }
 
 #[test]
@@ -404,7 +407,10 @@ fn the_services_ports_select_their_pod_and_its_job_follows_spec_suspend() {
             .suspend,
         Some(true)
     );
-    assert_eq!(services_job_update(&mc)["spec"]["suspend"], true);
+    assert_eq!(
+        services_job_update(&crate::fixtures::cluster(&mc))["spec"]["suspend"],
+        true
+    );
     assert!(services_job(&crate::fixtures::cluster(&hello(2)), "m-flux-0").is_none());
 }
 
@@ -528,11 +534,12 @@ fn config_map_past_one_mebibyte_is_refused_naming_the_field() {
     let c = &mut mc.spec.containers[0];
     c.command = long.clone();
     (c.commands.init, c.commands.pre, c.commands.post) = (long.clone(), long.clone(), long);
-    let e = config_map(&crate::fixtures::cluster(&mc)).expect_err("too large");
-    assert_eq!(e.field(), Some("spec.containers"));
+    let too_large = |mc: &MiniCluster| too_large(&desired(&crate::fixtures::cluster(mc)).unwrap());
+    let e = too_large(&mc).expect("too large");
+    assert_eq!(e.field, "spec.containers");
     assert!(e.to_string().contains("1 MiB"), "{e}");
     mc.spec.containers[0].command = "x".repeat(1000);
-    assert!(config_map(&crate::fixtures::cluster(&mc)).is_ok());
+    assert_eq!(too_large(&mc), None);
 }
 
 #[test]
@@ -544,16 +551,16 @@ fn a_spec_whose_jobset_passes_one_mebibyte_is_refused_whole_before_anything_is_m
     let env = &mut mc.spec.containers[0].environment;
     env.extend((0..160).map(|i| (format!("V{i}"), value.clone())));
     assert!(crate::model::validate(&mc).is_empty());
-    let e = desired(&crate::fixtures::cluster(&mc)).expect_err("too large");
-    assert_eq!(e.field(), Some("spec"));
+    let e = too_large(&desired(&crate::fixtures::cluster(&mc)).unwrap()).expect("too large");
+    assert_eq!(e.field, "spec");
     assert!(e.to_string().contains("1 MiB"), "{e}");
     // Half of it renders, and its JobSet is within the bound.
     mc.spec.containers[0]
         .environment
         .retain(|k, _| k.strip_prefix('V').and_then(|i| i.parse::<u32>().ok()) < Some(80));
-    let js = desired(&crate::fixtures::cluster(&mc))
-        .expect("fits")
-        .jobset;
+    let desired = desired(&crate::fixtures::cluster(&mc)).unwrap();
+    assert_eq!(too_large(&desired), None, "fits");
+    let js = desired.jobset;
     let size = serde_json::to_vec(&js).unwrap().len();
     assert!(
         (MAX_JOBSET_BYTES / 2..=MAX_JOBSET_BYTES).contains(&size),
