@@ -292,14 +292,9 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
                 "{spec}\ncontainers:\n- image: app\n  volumes: {{state: {{path: /state, claimName: c}}}}"
             ),
         );
-        assert_eq!(
-            config::resource_hosts(&crate::fixtures::cluster(&mc)).as_deref(),
-            hosts,
-            "{spec}"
-        );
-        let table: toml::Table = config::broker_toml(&crate::fixtures::cluster(&mc))
-            .parse()
-            .unwrap();
+        let cluster = crate::fixtures::cluster(&mc);
+        assert_eq!(config::resource_hosts(&cluster).as_deref(), hosts, "{spec}");
+        let table: toml::Table = config::broker_toml(&cluster).parse().unwrap();
         match hosts {
             None => assert!(!table.contains_key("resource"), "{spec}"),
             Some(hosts) => {
@@ -316,11 +311,7 @@ fn a_resource_file_of_every_host_in_rank_order_unless_the_user_gives_the_broker_
                     .split(',')
                     .flat_map(|h| expand_hostlist(h).unwrap())
                     .collect();
-                assert_eq!(
-                    expanded,
-                    hostnames(&crate::fixtures::cluster(&mc)),
-                    "{spec}"
-                );
+                assert_eq!(expanded, hostnames(&cluster), "{spec}");
             }
         }
     }
