@@ -166,7 +166,7 @@ fn program_lines(cluster: &Cluster<'_>) -> Vec<String> {
         Mode::Batch | Mode::BatchRaw => ("batch", batch_lines(cluster, option_flags)),
     };
     let mut lines = Vec::new();
-    if cluster.pods.logging.timed {
+    if cluster.logging.timed {
         lines.push("# logging.timed: report the wall time of the program".to_string());
         lines.push(format!(
             "{} flux-operator-time {label}",
@@ -192,7 +192,7 @@ fn submit_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Vec<String>
     if submit.get(1).map(String::as_str) == Some("submit") {
         words.extend(["--quiet".to_string(), "--watch".to_string()]);
     }
-    if cluster.pods.logging.debug {
+    if cluster.logging.debug {
         words.push("-vvv".into());
     }
     vec![
@@ -212,7 +212,7 @@ fn batch_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Vec<String> 
     };
     // logging.quiet: the batch job's id is not printed (its jobs' output goes to
     // files anyway); errors stay on stderr.
-    let batch = if cluster.pods.logging.quiet {
+    let batch = if cluster.logging.quiet {
         r#"flux batch "$@" >/dev/null && flux job wait --all"#
     } else {
         r#"flux batch "$@" && flux job wait --all"#
@@ -566,7 +566,7 @@ pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error>
     let ctx = LeadScript {
         broker,
         mode_help: mode_help(cluster.flux.mode),
-        timed: cluster.pods.logging.timed,
+        timed: cluster.logging.timed,
         prefix: quote_all(&cluster.flux.prefix),
         program: program_lines(cluster),
         archive: (cluster.archive.as_ref()).map(|a| quote(a.path).into_owned()),
@@ -597,7 +597,7 @@ fn mode_help(mode: Mode) -> &'static str {
 /// The context both broker entrypoints share.
 fn broker_context(cluster: &Cluster<'_>, lead: bool) -> BrokerScript {
     let (mc, c, field) = (cluster.mc, cluster.flux.spec, &cluster.flux.field);
-    let (options, logging) = (&cluster.options, cluster.pods.logging);
+    let (options, logging) = (&cluster.options, cluster.logging);
     let flux_env = (options.environment.iter())
         .map(|(name, value)| (name.clone(), quote(value).into_owned()))
         .collect();
@@ -650,7 +650,7 @@ fn python_path(cluster: &Cluster<'_>) -> Option<String> {
 /// `workerPre` on the followers.
 fn broker_hooks(cluster: &Cluster<'_>, lead: bool) -> Hooks {
     let (cmds, field) = (&cluster.flux.spec.commands, &cluster.flux.field);
-    let quiet = cluster.pods.logging.quiet;
+    let quiet = cluster.logging.quiet;
     let hook = |name: &str, text: &str, file: &str| hook(field, name, text, file.into(), quiet);
     Hooks {
         init: hook("init", &cmds.init, files::HOOK_INIT),
@@ -663,7 +663,7 @@ fn broker_hooks(cluster: &Cluster<'_>, lead: bool) -> Hooks {
 
 /// The `-S` options of `flux start`, quoted.
 fn broker_options(cluster: &Cluster<'_>, lead: bool) -> Vec<String> {
-    let logging = cluster.pods.logging;
+    let logging = cluster.logging;
     let mut broker_opts = vec![
         format!("-Slog-stderr-level={}", cluster.options.log_level),
         "-Slog-stderr-mode=local".to_string(),
@@ -710,7 +710,7 @@ pub fn companion_script(
     }
     let (mc, c, companion) = (cluster.mc, container.spec, container.companion);
     let field = companion.field();
-    let (options, logging) = (&cluster.options, cluster.pods.logging);
+    let (options, logging) = (&cluster.options, cluster.logging);
     let quiet = logging.quiet;
     let prefix = companion.file_prefix();
     let hook = |name: &str, text: &str, file: &str| {
@@ -818,7 +818,7 @@ pub fn save_script(cluster: &Cluster<'_>) -> Result<Option<String>, Error> {
         &Save {
             mc: mc.name().to_string(),
             archive: quote(archive.path).into_owned(),
-            quiet: cluster.pods.logging.quiet,
+            quiet: cluster.logging.quiet,
             grace: archive.grace_seconds,
             finish: archive.running_jobs == RunningJobs::Finish,
             running_jobs: archive.running_jobs,

@@ -9,7 +9,9 @@ use super::network::{PortService, cluster_domain, port_services};
 use super::settings::{FluxOptions, JobSettings, PodSettings};
 use super::{Environment, validate};
 use crate::api::validation::FieldError;
-use crate::api::{FluxContainer as FluxViewSpec, MiniCluster, MiniClusterContainer, RunningJobs};
+use crate::api::{
+    FluxContainer as FluxViewSpec, LoggingSpec, MiniCluster, MiniClusterContainer, RunningJobs,
+};
 
 /// A MiniCluster whose spec was checked and resolved ([`resolve`]): every fact render and
 /// flux would otherwise derive again from the spec, decided once. Flux and render read the
@@ -25,6 +27,8 @@ pub struct Cluster<'a> {
     pub subdomain: &'a str,
     /// The instance's settings (`spec.flux`).
     pub options: FluxOptions<'a>,
+    /// `spec.logging`: how the entrypoints and the brokers speak.
+    pub logging: &'a LoggingSpec,
     /// `spec.flux.container`: the flux view's image, where it mounts, its Python path.
     pub flux_view: &'a FluxViewSpec,
     /// Every pod's settings.
@@ -181,6 +185,7 @@ pub fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> Result<Cluster<'a>
         cluster_domain: cluster_domain(mc, env).map_err(one)?,
         subdomain: mc.subdomain(),
         options: FluxOptions::of(mc).map_err(one)?,
+        logging: &mc.spec.logging,
         flux_view: &mc.spec.flux.container,
         pods: PodSettings::of(mc),
         jobs: JobSettings::of(mc),

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::PodResourceClaim;
 
 use super::words::split_words;
 use crate::api::validation::FieldError;
-use crate::api::{self, LoggingSpec, MiniCluster, Placement, QueuePolicy, StartupOrder};
+use crate::api::{self, MiniCluster, Placement, QueuePolicy, StartupOrder};
 
 /// Pod retries per Job when `spec.backoffLimit` is unset (Kubernetes' own default).
 pub const DEFAULT_BACKOFF_LIMIT: i32 = 6;
@@ -115,8 +115,6 @@ pub struct PodSettings<'a> {
     pub placement: Option<(&'static str, &'a str)>,
     /// `resourceClaims`, passed through.
     pub resource_claims: &'a [PodResourceClaim],
-    /// `logging`: how the entrypoints speak (quiet, strict, debug, timed, zeromq).
-    pub logging: &'a LoggingSpec,
 }
 
 impl<'a> PodSettings<'a> {
@@ -129,7 +127,6 @@ impl<'a> PodSettings<'a> {
             spread: !spec.network.disable_affinity,
             placement: spec.placement.as_ref().and_then(Placement::annotation),
             resource_claims: &spec.resource_claims,
-            logging: &spec.logging,
         }
     }
 }
