@@ -37,6 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use kube::core::PartialObjectMeta;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::Store;
 use kube::runtime::{Controller, WatchStreamExt, controller, watcher};
@@ -118,7 +119,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let ns = config.namespace.as_deref();
     // Readiness: from the start, on a standby as on the leader.
     let readiness = tokio::spawn(readiness_watch(
-        scoped::<MiniCluster>(&client, ns),
+        scoped::<PartialObjectMeta<MiniCluster>>(&client, ns),
         health.clone(),
     ));
 
@@ -326,31 +327,30 @@ where
     }
 }
 
-/// This replica's own MiniCluster watch, from start to exit: the same list and watch the
-/// controller's cache runs, with the same credentials. The replica is ready once its initial
-/// list is complete: a standby could take over, a leader's controller sees what it needs.
+/// This replica's own MiniCluster list and watch, with the controller's credentials, until
+/// its initial list is complete: the replica is then ready (a standby could take over, a
+/// leader's controller sees what it needs), and the watch ends. Metadata only: it reads no
+/// spec, and every MiniCluster event it kept receiving would cost the API server a second
+/// encoding and send beside the controller's own watch.
 ///
 /// Not the controller's own store: kube-runtime's `Store::wait_until_ready` wakes only the
 /// last of several waiters (one oneshot channel underneath), and the controller's runner
 /// waits on that store itself, so a second waiter there either never wakes (readiness
 /// stayed 503 forever) or takes the wake-up away from the runner.
-async fn readiness_watch(api: Api<MiniCluster>, health: Health) {
-    watcher(api, watcher::Config::default())
-        .backoff(watches::stream::watch_backoff())
-        .for_each(|event| {
-            let health = health.clone();
-            async move {
-                match event {
-                    Ok(watcher::Event::InitDone) if !health.is_ready() => {
-                        tracing::info!("MiniCluster watch synced; ready");
-                        health.set_synced(true);
-                    }
-                    Ok(_) => {}
-                    Err(error) => tracing::warn!(%error, "MiniCluster watch failed; retrying"),
-                }
+async fn readiness_watch(api: Api<PartialObjectMeta<MiniCluster>>, health: Health) {
+    let events = watcher(api, watcher::Config::default()).backoff(watches::stream::watch_backoff());
+    futures::pin_mut!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::InitDone) => {
+                tracing::info!("MiniCluster list complete; ready");
+                health.set_synced(true);
+                return;
             }
-        })
-        .await;
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "MiniCluster list failed; retrying"),
+        }
+    }
 }
 
 async fn wait_true(mut rx: watch::Receiver<bool>) {
