@@ -59,7 +59,13 @@
 //! kube-controller-manager, kube-scheduler and kwok; and from the apiserver's /metrics
 //! `apiserver_request_total` (by verb and resource: the apiserver does not label requests by
 //! client, so these are every client's requests, the driver's and the controllers'
-//! included), the admission webhooks' time and the pod creations' latency.
+//! included), the watch events it sent (`apiserver_watch_events_total` and `_sizes`, by
+//! resource: one per watcher, every client's), the admission webhooks' time and the pod
+//! creations' latency. With `BENCH_PPROF_SECS` (default 0: off), the many-clusters runs also
+//! take the apiserver's CPU profile over that many seconds from the first apply (its
+//! `/debug/pprof/profile`, kept beside the bench logs) and split it by path with `go tool
+//! pprof`: watch events sent, writes (with the custom resources' CEL rules apart), gets and
+//! lists, Go's garbage collector, the rest.
 //!
 //! `BENCH_ROUNDS` (default 3) rounds, each with every size and the resize; the first
 //! `BENCH_MANY_ROUNDS` (default 1, to stay near 15 minutes in all) of them include the

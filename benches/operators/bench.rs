@@ -103,6 +103,27 @@ impl Bench {
         Ok(out)
     }
 
+    /// A CPU profile of the API server over the next `secs` seconds (its
+    /// `/debug/pprof/profile`), written to `path`, split by path once it is whole.
+    pub(crate) fn profile_api_server(
+        &self,
+        secs: u64,
+        path: PathBuf,
+    ) -> tokio::task::JoinHandle<Result<Option<ProfileSplit>>> {
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            use futures::AsyncReadExt as _;
+            let uri = format!("/debug/pprof/profile?seconds={secs}");
+            let req = http::Request::get(uri).body(Vec::new())?;
+            let mut body = Vec::new();
+            let stream = client.request_stream(req).await?;
+            futures::pin_mut!(stream);
+            stream.read_to_end(&mut body).await?;
+            std::fs::write(&path, &body).with_context(|| format!("writing {}", path.display()))?;
+            Ok(profile_split(&path))
+        })
+    }
+
     pub(crate) async fn api_stats(&self) -> Result<ApiStats> {
         let req = http::Request::get("/metrics").body(Vec::new())?;
         let text = self.client.request_text(req).await?;

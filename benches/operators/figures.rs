@@ -13,6 +13,11 @@ pub(crate) struct ApiStats {
     /// `apiserver_request_duration_seconds` of pod creations.
     pub(crate) pod_create_secs: f64,
     pub(crate) pod_creates: f64,
+    /// `apiserver_watch_events_total` by "resource[.group]": the events the API server sent,
+    /// one per watcher (its fan-out).
+    pub(crate) watch_events: BTreeMap<String, f64>,
+    /// `apiserver_watch_events_sizes` (sum, bytes) by the same key: what it encoded.
+    pub(crate) watch_bytes: BTreeMap<String, f64>,
 }
 
 /// `a - b` key by key (a key missing from `b` counts as 0 there); the keys at 0 dropped.
@@ -31,6 +36,8 @@ impl ApiStats {
             webhook_calls: sub(&self.webhook_calls, &before.webhook_calls),
             pod_create_secs: self.pod_create_secs - before.pod_create_secs,
             pod_creates: self.pod_creates - before.pod_creates,
+            watch_events: sub(&self.watch_events, &before.watch_events),
+            watch_bytes: sub(&self.watch_bytes, &before.watch_bytes),
         }
     }
 
@@ -110,6 +117,59 @@ pub(crate) struct Run {
     /// One MiniCluster, after the figures above: its delete request -> no pod of it left.
     pub(crate) teardown: Option<f64>,
     pub(crate) load: f64,
+    /// The API server's CPU profile over the run, by path (`BENCH_PPROF_SECS`).
+    pub(crate) profile: Option<ProfileSplit>,
+}
+
+/// Where the API server's CPU went, from its CPU profile (`go tool pprof -top -cum`):
+/// seconds of samples under each path's functions. The paths run in goroutines of their own
+/// (a write's storage part in its finisher's), so no sample is under two of them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ProfileSplit {
+    /// Every sample.
+    pub(crate) total: f64,
+    /// Sending watch events: the watch handlers (encoding, compressing, writing) and the
+    /// cache's dispatch of each event to its watchers.
+    pub(crate) watch: f64,
+    /// Create, update, patch and delete requests: decoding, admission, validation (CEL
+    /// included), managed fields, the write to etcd, encoding the answer.
+    pub(crate) writes: f64,
+    /// Get and list requests.
+    pub(crate) reads: f64,
+    /// Go's garbage collector, in its own workers.
+    pub(crate) gc: f64,
+    /// Within the writes: custom resources' CEL rules (`x-kubernetes-validations`).
+    pub(crate) cel: f64,
+}
+
+impl ProfileSplit {
+    /// The functions whose cumulative time is each path's ([`profile_split`]), as
+    /// Kubernetes v1.37 names them.
+    pub(crate) const WATCH: &[&str] = &[
+        "k8s.io/apiserver/pkg/endpoints/handlers.(*WatchServer).HandleHTTP",
+        "k8s.io/apiserver/pkg/storage/cacher.(*cacheWatcher).processInterval",
+        "k8s.io/apiserver/pkg/storage/cacher.(*Cacher).dispatchEvents",
+    ];
+    pub(crate) const WRITES: &[&str] = &[
+        "k8s.io/apiserver/pkg/endpoints/handlers/finisher.finishRequest.func1",
+        "k8s.io/apiserver/pkg/endpoints/handlers.CreateResource.createHandler.func1",
+        "k8s.io/apiserver/pkg/endpoints/handlers.UpdateResource.func1",
+        "k8s.io/apiserver/pkg/endpoints/handlers.PatchResource.func1",
+        "k8s.io/apiserver/pkg/endpoints/handlers.DeleteResource.func1",
+        "k8s.io/apiserver/pkg/endpoints/handlers.DeleteCollection.func1",
+    ];
+    pub(crate) const READS: &[&str] = &[
+        "k8s.io/apiserver/pkg/endpoints/handlers.getResourceHandler.func1",
+        "k8s.io/apiserver/pkg/endpoints/handlers.ListResource.func1",
+    ];
+    pub(crate) const GC: &[&str] = &["runtime.gcBgMarkWorker"];
+    pub(crate) const CEL: &[&str] =
+        &["k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel.(*Validator).Validate"];
+
+    /// The rest: everything else (the filters before a handler, etcd's client, GC, ...).
+    pub(crate) fn rest(&self) -> f64 {
+        self.total - self.watch - self.writes - self.reads - self.gc
+    }
 }
 
 impl Run {

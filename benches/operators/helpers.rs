@@ -94,6 +94,69 @@ pub(crate) fn control_plane(state: &Path) -> Result<Vec<(&'static str, u32)>> {
     Ok(procs)
 }
 
+/// The split of the CPU profile at `path` ([`ProfileSplit`]), from `go tool pprof -top -cum`
+/// (Go builds the control plane here, so its toolchain is on the machine). `None` when pprof
+/// cannot read it.
+pub(crate) fn profile_split(path: &Path) -> Option<ProfileSplit> {
+    let out = Command::new("go")
+        .args([
+            "tool",
+            "pprof",
+            "-top",
+            "-cum",
+            "-nodecount=100000",
+            "-nodefraction=0",
+            "-unit=s",
+        ])
+        .arg(path)
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    // "Duration: 30.13s, Total samples = 25.31s (84.02%)"
+    let total = text.lines().find_map(|l| {
+        l.split_once("Total samples = ")?
+            .1
+            .split('s')
+            .next()?
+            .parse()
+            .ok()
+    })?;
+    // "  flat  flat%   sum%        cum   cum%  name": the cumulative seconds of a function.
+    let cum = |names: &[&str]| -> f64 {
+        (text.lines())
+            .filter_map(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                let name = fields.get(5..)?.join(" ");
+                names
+                    .contains(&name.as_str())
+                    .then(|| fields[3].trim_end_matches('s').parse::<f64>().ok())?
+            })
+            .sum()
+    };
+    Some(ProfileSplit {
+        total,
+        watch: cum(ProfileSplit::WATCH),
+        writes: cum(ProfileSplit::WRITES),
+        reads: cum(ProfileSplit::READS),
+        gc: cum(ProfileSplit::GC),
+        cel: cum(ProfileSplit::CEL),
+    })
+}
+
+/// The resource of a watch metric's sample, "resource[.group]" (Kubernetes labels it
+/// `resource` and `group`; older releases `kind` and `group`).
+fn watch_key(labels: &[(String, String)]) -> String {
+    let resource = match label(labels, "resource") {
+        "" => label(labels, "kind"),
+        r => r,
+    };
+    match label(labels, "group") {
+        "" => resource.to_string(),
+        group => format!("{resource}.{group}"),
+    }
+}
+
 pub(crate) fn api_stats_from(text: &str) -> ApiStats {
     let mut s = ApiStats::default();
     for line in text.lines() {
@@ -120,6 +183,12 @@ pub(crate) fn api_stats_from(text: &str) -> ApiStats {
                     k
                 };
                 *s.requests.entry(key).or_default() += value;
+            }
+            "apiserver_watch_events_total" => {
+                *s.watch_events.entry(watch_key(&labels)).or_default() += value;
+            }
+            "apiserver_watch_events_sizes_sum" => {
+                *s.watch_bytes.entry(watch_key(&labels)).or_default() += value;
             }
             "apiserver_admission_webhook_admission_duration_seconds_sum" => {
                 *s.webhook_secs

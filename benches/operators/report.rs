@@ -100,6 +100,7 @@ pub(crate) fn report(
                 r.many(&mut o, m);
                 r.idle_requests(&mut o, m);
                 r.requests_per_minicluster(&mut o, m);
+                r.watch_events_per_minicluster(&mut o, m);
                 r.webhooks(&mut o, sc, &format!("{m} MiniClusters"));
             }
         }
@@ -540,6 +541,54 @@ impl Report<'_> {
             let _ = writeln!(o, "{line}");
         }
     }
+
+    /// Watch events the API server sent per MiniCluster from the first apply until all pods
+    /// Ready, by resource (events, and KiB encoded), with the operator's column minus the bare
+    /// JobSet's: the watch traffic the operator adds.
+    pub(crate) fn watch_events_per_minicluster(&self, o: &mut String, m: usize) {
+        let sc = Scenario::Many(m);
+        let _ = writeln!(
+            o,
+            "\nWatch events per MiniCluster, from the first apply until all pods Ready (medians of \
+             `apiserver_watch_events_total` and `apiserver_watch_events_sizes` deltas / {m}, \
+             events and KiB; one event per watcher: every client's watches).\n"
+        );
+        let keys: BTreeSet<String> = (self.runs.iter())
+            .filter(|r| r.scenario == sc)
+            .flat_map(|r| r.api.watch_events.keys().cloned())
+            .collect();
+        let both = self.has(Arm::Operator) && self.has(Arm::JobSet);
+        let (mut head, mut rule) = self.head("| resource |", "|---|");
+        if both {
+            head.push_str(" operator − bare JobSet |");
+            rule.push_str("--:|");
+        }
+        let _ = writeln!(o, "{head}\n{rule}");
+        for k in keys {
+            let per = |a: Arm, of: fn(&ApiStats) -> &BTreeMap<String, f64>, unit: f64| {
+                median(&self.vals(sc, a, &|r| {
+                    Some(of(&r.api).get(&k).copied().unwrap_or(0.0) / unit / m as f64)
+                }))
+            };
+            let events = |a: Arm| per(a, |s| &s.watch_events, 1.0);
+            let kib = |a: Arm| per(a, |s| &s.watch_bytes, 1024.0);
+            if self.arms.iter().all(|&a| events(a).abs() < 0.05) {
+                continue;
+            }
+            let mut line = format!("| {k} |");
+            for &a in self.arms {
+                let _ = write!(line, " {:.2} ({:.1} KiB) |", events(a), kib(a));
+            }
+            if both {
+                let (de, dk) = (
+                    events(Arm::Operator) - events(Arm::JobSet),
+                    kib(Arm::Operator) - kib(Arm::JobSet),
+                );
+                let _ = write!(line, " {de:+.2} ({dk:+.1} KiB) |");
+            }
+            let _ = writeln!(o, "{line}");
+        }
+    }
 }
 
 /// The rows of the many-clusters table up to the idle window: from the first apply until
@@ -581,6 +630,41 @@ pub(crate) fn many_rows(m: usize) -> Vec<Row> {
         (
             "kube-apiserver CPU s",
             Box::new(|r| r.cpu.get("kube-apiserver").copied()),
+            2,
+        ),
+        (
+            "kube-apiserver profile s, all samples (BENCH_PPROF_SECS)",
+            Box::new(|r| Some(r.profile.as_ref()?.total)),
+            2,
+        ),
+        (
+            "kube-apiserver profile s: watch events sent",
+            Box::new(|r| Some(r.profile.as_ref()?.watch)),
+            2,
+        ),
+        (
+            "kube-apiserver profile s: writes",
+            Box::new(|r| Some(r.profile.as_ref()?.writes)),
+            2,
+        ),
+        (
+            "kube-apiserver profile s: gets and lists",
+            Box::new(|r| Some(r.profile.as_ref()?.reads)),
+            2,
+        ),
+        (
+            "kube-apiserver profile s: Go's garbage collector",
+            Box::new(|r| Some(r.profile.as_ref()?.gc)),
+            2,
+        ),
+        (
+            "kube-apiserver profile s: CEL rules of custom resources (in the writes)",
+            Box::new(|r| Some(r.profile.as_ref()?.cel)),
+            2,
+        ),
+        (
+            "kube-apiserver profile s: the rest",
+            Box::new(|r| Some(r.profile.as_ref()?.rest())),
             2,
         ),
         (

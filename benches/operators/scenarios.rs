@@ -253,6 +253,13 @@ impl Bench {
         let ctl0 = self.controllers();
         let api0 = self.api_stats().await?;
         let cpu0 = self.cpu(op_pid)?;
+        let profile = match (scenario, env_or("BENCH_PPROF_SECS", 0u64)?) {
+            (Scenario::Many(_), secs) if secs > 0 => {
+                let file = format!("pprof-{}-{ns}.pb.gz", arm.key());
+                Some(self.profile_api_server(secs, self.logs.join(file)))
+            }
+            _ => None,
+        };
         let t0 = Instant::now();
         for a in objects {
             apply(a).await?;
@@ -284,6 +291,10 @@ impl Bench {
             Some(p) => p.reconcile_quantiles().await,
             None => (None, None),
         };
+        let profile = match profile {
+            Some(task) => task.await??,
+            None => None,
+        };
         let secs = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
         Ok(Run {
             scenario,
@@ -302,6 +313,7 @@ impl Bench {
             running,
             teardown: None, // measured after
             load: load_average(),
+            profile,
         })
     }
 
@@ -369,6 +381,7 @@ impl Bench {
             running: None,
             teardown: None,
             load: load_average(),
+            profile: None,
         })
     }
 
