@@ -22,9 +22,9 @@ pub struct Admission {
     pub admitted_at: Option<Timestamp>,
 }
 
-/// Facts derived from the pods.
+/// What the status counts of the pods: how many are ready, live and stopping, and when.
 #[derive(Debug, Default, PartialEq)]
-pub struct PodFacts {
+pub struct PodCounts {
     /// Pods whose Ready condition is True (and are not terminating).
     pub ready: i32,
     /// Pods not yet finished (not Succeeded or Failed).
@@ -40,21 +40,21 @@ pub struct PodFacts {
 }
 
 /// Count ready and live pods and find the readiness timestamps.
-pub fn pod_facts(pods: &[Arc<Pod>]) -> PodFacts {
-    let mut facts = PodFacts::default();
+pub fn count_pods(pods: &[Arc<Pod>]) -> PodCounts {
+    let mut counts = PodCounts::default();
     for pod in pods {
         let terminating = pod.metadata.deletion_timestamp.is_some();
         let status = pod.status.as_ref();
         let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
         // A terminating pod still counts: teardown ends when the pods are gone.
         if !matches!(phase, "Succeeded" | "Failed") {
-            facts.live += 1;
+            counts.live += 1;
             if terminating {
-                facts.stopping += 1;
+                counts.stopping += 1;
             }
         }
         if let Some(created) = &pod.metadata.creation_timestamp {
-            facts.first_pod_at = Some(facts.first_pod_at.map_or(created.0, |t| t.min(created.0)));
+            counts.first_pod_at = Some(counts.first_pod_at.map_or(created.0, |t| t.min(created.0)));
         }
         let ready = status
             .and_then(|s| s.conditions.as_ref())
@@ -63,17 +63,17 @@ pub fn pod_facts(pods: &[Arc<Pod>]) -> PodFacts {
             && !terminating
             && phase == "Running"
         {
-            facts.ready += 1;
+            counts.ready += 1;
             let at = ready.last_transition_time.as_ref().map(|t| t.0);
             if let Some(at) = at {
-                facts.all_ready_at = Some(facts.all_ready_at.map_or(at, |t| t.max(at)));
+                counts.all_ready_at = Some(counts.all_ready_at.map_or(at, |t| t.max(at)));
                 if is_lead(pod) {
-                    facts.lead_ready_at = Some(at);
+                    counts.lead_ready_at = Some(at);
                 }
             }
         }
     }
-    facts
+    counts
 }
 
 /// Whether the pod is a lead broker's (its role label).

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::{Facts, Inputs};
+use super::{Inputs, Lifecycle};
 use crate::api::{MiniCluster, condition};
 
 /// Another MiniCluster of the namespace that holds this one's archive, if one does.
@@ -15,8 +15,8 @@ use crate::api::{MiniCluster, condition};
 /// A sharer holds the archive if it has not finished and either has made its JobSet (it
 /// runs, is suspended or is being deleted, when its lead saves) or was created first and is
 /// not held itself (so of two new ones the older goes, and a broken older one holds nothing).
-pub(super) fn holder<'a>(input: &Inputs<'a>, facts: &Facts<'_>) -> Option<&'a MiniCluster> {
-    if facts.jobset.is_some() || facts.made_before || input.old.completion_time.is_some() {
+pub(super) fn holder<'a>(input: &Inputs<'a>, life: &Lifecycle<'_>) -> Option<&'a MiniCluster> {
+    if life.jobset.is_some() || life.made_before || input.old.completion_time.is_some() {
         return None;
     }
     let me = input.mc;
@@ -84,7 +84,7 @@ mod tests {
         let old = seen.mc.status.clone().unwrap_or_default();
         let spec = seen.resolve();
         let input = seen.inputs(&spec, &seen.observed, &old);
-        holder(&input, &Facts::of(&input)).map(|o| o.metadata.name.clone().unwrap_or_default())
+        holder(&input, &Lifecycle::of(&input)).map(|o| o.metadata.name.clone().unwrap_or_default())
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! others) and holds a change that would start new pods; a certificate from the spec whose
 //! keys do not belong together refuses the spec.
 
-use super::{Facts, Inputs, Presence, Resolved, Step};
+use super::{Inputs, Lifecycle, Presence, Resolved, Step};
 use crate::api::validation::FieldError;
 use crate::model::Cluster;
 use crate::model::certificate::Certificate;
@@ -28,7 +28,7 @@ pub(super) fn refused<'a>(input: &'a Inputs<'_>) -> Option<&'a FieldError> {
 }
 
 /// Decide the certificate Secret.
-pub(super) fn decide(input: &Inputs<'_>, cluster: &Cluster<'_>, facts: &Facts<'_>) -> Decision {
+pub(super) fn decide(input: &Inputs<'_>, cluster: &Cluster<'_>, life: &Lifecycle<'_>) -> Decision {
     let name = render::curve_secret_name(cluster.mc);
     let mut decision = Decision {
         curve_secret: input.old.curve_secret.clone(),
@@ -36,8 +36,8 @@ pub(super) fn decide(input: &Inputs<'_>, cluster: &Cluster<'_>, facts: &Facts<'_
     };
     match input.observed.secret {
         Presence::Owned => decision.curve_secret = name,
-        _ if facts.over => {}
-        _ if facts.live_jobset().is_some() && cluster.certificate.is_none() => {
+        _ if life.over => {}
+        _ if life.live_jobset().is_some() && cluster.certificate.is_none() => {
             decision.lost = Some(format!(
                 "Secret {name} with the brokers' CURVE certificate was deleted while the \
                  cluster runs; no new keypair is made, because brokers started with one could \
@@ -153,7 +153,7 @@ mod tests {
             let old = seen.mc.status.clone().unwrap_or_default();
             let spec = seen.resolve();
             let input = seen.inputs(&spec, &observed, &old);
-            let decision = decide(&input, spec.as_ref().unwrap(), &Facts::of(&input));
+            let decision = decide(&input, spec.as_ref().unwrap(), &Lifecycle::of(&input));
             let got = decision.step.as_ref().map(|s| match s {
                 Step::CreateSecret(given, again) => format!(
                     "create Secret ({}){}",

@@ -5,7 +5,7 @@
 
 use kube::ResourceExt;
 
-use super::{Facts, Inputs, Step};
+use super::{Inputs, Lifecycle, Step};
 use crate::render::Desired;
 
 /// What the ConfigMap decider decides.
@@ -20,9 +20,9 @@ pub(super) struct Decision {
 }
 
 /// Decide the ConfigMap.
-pub(super) fn decide(input: &Inputs<'_>, facts: &Facts<'_>, desired: &Desired) -> Decision {
+pub(super) fn decide(input: &Inputs<'_>, life: &Lifecycle<'_>, desired: &Desired) -> Decision {
     let desired_cm = desired.config_map.name_any();
-    let in_use = facts
+    let in_use = life
         .jobset
         .and_then(super::config_map_of)
         .unwrap_or_else(|| desired_cm.clone());
@@ -32,11 +32,11 @@ pub(super) fn decide(input: &Inputs<'_>, facts: &Facts<'_>, desired: &Desired) -
         in_use: in_use.clone(),
     };
     let there = input.observed.config_maps.iter().any(|c| c.name == in_use);
-    if there || facts.over {
+    if there || life.over {
         return decision;
     }
     if in_use == desired_cm {
-        let recreated = facts.made_before.then(|| {
+        let recreated = life.made_before.then(|| {
             format!(
                 "ConfigMap {in_use}, with the brokers' config and scripts, was deleted; it was \
                  made again with the same content"
@@ -123,7 +123,7 @@ mod tests {
             let input = seen.inputs(&spec, &seen.observed, &old);
             let decision = decide(
                 &input,
-                &Facts::of(&input),
+                &Lifecycle::of(&input),
                 &render::desired(spec.as_ref().unwrap()).unwrap(),
             );
             assert_eq!(decision.in_use, in_use, "{what}");

@@ -3,7 +3,7 @@
 //! while it runs, only the followers' size and (outside Kueue) `suspend` change, and not
 //! while the generated certificate's Secret is missing (the new pods would wait for it).
 
-use super::{Facts, Inputs, Step};
+use super::{Inputs, Lifecycle, Step};
 use crate::api::Phase;
 use crate::jobset::JobSet;
 use crate::model::Cluster;
@@ -27,14 +27,14 @@ pub(super) struct Decision<'d> {
 pub(super) fn decide<'d>(
     input: &Inputs<'_>,
     cluster: &Cluster<'_>,
-    facts: &Facts<'d>,
+    life: &Lifecycle<'d>,
     desired: &'d Desired,
     certificate_lost: bool,
 ) -> Decision<'d> {
     let mc = cluster.mc;
     let old = input.old;
     let mut decision = Decision::default();
-    match facts.jobset {
+    match life.jobset {
         // Finished, and its JobSet went (ttlSecondsAfterFinished, or deleted): it stays
         // finished and never runs again.
         None if old.completion_time.is_some() => {}
@@ -52,7 +52,7 @@ pub(super) fn decide<'d>(
         }
         Some(js) => {
             decision.for_status = Some(js);
-            if facts.finished {
+            if life.finished {
                 return decision;
             }
             let queued = input.observed.admission.is_some() || render::jobset::is_queued(js);
@@ -117,7 +117,7 @@ mod tests {
             let cluster = spec.as_ref().unwrap();
             let input = seen.inputs(&spec, &seen.observed, &old);
             let desired = render::desired(cluster).unwrap();
-            let decision = decide(&input, cluster, &Facts::of(&input), &desired, lost);
+            let decision = decide(&input, cluster, &Lifecycle::of(&input), &desired, lost);
             let got = decision.step.as_ref().map(|s| match s {
                 Step::CreateJobSet(_) => "create",
                 Step::UpdateJobSet(_) => "update",

@@ -80,8 +80,9 @@ pub struct Inputs<'a> {
     pub now: Timestamp,
 }
 
-/// What several deciders read about the cluster's JobSet (after [`ownership`]: its own).
-pub(super) struct Facts<'a> {
+/// Where the cluster is in its life, as several deciders read it from its JobSet (after
+/// [`ownership`]: its own).
+pub(super) struct Lifecycle<'a> {
     /// The JobSet.
     jobset: Option<&'a JobSet>,
     /// It finished (Completed or Failed).
@@ -95,7 +96,7 @@ pub(super) struct Facts<'a> {
     made_before: bool,
 }
 
-impl<'a> Facts<'a> {
+impl<'a> Lifecycle<'a> {
     fn of(input: &Inputs<'a>) -> Self {
         let jobset = input.observed.jobset.as_deref();
         let finished = jobset.is_some_and(is_finished);
@@ -217,15 +218,15 @@ pub fn plan(input: &Inputs<'_>) -> Result<Plan, Error> {
             return Ok(hold::foreign(input.mc, input.old, &object, input.now));
         }
     }
-    let facts = Facts::of(input);
-    if let Some(other) = archive::holder(input, &facts) {
+    let life = Lifecycle::of(input);
+    if let Some(other) = archive::holder(input, &life) {
         return Ok(hold::archive_in_use(input, other));
     }
-    let certificate = certificate::decide(input, cluster, &facts);
-    let config_map = config_map::decide(input, &facts, &desired);
-    let services = services::decide(input, &facts, &desired);
-    let jobset = jobset::decide(input, cluster, &facts, &desired, certificate.lost.is_some());
-    let services_pod = services_pod::decide(input, cluster, &facts, &desired);
+    let certificate = certificate::decide(input, cluster, &life);
+    let config_map = config_map::decide(input, &life, &desired);
+    let services = services::decide(input, &life, &desired);
+    let jobset = jobset::decide(input, cluster, &life, &desired, certificate.lost.is_some());
+    let services_pod = services_pod::decide(input, cluster, &life, &desired);
     let unused = cleanup::unused(
         input,
         &desired,
@@ -236,7 +237,7 @@ pub fn plan(input: &Inputs<'_>) -> Result<Plan, Error> {
 
     let status = status::status(
         input,
-        status::Findings {
+        status::Decided {
             jobset: jobset.for_status,
             curve_secret: certificate.curve_secret,
             degraded: [certificate.lost, config_map.lost, jobset.held]

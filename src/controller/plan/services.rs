@@ -4,11 +4,11 @@
 
 use kube::ResourceExt;
 
-use super::{Facts, Inputs, Step};
+use super::{Inputs, Lifecycle, Step};
 use crate::render::{self, Desired};
 
 /// The Services to apply.
-pub(super) fn decide(input: &Inputs<'_>, facts: &Facts<'_>, desired: &Desired) -> Vec<Step> {
+pub(super) fn decide(input: &Inputs<'_>, life: &Lifecycle<'_>, desired: &Desired) -> Vec<Step> {
     let mut steps = Vec::new();
     for svc in &desired.network_services {
         let hash = svc.annotations().get(render::APPLIED_ANNOTATION).cloned();
@@ -18,7 +18,7 @@ pub(super) fn decide(input: &Inputs<'_>, facts: &Facts<'_>, desired: &Desired) -
             .iter()
             .find(|s| s.name == svc.name_any());
         if current.is_none_or(|s| s.applied != hash) {
-            let recreated = (current.is_none() && facts.made_before).then(|| {
+            let recreated = (current.is_none() && life.made_before).then(|| {
                 format!(
                     "Service {}, made for this MiniCluster, was deleted; it was made again",
                     svc.name_any()
@@ -70,7 +70,7 @@ mod tests {
             let spec = seen.resolve();
             let input = seen.inputs(&spec, &seen.observed, &old);
             let desired = render::desired(spec.as_ref().unwrap()).unwrap();
-            let got: Vec<String> = decide(&input, &Facts::of(&input), &desired)
+            let got: Vec<String> = decide(&input, &Lifecycle::of(&input), &desired)
                 .iter()
                 .map(|s| match s {
                     Step::ApplyService(svc, again) => {

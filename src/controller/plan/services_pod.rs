@@ -5,7 +5,7 @@
 use kube::ResourceExt;
 
 use super::super::owned::controlled_by;
-use super::{Facts, Inputs, Step};
+use super::{Inputs, Lifecycle, Step};
 use crate::model::Cluster;
 use crate::render::{self, Desired};
 
@@ -13,12 +13,12 @@ use crate::render::{self, Desired};
 pub(super) fn decide(
     input: &Inputs<'_>,
     cluster: &Cluster<'_>,
-    facts: &Facts<'_>,
+    life: &Lifecycle<'_>,
     desired: &Desired,
 ) -> Option<Step> {
     let mc = cluster.mc;
     let job = desired.services_job.as_ref()?;
-    if facts.over {
+    if life.over {
         return None;
     }
     match input.observed.services_job.as_deref() {
@@ -110,7 +110,7 @@ mod tests {
             let cluster = spec.as_ref().unwrap();
             let input = seen.inputs(&spec, &seen.observed, &old);
             let desired = render::desired(cluster).unwrap();
-            let got = decide(&input, cluster, &Facts::of(&input), &desired).map(|s| match s {
+            let got = decide(&input, cluster, &Lifecycle::of(&input), &desired).map(|s| match s {
                 Step::CreateServicesJob(_, again) => format!("create{}", said(&again)),
                 Step::UpdateServicesJob(u) => format!("update {}", u["spec"]),
                 other => format!("{other:?}"),

@@ -13,7 +13,7 @@ use crate::api::{NAME_LABEL, ROLE_LABEL};
 use crate::controller::plan::CONFIG_MAP_ANNOTATION;
 use crate::jobset::JobSet;
 
-/// A broker pod as the reconciler reads it ([`super::status::pod_facts`],
+/// A broker pod as the reconciler reads it ([`super::status::count_pods`],
 /// [`super::status::lead_restore`], [`super::trigger::by_label`]): its name, namespace,
 /// UID, the name and role labels, its creation and deletion times; of its status the phase,
 /// the Ready condition, the archive init container's state and, of a lead pod, its
@@ -237,9 +237,9 @@ mod tests {
         .expect("a pod");
         let mut trimmed = pod.clone();
         trim_pod(&mut trimmed);
-        let facts = |p: &Pod| crate::controller::status::pod_facts(&[Arc::new(p.clone())]);
-        assert_eq!(facts(&trimmed), facts(&pod));
-        assert_eq!((facts(&pod).ready, facts(&pod).live), (1, 1));
+        let counts = |p: &Pod| crate::controller::status::count_pods(&[Arc::new(p.clone())]);
+        assert_eq!(counts(&trimmed), counts(&pod));
+        assert_eq!((counts(&pod).ready, counts(&pod).live), (1, 1));
         let restore = |p: &Pod| crate::controller::status::lead_restore(&[Arc::new(p.clone())]);
         assert!(restore(&pod).is_some());
         assert_eq!(restore(&trimmed), restore(&pod));

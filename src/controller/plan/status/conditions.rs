@@ -5,10 +5,10 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use super::{Findings, JobSetState};
+use super::{Decided, JobSetState};
 use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition, reason};
 use crate::controller::instance::Restart;
-use crate::controller::status::{Admission, PodFacts};
+use crate::controller::status::{Admission, PodCounts};
 
 /// The one way the status's conditions are written: each true or false with its reason and
 /// message, stamped with the MiniCluster's generation; a condition's transition time moves
@@ -68,7 +68,7 @@ impl<'a> Conditions<'a> {
 pub(super) struct Observation<'a> {
     pub mc: &'a MiniCluster,
     pub jobset: &'a JobSetState<'a>,
-    pub facts: &'a PodFacts,
+    pub counts: &'a PodCounts,
     pub phase: Phase,
     /// Every broker's pod ready, and not suspended.
     pub all_ready: bool,
@@ -106,7 +106,7 @@ fn ready(c: &mut Conditions<'_>, o: &Observation<'_>) {
     } else {
         reason::BROKERS_NOT_READY
     };
-    let message = format!("{} of {} broker pods ready", o.facts.ready, o.mc.spec.size);
+    let message = format!("{} of {} broker pods ready", o.counts.ready, o.mc.spec.size);
     c.set(
         condition::READY,
         o.all_ready && !o.phase.is_finished(),
@@ -133,19 +133,19 @@ fn suspended(c: &mut Conditions<'_>, o: &Observation<'_>) {
 }
 
 fn resizing(c: &mut Conditions<'_>, o: &Observation<'_>) {
-    let (facts, size) = (o.facts, o.mc.spec.size);
+    let (counts, size) = (o.counts, o.mc.spec.size);
     let resizing = o.jobset.exists
         && !o.phase.is_finished()
         && !o.jobset.suspended
-        && facts.live != size
+        && counts.live != size
         && o.was_ready;
-    let draining = resizing && facts.stopping > 0;
+    let draining = resizing && counts.stopping > 0;
     let (why, message) = if draining {
         let message = format!(
             "{} broker pods for size {size}; {} stopping: their ranks are drained and their \
              jobs have up to {}s to finish (spec.drainGracePeriodSeconds)",
-            facts.live,
-            facts.stopping,
+            counts.live,
+            counts.stopping,
             o.mc.drain_grace_seconds()
         );
         (reason::BROKERS_DRAINING, message)
@@ -159,7 +159,7 @@ fn resizing(c: &mut Conditions<'_>, o: &Observation<'_>) {
         } else {
             reason::STABLE
         };
-        (why, format!("{} broker pods for size {size}", facts.live))
+        (why, format!("{} broker pods for size {size}", counts.live))
     };
     c.set(condition::RESIZING, resizing, why, &message);
 }
@@ -170,7 +170,7 @@ fn resizing(c: &mut Conditions<'_>, o: &Observation<'_>) {
 pub(super) fn found(
     new: &mut MiniClusterStatus,
     mc: &MiniCluster,
-    findings: &Findings<'_>,
+    decided: &Decided<'_>,
     restart: Option<&Restart>,
     now: Timestamp,
 ) {
@@ -190,10 +190,10 @@ pub(super) fn found(
     );
     c.set(condition::INVALID_SPEC, false, reason::VALID, "");
     c.clear(condition::BLOCKED);
-    if findings.degraded.is_empty() {
+    if decided.degraded.is_empty() {
         c.clear(condition::DEGRADED);
     } else {
-        let message = findings.degraded.join("; ");
+        let message = decided.degraded.join("; ");
         c.set(
             condition::DEGRADED,
             true,
@@ -204,7 +204,7 @@ pub(super) fn found(
     if let Some(restart) = restart {
         c.set(condition::RESTARTED, true, restart.reason, &restart.message);
     }
-    if let Some(message) = &findings.restarted {
+    if let Some(message) = &decided.restarted {
         c.set(condition::RESTARTED, true, reason::JOBSET_DELETED, message);
         return;
     }

@@ -21,13 +21,13 @@ pub(in crate::controller) use conditions::Conditions;
 use super::Inputs;
 use crate::api::{MiniCluster, MiniClusterStatus, WORKERS_JOB};
 use crate::controller::instance;
-use crate::controller::status::{Admission, lead_restore, lead_save, pod_facts};
+use crate::controller::status::{Admission, count_pods, lead_restore, lead_save};
 use crate::jobset::JobSet;
 use crate::render;
 
-/// What the other deciders found that the status says.
+/// What the other deciders decided that the status says.
 #[derive(Debug, Default)]
-pub(super) struct Findings<'a> {
+pub(super) struct Decided<'a> {
     /// The JobSet the status is computed from (there, or being created).
     pub jobset: Option<&'a JobSet>,
     /// The certificate Secret's name, once made.
@@ -83,22 +83,22 @@ impl<'a> JobSetState<'a> {
 }
 
 /// The whole new status.
-pub(super) fn status(input: &Inputs<'_>, mut findings: Findings<'_>) -> MiniClusterStatus {
+pub(super) fn status(input: &Inputs<'_>, mut decided: Decided<'_>) -> MiniClusterStatus {
     let (mc, pods, now) = (input.mc, &input.observed.pods, input.now);
-    let old = of_this_instance(input.old, findings.restarted.is_some());
+    let old = of_this_instance(input.old, decided.restarted.is_some());
     let admission = input.observed.admission.as_ref();
-    let mut new = observed(mc, &old, findings.jobset, pods, admission, now);
-    new.curve_secret = std::mem::take(&mut findings.curve_secret);
+    let mut new = observed(mc, &old, decided.jobset, pods, admission, now);
+    new.curve_secret = std::mem::take(&mut decided.curve_secret);
     let keeps = instance::Keeps {
         archive: Some(mc.spec.archive.path.as_str()).filter(|p| !p.is_empty()),
         state_in_pod: crate::model::containers::keeps_state(mc),
     };
-    let suspended = JobSetState::of(findings.jobset).suspended;
+    let suspended = JobSetState::of(decided.jobset).suspended;
     let seen = instance::lead_seen(mc, pods);
     let (instance, restart) =
         instance::next(old.instance.as_ref(), seen.as_ref(), suspended, keeps);
     new.instance = instance;
-    conditions::found(&mut new, mc, &findings, restart.as_ref(), now);
+    conditions::found(&mut new, mc, &decided, restart.as_ref(), now);
     new
 }
 
@@ -128,17 +128,17 @@ fn observed(
     admission: Option<&Admission>,
     now: Timestamp,
 ) -> MiniClusterStatus {
-    let facts = pod_facts(pods);
+    let counts = count_pods(pods);
     if jobset.is_none() && old.completion_time.is_some() {
         // Finished, and its JobSet is gone (ttlSecondsAfterFinished): it stays finished.
         let mut new = old.clone();
-        timestamps::torn_down(&mut new, true, &facts, now);
+        timestamps::torn_down(&mut new, true, &counts, now);
         new.ready_brokers = 0;
         return new;
     }
     let js = JobSetState::of(jobset);
-    let all_ready = facts.ready >= mc.spec.size && !js.suspended;
-    let phase = phase::of(&js, all_ready, facts.live, old.phase);
+    let all_ready = counts.ready >= mc.spec.size && !js.suspended;
+    let phase = phase::of(&js, all_ready, counts.live, old.phase);
     let container = crate::model::containers::flux_container_name(mc);
     let mut new = MiniClusterStatus {
         observed_generation: mc.metadata.generation,
@@ -146,7 +146,7 @@ fn observed(
         size: js.size(),
         selector: render::pod_selector(mc),
         maximum_size: mc.max_size(),
-        ready_brokers: if phase.is_finished() { 0 } else { facts.ready },
+        ready_brokers: if phase.is_finished() { 0 } else { counts.ready },
         job_set: jobset
             .and_then(|j| j.metadata.name.clone())
             .unwrap_or_default(),
@@ -163,11 +163,11 @@ fn observed(
         instance: old.instance.clone(),
         conditions: old.conditions.clone(),
     };
-    timestamps::stamp(&mut new, old, &facts, &js, all_ready, now);
+    timestamps::stamp(&mut new, old, &counts, &js, all_ready, now);
     let observation = conditions::Observation {
         mc,
         jobset: &js,
-        facts: &facts,
+        counts: &counts,
         phase,
         all_ready,
         admission,

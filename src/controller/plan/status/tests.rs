@@ -34,14 +34,14 @@ fn the_status_says_what_the_deciders_found_and_clears_what_was_resolved() {
     let spec = seen.resolve();
     let input = seen.inputs(&spec, &seen.observed, &old);
     let js = seen.observed.jobset.as_deref();
-    // (what it proves, the findings, Degraded, Restarted, the phase)
+    // (what it proves, the decided, Degraded, Restarted, the phase)
     let cases = [
         (
             "all well: what held it before is resolved",
-            Findings {
+            Decided {
                 jobset: js,
                 curve_secret: "m-curve".into(),
-                ..Findings::default()
+                ..Decided::default()
             },
             Some(false),
             None,
@@ -49,10 +49,10 @@ fn the_status_says_what_the_deciders_found_and_clears_what_was_resolved() {
         ),
         (
             "something lost: Degraded",
-            Findings {
+            Decided {
                 jobset: js,
                 degraded: vec!["lost".into()],
-                ..Findings::default()
+                ..Decided::default()
             },
             Some(true),
             None,
@@ -60,19 +60,19 @@ fn the_status_says_what_the_deciders_found_and_clears_what_was_resolved() {
         ),
         (
             "the JobSet made again: Restarted, the lifecycle starts again",
-            Findings {
+            Decided {
                 jobset: js,
                 restarted: Some("again".into()),
-                ..Findings::default()
+                ..Decided::default()
             },
             Some(false),
             Some(true),
             Some(Phase::Running),
         ),
     ];
-    for (what, findings, degraded, restarted, phase) in cases {
-        let restarting = findings.restarted.is_some();
-        let new = status(&input, findings);
+    for (what, decided, degraded, restarted, phase) in cases {
+        let restarting = decided.restarted.is_some();
+        let new = status(&input, decided);
         assert_eq!(is_true(&new, condition::DEGRADED), degraded, "{what}");
         assert_eq!(is_true(&new, condition::RESTARTED), restarted, "{what}");
         assert_eq!(is_true(&new, condition::BLOCKED), Some(false), "{what}");
@@ -117,9 +117,9 @@ fn a_lead_container_restart_seen_after_its_new_instance_is_up_is_counted_and_tol
     let input = seen.inputs(&spec, &seen.observed, &old);
     let new = status(
         &input,
-        Findings {
+        Decided {
             jobset: seen.observed.jobset.as_deref(),
-            ..Findings::default()
+            ..Decided::default()
         },
     );
     assert_eq!(new.instance.as_ref().map(|i| i.restarts), Some(1));
@@ -153,9 +153,9 @@ fn a_lead_container_restart_seen_after_its_new_instance_is_up_is_counted_and_tol
     let input = seen.inputs(&spec, &seen.observed, &new);
     let again = status(
         &input,
-        Findings {
+        Decided {
             jobset: seen.observed.jobset.as_deref(),
-            ..Findings::default()
+            ..Decided::default()
         },
     );
     assert_eq!(again.instance, new.instance);

@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::JobSetState;
 use crate::api::MiniClusterStatus;
-use crate::controller::status::PodFacts;
+use crate::controller::status::PodCounts;
 
 /// Stamp `new` (its phase decided) with the times `old` has, or else those seen now: the
 /// first pod's creation, the lead's and every broker's readiness, the JobSet's end, and the
@@ -13,15 +13,15 @@ use crate::controller::status::PodFacts;
 pub(super) fn stamp(
     new: &mut MiniClusterStatus,
     old: &MiniClusterStatus,
-    facts: &PodFacts,
+    counts: &PodCounts,
     js: &JobSetState<'_>,
     all_ready: bool,
     now: Timestamp,
 ) {
     let kept = |t: &Option<Time>, seen: Option<Timestamp>| t.clone().or_else(|| seen.map(Time));
-    new.start_time = kept(&old.start_time, facts.first_pod_at);
-    new.lead_ready_time = kept(&old.lead_ready_time, facts.lead_ready_at);
-    let ready_at = all_ready.then(|| facts.all_ready_at.unwrap_or(now));
+    new.start_time = kept(&old.start_time, counts.first_pod_at);
+    new.lead_ready_time = kept(&old.lead_ready_time, counts.lead_ready_at);
+    let ready_at = all_ready.then(|| counts.all_ready_at.unwrap_or(now));
     new.ready_time = kept(&old.ready_time, ready_at);
     new.completion_time = old.completion_time.clone().or_else(|| {
         js.completed
@@ -30,17 +30,17 @@ pub(super) fn stamp(
     });
     new.teardown_time = old.teardown_time.clone();
     let finished = new.phase.is_some_and(crate::api::Phase::is_finished);
-    torn_down(new, finished, facts, now);
+    torn_down(new, finished, counts, now);
 }
 
 /// A finished cluster with no pod left is torn down: now, the first time it is seen so.
 pub(super) fn torn_down(
     new: &mut MiniClusterStatus,
     finished: bool,
-    facts: &PodFacts,
+    counts: &PodCounts,
     now: Timestamp,
 ) {
-    if finished && new.teardown_time.is_none() && facts.live == 0 {
+    if finished && new.teardown_time.is_none() && counts.live == 0 {
         new.teardown_time = Some(Time(now));
     }
 }
@@ -75,13 +75,13 @@ mod tests {
                 workers: 1,
             }
         }
-        let facts = |live: i32| PodFacts {
+        let counts = |live: i32| PodCounts {
             ready: 2,
             live,
             first_pod_at: Some(at(1)),
             lead_ready_at: Some(at(5)),
             all_ready_at: Some(at(7)),
-            ..PodFacts::default()
+            ..PodCounts::default()
         };
         let seen_before = MiniClusterStatus {
             start_time: Some(Time(at(0))),
@@ -104,7 +104,7 @@ mod tests {
                 phase: Some(phase),
                 ..MiniClusterStatus::default()
             };
-            stamp(&mut new, old, &facts(live), &js(f), all_ready, at(50));
+            stamp(&mut new, old, &counts(live), &js(f), all_ready, at(50));
             let got = |t: &Option<Time>| t.as_ref().map(|t| t.0);
             assert_eq!(got(&new.start_time), start.map(at), "{what}: start");
             assert_eq!(
