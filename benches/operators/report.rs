@@ -409,8 +409,8 @@ impl Report<'_> {
     }
 
     /// `m` MiniClusters of size 2: every figure of the runs and of the idle window after them,
-    /// min / median / max over the rounds; then the ratios of seconds to Ready, per round
-    /// and of the medians.
+    /// min / median / max over the rounds; then the ratios of seconds to Ready and of the
+    /// apiserver's CPU, per round and of the medians.
     pub(crate) fn many(&self, o: &mut String, m: usize) {
         let how = if self.many_rounds == 1 {
             "One run per arm".to_string()
@@ -436,15 +436,21 @@ impl Report<'_> {
             let _ = writeln!(o, "{line}");
         }
         let secs: Figure<'_> = &|r| Some(r.secs);
-        let med = |a: Arm| median(&self.vals(sc, a, secs));
+        let api_cpu: Figure<'_> = &|r| r.cpu.get("kube-apiserver").copied();
         let _ = writeln!(o);
         for (a, b, title) in self.pairs() {
-            let _ = writeln!(
-                o,
-                "- {title}, seconds to all pods Ready: {} per round; {} of the medians",
-                self.per_round(sc, a, b, secs),
-                ratio(med(a), med(b))
-            );
+            for (what, f) in [
+                ("seconds to all pods Ready", secs),
+                ("kube-apiserver CPU s", api_cpu),
+            ] {
+                let med = |arm: Arm| median(&self.vals(sc, arm, f));
+                let _ = writeln!(
+                    o,
+                    "- {title}, {what}: {} per round; {} of the medians",
+                    self.per_round(sc, a, b, f),
+                    ratio(med(a), med(b))
+                );
+            }
         }
     }
 
