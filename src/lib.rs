@@ -8,6 +8,10 @@
 //! - [`metrics`]: Prometheus metrics and the HTTP endpoints.
 //! - [`jobset`]: the part of JobSet's API the operator uses.
 
+// The module docs link their private parts (the controller's files, the plan's deciders):
+// `cargo doc --document-private-items` renders them for maintainers.
+#![allow(rustdoc::private_intra_doc_links)]
+
 pub mod api;
 pub mod cli;
 pub mod controller;

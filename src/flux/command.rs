@@ -175,7 +175,7 @@ pub fn plain_words(command: &str) -> Option<Vec<String>> {
 
 /// Quotes one word for bash or POSIX sh: unchanged when it has only safe characters,
 /// otherwise in single quotes. Panics never; a NUL byte (impossible in argv) is kept
-/// and rejected earlier by [`check_no_nul`].
+/// and rejected earlier by [`check_no_nul`](crate::model::words::check_no_nul).
 pub fn quote(word: &str) -> Cow<'_, str> {
     let safe = !word.is_empty()
         && word

@@ -22,7 +22,7 @@
 //!   scheduler for good, so it takes no work when it comes back.
 //!
 //! The quorum (`broker.quorum`) is a broker attribute, not a config key: the entrypoints pass
-//! it as `-Sbroker.quorum=N` (see [`quorum`]). `spec.flux.brokerConfig` replaces the whole
+//! it as `-Sbroker.quorum=N` (see [`Sizes::quorum`](crate::model::Sizes::quorum)). `spec.flux.brokerConfig` replaces the whole
 //! file (see [`broker_toml`]).
 
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,9 @@
 //! What a pod needs to know of Flux: the containers' command lines, the variables that tell
 //! the entrypoints where things are, the certificate's file mode, the readiness probes'
-//! command lines, and what `flux.minimalService` needs ([`check_minimal_service`], the model's). The render module builds the
-//! Kubernetes objects (volumes, mounts, containers, probes, Services) from these.
+//! command lines, and what `flux.minimalService` needs (the model checks it:
+//! [`check_minimal_service`](crate::model::network::check_minimal_service)). The render
+//! module builds the Kubernetes objects (volumes, mounts, containers, probes, Services) from
+//! these.
 
 use super::scripts::files;
 use super::{CONFIG_MOUNT, CURVE_MOUNT, KEY_MOUNT, RUN_MOUNT, Role, SOCKET_PATH};

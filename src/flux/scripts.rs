@@ -36,7 +36,7 @@ pub mod files {
     pub const BROKER_TOML: &str = "broker.toml";
     /// The scheduler choice of `flux.scheduler.simple` (Flux reads it with `broker.toml`).
     pub const SCHEDULER_TOML: &str = "scheduler.toml";
-    /// The KVS checkpoint period of an interactive cluster (see [`super::config::kvs_toml`]).
+    /// The KVS checkpoint period of an interactive cluster (see [`kvs_toml`](crate::flux::config::kvs_toml)).
     pub const KVS_TOML: &str = "kvs.toml";
     /// The lead broker's entrypoint.
     pub const LEAD: &str = "lead.sh";
@@ -700,7 +700,7 @@ fn resource_file(cluster: &Cluster<'_>) -> Option<ResourceFile> {
 }
 
 /// Entrypoint of a container that does not run Flux (POSIX sh, run by bash where the image
-/// has it), `None` when it is not wrapped ([`is_wrapped`]).
+/// has it), `None` when it is not wrapped ([`is_wrapped`](crate::model::containers::is_wrapped)).
 pub fn companion_script(
     cluster: &Cluster<'_>,
     container: &CompanionContainer<'_>,

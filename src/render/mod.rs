@@ -10,7 +10,7 @@
 //! - ConfigMap `mc-flux-<hash>`: broker config and entrypoint scripts ([`config_map`]),
 //!   immutable and named by its content, so the scripts a pod starts with never change
 //!   under it: the JobSet references the one it was created with;
-//! - JobSet `mc`: the lead and followers replicated jobs ([`jobset`]);
+//! - JobSet `mc`: the lead and followers replicated jobs ([`jobset()`]);
 //! - with `spec.services`, Job `mc-services`: the services pod ([`services_job`]);
 //! - Kubernetes Services ([`network_services`]): one per companion container with ports,
 //!   and the lead's with `flux.minimalService`.

@@ -13,11 +13,11 @@ use crate::api::{NAME_LABEL, ROLE_LABEL};
 use crate::controller::plan::CONFIG_MAP_ANNOTATION;
 use crate::jobset::JobSet;
 
-/// A broker pod as the reconciler reads it ([`super::status::count_pods`],
-/// [`super::status::lead_restore`], [`super::trigger::by_label`]): its name, namespace,
+/// A broker pod as the reconciler reads it ([`crate::controller::status::count_pods`],
+/// [`crate::controller::status::lead_restore`], [`crate::controller::trigger::by_label`]): its name, namespace,
 /// UID, the name and role labels, its creation and deletion times; of its status the phase,
 /// the Ready condition, the archive init container's state and, of a lead pod, its
-/// containers' restart counts ([`super::instance::lead_seen`]). The rest (the spec, JobSet's
+/// containers' restart counts ([`crate::controller::instance::lead_seen`]). The rest (the spec, JobSet's
 /// and the Job controller's labels and annotations, every other condition and container
 /// status) is most of a pod's memory and is never read.
 pub fn trim_pod(pod: &mut Pod) {
@@ -69,8 +69,8 @@ pub fn trim_pod(pod: &mut Pod) {
     });
 }
 
-/// A lead pod's container as [`super::instance::lead_seen`] and
-/// [`super::status::lead_save`] read it: its name, restart count, and how it ended (this
+/// A lead pod's container as [`crate::controller::instance::lead_seen`] and
+/// [`crate::controller::status::lead_save`] read it: its name, restart count, and how it ended (this
 /// run and the last) with its termination message.
 fn trim_container_status(c: ContainerStatus) -> ContainerStatus {
     let ended = |s: Option<ContainerState>| {
@@ -127,7 +127,7 @@ pub fn trim_jobset(js: &mut JobSet) {
     }
 }
 
-/// A Kueue Workload as the reconciler reads it ([`kueue::admission_from`]): metadata (its
+/// A Kueue Workload as the reconciler reads it ([`crate::controller::kueue::admission_from`]): metadata (its
 /// owner, the JobSet) and the conditions; its pod sets, a copy of every pod template, dropped.
 pub fn trim_workload(wl: &mut DynamicObject) {
     let conditions = wl.data["status"]["conditions"].take();

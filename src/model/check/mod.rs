@@ -2,7 +2,7 @@
 //!
 //! Errors name the field (`spec.containers[0].volumes.data.path`) and become an
 //! `InvalidSpec` condition plus a Warning Event. Fields that are accepted for compatibility
-//! but not acted on are listed by [`unsupported`] and reported as `Unsupported`.
+//! but not acted on are listed by [`unsupported()`] and reported as `Unsupported`.
 //!
 //! One concern per file: [`spec`] (the schema's own rules, sizes, names, archive, placement,
 //! Flux's files), [`containers`] (which runs Flux, names, volumes, mounts), [`texts`] (what
