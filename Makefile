@@ -235,3 +235,4 @@ lint: lint-scripts
 	cargo fmt --check
 	cargo clippy --all-targets --locked -- -D warnings
 	cargo clippy --test '*' --bench '*' --locked -- -D warnings
+	RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --document-private-items --locked
