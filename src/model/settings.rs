@@ -1,6 +1,6 @@
 //! The spec's settings beyond the containers and the sizes, as flux and render take them:
-//! the instance's (`spec.flux`, `spec.logging`), the pods' (`spec.pod`, `spec.network`,
-//! `spec.placement`) and the Jobs' (`suspend`, `startupOrder`, `deadlineSeconds`, ...).
+//! the instance's (`spec.flux`), the pods' (`spec.pod`, `spec.network`, `spec.placement`)
+//! and the Jobs' (`suspend`, `startupOrder`, `deadlineSeconds`, ...).
 //! Resolved once by [`super::resolve`]: words split, levels clamped, defaults filled in, and
 //! what passes through unchanged borrowed from the spec.
 
