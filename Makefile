@@ -14,6 +14,8 @@
 #   make flux-build   build flux-core and Fluxion from ../shared/vendor (cached)
 #   make bench        side by side on a cluster of its own: this operator, the bare JobSet
 #                     it renders, the Go operator from ../shared/vendor (figures, ~15 min)
+#   make bench-cel    the MiniCluster CRD's CEL rules as the apiserver runs them, per status
+#                     write and per create, as they are and changed (Go, ~1 min)
 #   make bench-node   this operator (the view copied, and mounted as an image volume) and the
 #                     Go operator on the real node, real Flux: from kubectl apply to the first
 #                     job done, and teardown (~20 min)
@@ -23,7 +25,8 @@
 #                     the real node: grow for waiting jobs, shrink once the queue is empty (~15 min)
 #   make bench-large-specs  the operator's memory with 100-300 MiniClusters at the spec's
 #                     bounds, 3 rounds (~15 min); BENCH_SPEC=whole: near the whole-spec bound
-#   make lint         cargo fmt --check, clippy with warnings denied, shellcheck (CI runs it)
+#   make lint         cargo fmt --check, clippy and the docs with warnings denied, shellcheck
+#                     (CI runs it)
 #   make crds         regenerate crds/ (and the Helm chart's copy) from the Rust types
 #   make vendor-crds  refresh vendor-crds/ from the pinned JobSet and Kueue modules
 
@@ -45,7 +48,7 @@ SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build e2e-build-background e2e-tests-build up down vendor-crds test test-unit test-e2e test-e2e-harness bench-state bench-large-specs \
         test-e2e-running test-kueue-oldest test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
-        bench bench-node bench-hpc bench-autoscaling bench-flux go-operator-build images operator-build test-node test-node-running \
+        bench bench-cel bench-node bench-hpc bench-autoscaling bench-flux go-operator-build images operator-build test-node test-node-running \
         test-demo
 
 setup:
@@ -157,6 +160,12 @@ bench: e2e-build go-operator-build
 
 # The real-node benchmark (benches/node.rs; not part of `make test`): this operator and the Go
 # operator on a fresh cluster with its real node, real Flux; BENCH_NODE_SIZES, BENCH_NODE_ROUNDS.
+# The MiniCluster CRD's CEL rules as the apiserver runs them, per status write and per create,
+# as the CRD is and with rules or defaults changed (benches/cel; Go modules from the proxy).
+bench-cel:
+	cd benches/cel && CRD=$(CURDIR)/crds/flux-framework.org_miniclusters.yaml \
+	  MC=$(CURDIR)/benches/cel/minicluster.yaml go test -run '^$$' -bench . -benchtime 3000x -count 3
+
 bench-node: e2e-build images go-operator-build
 	cargo bench --bench node --no-run
 	E2E_REAL_NODE=1 e2e/run-tests.sh cargo bench --bench node
