@@ -572,7 +572,7 @@ pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error>
         archive: (cluster.archive.as_ref()).map(|a| quote(a.path).into_owned()),
         save: cluster.archive.is_some(),
         save_script: files::SAVE,
-        state_dir: (cluster.flux.keeps_state()).then_some(crate::model::mounts::STATE_MOUNT),
+        state_dir: (cluster.flux.mode.keeps_state()).then_some(crate::model::mounts::STATE_MOUNT),
         queue_metrics_script: files::QUEUE_METRICS,
         queue_metrics_port: QUEUE_METRICS_PORT,
     };

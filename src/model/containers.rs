@@ -86,12 +86,20 @@ pub fn mode(mc: &MiniCluster) -> Result<Mode, FieldError> {
     Ok(mode_of(mc, c))
 }
 
-/// Whether the lead broker keeps the instance's state in its pod ([`super::mounts::STATE_VOLUME`])
-/// across a restart of its container: for an interactive cluster only. Its lead runs no
-/// program, so the instance that starts again from its own state has nothing submitted twice;
-/// a lead with a program would run it again beside the jobs it submitted before.
+/// Whether the lead of `mc` keeps the instance's state in its pod ([`Mode::keeps_state`]).
 pub fn keeps_state(mc: &MiniCluster) -> bool {
-    mode(mc) == Ok(Mode::Interactive)
+    mode(mc).is_ok_and(Mode::keeps_state)
+}
+
+impl Mode {
+    /// Whether a lead in this mode keeps the instance's state in its pod
+    /// ([`super::mounts::STATE_VOLUME`]) across a restart of its container: an interactive
+    /// cluster's only. Its lead runs no program, so the instance that starts again from its
+    /// own state has nothing submitted twice; a lead with a program would run it again beside
+    /// the jobs it submitted before.
+    pub fn keeps_state(self) -> bool {
+        self == Mode::Interactive
+    }
 }
 
 /// The lead's mode when `c` is the Flux container.
@@ -210,11 +218,6 @@ pub struct FluxContainer<'a> {
 }
 
 impl<'a> FluxContainer<'a> {
-    /// Whether the lead keeps the instance's state in its pod ([`keeps_state`]).
-    pub fn keeps_state(&self) -> bool {
-        self.mode == Mode::Interactive
-    }
-
     /// The Flux container of `mc`.
     pub fn of(mc: &'a MiniCluster) -> Result<Self, FieldError> {
         let (index, spec) = flux_container(mc)?;

@@ -68,7 +68,7 @@ pub fn pod_volumes(cluster: &Cluster<'_>, config_map: &str, curve_secret: &str) 
         },
     ];
     volumes.extend(cluster.view.map(|view| view_volume(cluster, view)));
-    if cluster.flux.keeps_state() {
+    if cluster.flux.mode.keeps_state() {
         volumes.push(Volume {
             name: STATE_VOLUME.into(),
             empty_dir: Some(EmptyDirVolumeSource::default()),
