@@ -190,7 +190,9 @@ go-operator-build:
 
 crds:
 	cargo run --quiet -- crd > crds/flux-framework.org_miniclusters.yaml
+	cargo run --quiet -- immutable-policy > crds/minicluster-immutable.yaml
 	cp crds/flux-framework.org_miniclusters.yaml charts/flux-operator/crds/
+	cp crds/minicluster-immutable.yaml charts/flux-operator/templates/
 	{ echo '{{- if .Values.podSecurity.enabled }}'; cat manifests/pod-security.yaml; echo '{{- end }}'; } \
 		> charts/flux-operator/templates/pod-security.yaml
 

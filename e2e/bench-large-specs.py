@@ -133,9 +133,8 @@ def one_round(round_no, steps):
 def main():
     steps = [int(s) for s in (sys.argv[1] if len(sys.argv) > 1 else "100,200,300").split(",")]
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    crd = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                       "../crds/flux-framework.org_miniclusters.yaml")
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", crd)
+    crds = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../crds")
+    kubectl("apply", "--server-side", "--force-conflicts", "-k", crds)
     kubectl("wait", "--for=condition=Established", "crd/miniclusters.flux-framework.org")
     load = os.getloadavg()[0]
     results = [one_round(r, steps) for r in range(1, rounds + 1)]

@@ -20,6 +20,7 @@ limit_ms=${OUTAGE_FIRST_RECONCILE_LIMIT_MS:-20000}
 ns=e2e-outage-$RANDOM
 kubectl create namespace "$ns" > /dev/null
 "$operator" crd | kubectl apply --server-side -f - > /dev/null
+"$operator" immutable-policy | kubectl apply --server-side -f - > /dev/null
 port=$(free_port 18480)
 WATCH_NAMESPACE=$ns "$operator" run --cluster-domain cluster.local --leader-election=false \
   --metrics-addr "127.0.0.1:$port" --metrics-insecure-loopback --log-format text > "$E2E_STATE/logs/outage-operator.log" 2>&1 &

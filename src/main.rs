@@ -1,5 +1,6 @@
 //! `flux-operator`: runs the operator (`run`), or prints what it would create (`render`) and
-//! its CRD (`crd`) without a cluster.
+//! its CRD (`crd`) and the policy that keeps a running MiniCluster's spec
+//! (`immutable-policy`) without a cluster.
 
 use std::path::PathBuf;
 
@@ -27,6 +28,9 @@ enum Command {
     Run(Box<flux_operator::controller::Config>),
     /// Print the MiniCluster CustomResourceDefinition (YAML).
     Crd,
+    /// Print the ValidatingAdmissionPolicy and binding that keep a MiniCluster's spec
+    /// fixed but for size and suspend (YAML; installed with the CRD).
+    ImmutablePolicy,
     /// Print the objects a MiniCluster would create, offline.
     Render {
         /// MiniCluster manifest ("-" for standard input).
@@ -59,6 +63,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Crd => {
             print!("{}", api::crd_yaml()?);
+            Ok(())
+        }
+        Command::ImmutablePolicy => {
+            print!("{}", api::immutable::policy_yaml()?);
             Ok(())
         }
         Command::Render {

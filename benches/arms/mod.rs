@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use crate::cluster::{kubectl_in, root};
 use crate::common::{
-    GO_CRD, Operator, crd_from_file, http_get, replace_crd, spawn_logged, wait_for,
+    GO_CRD, Operator, POLICY_FILES, admission_policies, crd_from_file, http_get, replace_crd,
+    spawn_logged, wait_for,
 };
 use flux_operator::model::certificate::Certificate;
 
@@ -73,6 +74,11 @@ impl Bench {
             Arm::Go => self.go_dir.join("src").join(GO_CRD),
         };
         replace_crd(&self.client, &crd_from_file(&file)?).await?;
+        // The admission policies installed with this operator's CRD, and only with it.
+        for policy in POLICY_FILES {
+            let ours = arm == Arm::Operator;
+            admission_policies(&self.client, &root().join(policy), ours).await?;
+        }
         self.crd = Some(arm);
         Ok(())
     }

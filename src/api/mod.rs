@@ -8,6 +8,7 @@
 //! in `crds/` is generated from these types.
 
 pub mod bounds;
+pub mod immutable;
 mod spec;
 mod status;
 pub mod validation;

@@ -72,21 +72,17 @@ pub const DEFAULT_DEADLINE_SECONDS: i64 = 31_500_000;
         .message("exactly one of several containers must set runFlux: true").field_path(".containers"),
     validation = kube::core::Rule::new("self.containers.filter(c, has(c.runFlux) && c.runFlux).size() <= 1")
         .message("only one container may set runFlux: true").field_path(".containers"),
+    // The one transition rule kept in the CRD, because `kubectl scale` (the scale
+    // subresource) changes the size too; the other fields' immutability is a policy on the
+    // main resource (api::immutable), so that status writes do not pay for it.
     validation = kube::core::Rule::new("has(self.maxSize) || self.size == oldSelf.size")
         .message("spec.size can change only when spec.maxSize is set: the broker config lists maxSize hosts, and maxSize defaults to the size at creation")
         .field_path(".size"),
-    validation = kube::core::Rule::new(
-        "has(self.services) == has(oldSelf.services) && has(self.jobLabels) == has(oldSelf.jobLabels) && has(self.resourceClaims) == has(oldSelf.resourceClaims)"
-    ).message("services, jobLabels and resourceClaims are immutable: delete and re-create the MiniCluster to change them").reason(kube::core::Reason::FieldValueForbidden),
-    validation = kube::core::Rule::new(
-        "(has(self.maxSize) == has(oldSelf.maxSize) && (!has(self.maxSize) || self.maxSize == oldSelf.maxSize)) && (has(self.minSize) == has(oldSelf.minSize) && (!has(self.minSize) || self.minSize == oldSelf.minSize)) && (has(self.backoffLimit) == has(oldSelf.backoffLimit) && (!has(self.backoffLimit) || self.backoffLimit == oldSelf.backoffLimit)) && (has(self.ttlSecondsAfterFinished) == has(oldSelf.ttlSecondsAfterFinished) && (!has(self.ttlSecondsAfterFinished) || self.ttlSecondsAfterFinished == oldSelf.ttlSecondsAfterFinished)) && (has(self.drainGracePeriodSeconds) == has(oldSelf.drainGracePeriodSeconds) && (!has(self.drainGracePeriodSeconds) || self.drainGracePeriodSeconds == oldSelf.drainGracePeriodSeconds))"
-    ).message("maxSize, minSize, backoffLimit, ttlSecondsAfterFinished and drainGracePeriodSeconds are immutable: delete and re-create the MiniCluster to change them").reason(kube::core::Reason::FieldValueForbidden),
 )]
 pub struct MiniClusterSpec {
     /// Containers of every broker pod. Exactly one runs Flux (`runFlux`; with a single
     /// container it is that one).
     #[schemars(length(min = 1, max = 32))]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("containers is immutable"))]
     #[garde(length(min = 1), dive)]
     pub containers: Vec<MiniClusterContainer>,
 
@@ -94,56 +90,46 @@ pub struct MiniClusterSpec {
     /// subdomain (a Job of one pod), as in the Go operator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("services is immutable"))]
     #[garde(dive)]
     pub services: Vec<MiniClusterContainer>,
 
     /// Dynamic resource claims the containers may reference.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("resourceClaims is immutable"))]
     pub resource_claims: Vec<PodResourceClaim>,
 
     /// The headless Service (network namespace) of the brokers.
     #[serde(default)]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("network is immutable"))]
     #[garde(dive)]
     pub network: Network,
 
     /// Extra labels for the JobSet and its Jobs (the old way to set a Kueue queue name).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("jobLabels is immutable"))]
     pub job_labels: BTreeMap<String, String>,
 
     /// Keep the brokers up with no initial program until `flux shutdown` or deletion.
     #[serde(default)]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("interactive is immutable"))]
     pub interactive: bool,
 
     /// Flux options shared by all brokers.
     #[serde(default)]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("flux is immutable"))]
     #[garde(dive)]
     pub flux: FluxSpec,
 
     /// What the entrypoints print.
     #[serde(default)]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("logging is immutable"))]
     pub logging: LoggingSpec,
 
     /// Restore Flux state from an archive at start.
     #[serde(default)]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("archive is immutable"))]
     pub archive: MiniClusterArchive,
 
     /// Share one process namespace between the containers of a pod.
     #[serde(default)]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("shareProcessNamespace is immutable"))]
     pub share_process_namespace: bool,
 
     /// Delete the MiniCluster once the lead broker finished.
     #[serde(default)]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("cleanup is immutable"))]
     pub cleanup: bool,
 
     /// Number of brokers (= pods). May change while running, between 1 and `maxSize`.
@@ -173,19 +159,16 @@ pub struct MiniClusterSpec {
     /// Tasks of the submitted job (`-n`); 0 means one per broker (`-N size` only).
     #[serde(default = "one")]
     #[schemars(range(min = 0))]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("tasks is immutable"))]
     pub tasks: i32,
 
     /// Active deadline of the whole run, in seconds.
     #[serde(default = "default_deadline")]
     #[schemars(range(min = 1))]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("deadlineSeconds is immutable"))]
     pub deadline_seconds: i64,
 
     /// Settings of the broker pods.
     #[serde(default)]
     #[x_kube(
-        validation = kube::core::Rule::new("self == oldSelf").message("pod is immutable"),
         validation = kube::core::Rule::new("!has(self.labels) || !('flux-framework.org/minicluster' in self.labels || 'flux-framework.org/role' in self.labels)")
             .message("pod.labels must not set flux-framework.org/minicluster or flux-framework.org/role: the operator selects the broker pods by them"),
     )]
@@ -199,7 +182,6 @@ pub struct MiniClusterSpec {
     /// Whether followers start with the lead (`Together`) or wait for a ready lead broker
     /// (`LeadFirst`).
     #[serde(default)]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("startupOrder is immutable"))]
     pub startup_order: StartupOrder,
 
     /// Delete the cluster's workload this long after it finished.
@@ -212,7 +194,6 @@ pub struct MiniClusterSpec {
     /// (`kueue.x-k8s.io/queue-name`) whose ResourceFlavor names a Topology with this level.
     /// Not in the Go operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = kube::core::Rule::new("self == oldSelf").message("placement is immutable"))]
     pub placement: Option<Placement>,
 
     /// When a follower's pod stops while the cluster runs (a shrink of `size`, an eviction):

@@ -52,9 +52,10 @@ pub use self::{
     http::{free_port, http_get, http_status},
     metrics::{Sample, histogram_p50_p99_ms, label, parse_sample, sum_samples},
     objects::{
-        MINICLUSTER_CRD, api_resource, collector_knows, condition, crd_established, crd_from_file,
-        dynamic_object, has_condition, jobset_resource, kueue_resource, minicluster_resource,
-        pod_phase, pod_ready, replace_crd, yaml_documents,
+        IMMUTABLE_POLICY_FILE, MINICLUSTER_CRD, POLICY_FILES, admission_policies, api_resource,
+        collector_knows, condition, crd_established, crd_from_file, dynamic_object, has_condition,
+        jobset_resource, kueue_resource, minicluster_resource, pod_phase, pod_ready, replace_crd,
+        yaml_documents,
     },
     process::{Operator, print_log_tail, spawn_logged},
     prometheus::Prometheus,

@@ -1,16 +1,21 @@
 //! Objects of the test cluster: the API resources of JobSet, Kueue and the MiniCluster (as
 //! `DynamicObject`s, so that tests and benches do not depend on the crate's own types),
-//! their conditions, pods' phase and readiness, YAML streams, and installing a CRD.
+//! their conditions, pods' phase and readiness, YAML streams, and installing a CRD and the
+//! policy committed beside it.
 
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -163,6 +168,63 @@ pub async fn replace_crd(client: &Client, crd: &CustomResourceDefinition) -> Res
         .await?;
     }
     Ok(())
+}
+
+/// The policy that keeps a running MiniCluster's spec, as committed beside the CRD.
+pub const IMMUTABLE_POLICY_FILE: &str = "crds/minicluster-immutable.yaml";
+/// The files of admission policies `kubectl apply -k manifests/` installs with the CRD.
+pub const POLICY_FILES: [&str; 2] = [IMMUTABLE_POLICY_FILE, "manifests/pod-security.yaml"];
+
+/// The ValidatingAdmissionPolicies and bindings in `file`, named, as JSON values.
+fn policy_documents(file: &Path) -> Result<Vec<(String, Value)>> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let mut docs = Vec::new();
+    for doc in yaml_documents(&text)? {
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .context("a nameless object")?;
+        docs.push((name.to_string(), doc));
+    }
+    Ok(docs)
+}
+
+/// Install the admission policies and bindings in `file` (as `kubectl apply --server-side`
+/// does), or with `installed` false remove them (the Go operator's arm has none). They are
+/// cluster-scoped, as the CRD is.
+pub async fn admission_policies(client: &Client, file: &Path, installed: bool) -> Result<()> {
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let pp = PatchParams::apply("flux-operator-e2e").force();
+    let dp = DeleteParams::default();
+    for (name, doc) in policy_documents(file)? {
+        match (doc["kind"].as_str(), installed) {
+            (Some("ValidatingAdmissionPolicy"), true) => policies
+                .patch(&name, &pp, &Patch::Apply(&doc))
+                .await
+                .map(drop)?,
+            (Some("ValidatingAdmissionPolicyBinding"), true) => bindings
+                .patch(&name, &pp, &Patch::Apply(&doc))
+                .await
+                .map(drop)?,
+            (Some("ValidatingAdmissionPolicy"), false) => {
+                absent_is_fine(policies.delete(&name, &dp).await.map(drop))?
+            }
+            (Some("ValidatingAdmissionPolicyBinding"), false) => {
+                absent_is_fine(bindings.delete(&name, &dp).await.map(drop))?
+            }
+            (other, _) => anyhow::bail!("{}: unexpected kind {other:?}", file.display()),
+        }
+    }
+    Ok(())
+}
+
+/// A delete's result, with "not found" counted as done.
+fn absent_is_fine(deleted: kube::Result<()>) -> Result<()> {
+    match deleted {
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        other => Ok(other?),
+    }
 }
 
 /// Wait until the garbage collector resolves owners of `kind`: it learns new resource types

@@ -20,13 +20,17 @@ use flux_operator::api::{MiniCluster, NAME_LABEL, Phase, ROLE_LABEL};
 use flux_operator::jobset::JobSet;
 
 use crate::common::{
-    COMPLETE_AFTER, MINICLUSTER_CRD, Operator, TestNamespace, crd_established, wait_for, wait_gone,
+    COMPLETE_AFTER, IMMUTABLE_POLICY_FILE, MINICLUSTER_CRD, Operator, TestNamespace,
+    admission_policies, crd_established, wait_for, wait_gone,
 };
 
 pub const TIMEOUT: Duration = Duration::from_secs(90);
 
-/// Install (or update) the MiniCluster CRD and wait until it is established.
+/// Install (or update) the MiniCluster CRD and wait until it is established, with the
+/// policy that keeps a running MiniCluster's spec (`crds/`, as a user installs them).
 pub async fn install_crd(client: &kube::Client) -> Result<()> {
+    let policy = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(IMMUTABLE_POLICY_FILE);
+    admission_policies(client, &policy, true).await?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = MiniCluster::crd();
     crds.patch(
@@ -430,6 +434,7 @@ async fn api_server_refuses_invalid_specs() -> Result<()> {
     elastic.spec.max_size = Some(6);
     let mc = mcs.create(&PostParams::default(), &elastic).await?;
     let name = mc.name_any();
+    policy_in_force(&mcs, &name).await?;
     let ok = mcs
         .patch(
             &name,
@@ -475,6 +480,23 @@ async fn api_server_refuses_invalid_specs() -> Result<()> {
         Err(kube::Error::Api(s)) => assert!(s.message.contains("immutable"), "{}", s.message),
         other => bail!("adding jobLabels was not refused: {other:?}"),
     }
+    // A field absent at creation may not be added later either (the CRD's transition
+    // rules, which this policy replaced, ran only where both had the field).
+    match mcs
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"placement": {"required": "example.com/rack"}}})),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert!(
+            s.message.contains("spec.placement") && s.message.contains("immutable"),
+            "{}",
+            s.message
+        ),
+        other => bail!("adding placement was not refused: {other:?}"),
+    }
     // Without maxSize the broker config lists only `size` hosts: size is fixed.
     let mut fixed = example("hello-world", &ns.name)?;
     fixed.metadata.name = Some("fixed".into());
@@ -492,8 +514,44 @@ async fn api_server_refuses_invalid_specs() -> Result<()> {
         }
         other => bail!("resizing without maxSize was not refused: {other:?}"),
     }
+    // `kubectl scale` (the scale subresource) is held to the same rule.
+    let scale = json!({"spec": {"replicas": 5}});
+    match mcs
+        .patch_scale("fixed", &PatchParams::default(), &Patch::Merge(&scale))
+        .await
+    {
+        Err(kube::Error::Api(s)) => {
+            assert!(s.message.contains("spec.maxSize is set"), "{}", s.message)
+        }
+        other => bail!("scaling without maxSize was not refused: {other:?}"),
+    }
+    // Labels and annotations stay the user's to change.
+    let labelled = json!({"metadata": {"labels": {"team": "a"}}});
+    mcs.patch("fixed", &PatchParams::default(), &Patch::Merge(&labelled))
+        .await?;
     ns.cleanup().await;
     Ok(())
+}
+
+/// Wait until the API server's admission has seen the immutability policy that
+/// `install_crd` installed (a moment after it): a dry-run change of `spec.tasks` to MiniCluster
+/// `name` is refused.
+async fn policy_in_force(mcs: &Api<MiniCluster>, name: &str) -> Result<()> {
+    let dry = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let change = json!({"spec": {"tasks": 7}});
+    wait_for("the immutability policy in force", TIMEOUT, || async {
+        match mcs.patch(name, &dry, &Patch::Merge(&change)).await {
+            Err(kube::Error::Api(s)) if s.message.contains("spec.tasks is immutable") => {
+                Ok(Some(()))
+            }
+            Ok(_) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await
 }
 
 /// Done-when 3: deleting a MiniCluster removes everything it owned.

@@ -2,47 +2,28 @@
 //! `kubectl apply` to the Pod Security level its namespace enforces, refused with a message
 //! naming the field, before any pod exists.
 
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::discovery::Discovery;
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use flux_operator::api::MiniCluster;
 
-use crate::common::{TestNamespace, wait_for};
+use crate::common::{TestNamespace, admission_policies, wait_for};
 use crate::operator::{example, install_crd};
 
 const LEVEL_LABEL: &str = "pod-security.kubernetes.io/enforce";
-
-/// Apply the policy and its binding as `kubectl apply --server-side -f` does.
-async fn install_policy(client: &Client) -> Result<()> {
-    let path = format!("{}/manifests/pod-security.yaml", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path)?;
-    let discovery = Discovery::new(client.clone()).run().await?;
-    for doc in serde_norway::Deserializer::from_str(&text) {
-        let obj: DynamicObject = serde::Deserialize::deserialize(doc)?;
-        let gvk = obj
-            .types
-            .as_ref()
-            .context("a document without apiVersion")?;
-        let gvk = kube::core::GroupVersionKind::try_from(gvk)?;
-        let (resource, _) = discovery.resolve_gvk(&gvk).context("unknown kind")?;
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let pp = PatchParams::apply("flux-operator-e2e").force();
-        api.patch(&obj.name_any(), &pp, &Patch::Apply(&obj)).await?;
-    }
-    Ok(())
-}
 
 /// A test namespace enforcing `level` (none: unlabeled), with the CRD and the policy.
 async fn namespace(test: &str, level: Option<&str>) -> Result<TestNamespace> {
     let ns = TestNamespace::create(test).await?;
     install_crd(&ns.client).await?;
-    install_policy(&ns.client).await?;
+    let policy = format!("{}/manifests/pod-security.yaml", env!("CARGO_MANIFEST_DIR"));
+    admission_policies(&ns.client, Path::new(&policy), true).await?;
     if let Some(level) = level {
         let namespaces: Api<Namespace> = Api::all(ns.client.clone());
         let patch = json!({"metadata": {"labels": {LEVEL_LABEL: level}}});
