@@ -286,12 +286,11 @@ async fn bench() -> Result<()> {
 }
 
 /// Every round: each scenario (the sizes, the resize, then the many clusters in the first
-/// `many_rounds`) under each arm, the arms' order rotating from one scenario to the next. On
+/// `many_rounds`) under each arm, the arms' order rotating from one scenario and round to the next. On
 /// a failure the runs before it are printed, then the error returned.
 async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result<Vec<Run>> {
     let arms = &config.arms;
     let mut runs = Vec::new();
-    let mut k = 0usize;
     for round in 1..=config.rounds {
         let mut scenarios: Vec<Scenario> =
             config.sizes.iter().map(|&n| Scenario::Single(n)).collect();
@@ -302,12 +301,14 @@ async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result
         if config.many > 0 && round <= config.many_rounds {
             scenarios.push(Scenario::Many(config.many));
         }
-        for sc in scenarios {
-            // Rotate the arms' order from one scenario to the next.
+        for (s, sc) in scenarios.into_iter().enumerate() {
+            // Rotate the arms' order from one scenario to the next and, for each scenario,
+            // from one round to the next (a count that only went up by scenario gave a
+            // scenario the same order in every round when the scenarios were as many as
+            // the arms: two arms, two scenarios).
             let order: Vec<Arm> = (0..arms.len())
-                .map(|i| arms[(i + k) % arms.len()])
+                .map(|i| arms[(i + s + round) % arms.len()])
                 .collect();
-            k += 1;
             for arm in order.into_iter().filter(|&a| runs_in(sc, a)) {
                 let run = match bench.run(sc, arm, round).await {
                     Ok(run) => run,

@@ -2,7 +2,7 @@
 //! rule of the CRD, which `kubectl scale` passes through too) and `spec.suspend`. Every
 //! other spec field is fixed at creation.
 //!
-//! That rule is a ValidatingAdmissionPolicy on the `miniclusters` resource, generated here
+//! The rest is a ValidatingAdmissionPolicy on the `miniclusters` resource, generated here
 //! from the CRD's own schema and committed in `crds/` beside it, not CEL rules in the CRD:
 //! Kubernetes validates the whole object with the CRD's rules on every write of the status
 //! subresource too, so `self == oldSelf` rules compared the whole spec with the old one on
@@ -33,7 +33,7 @@ pub const MUTABLE: [&str; 2] = ["size", "suspend"];
 /// The spec's field names in the CRD's schema, in its order.
 pub fn spec_fields() -> Vec<String> {
     let crd = MiniCluster::crd();
-    let schema = crd.spec.versions[0].schema.as_ref();
+    let schema = crd.spec.versions.first().and_then(|v| v.schema.as_ref());
     let spec = schema
         .and_then(|s| s.open_api_v3_schema.as_ref())
         .and_then(|s| s.properties.as_ref())
