@@ -111,10 +111,9 @@ use flux_operator::controller::UPDATE_MANAGER;
 use flux_operator::render;
 
 use common::{
-    GO_CRD, POLICY_FILES, admission_policies, api_resource, built_go_operator, crd_from_file,
-    create_namespace, dynamic_object, free_port, histogram_p50_p99_ms, http_get, label,
-    minicluster_resource, parse_sample, pod_ready, replace_crd, spawn_logged, sum_samples,
-    wait_for_every, yaml_documents,
+    GO_CRD, api_resource, built_go_operator, create_namespace, dynamic_object, free_port,
+    histogram_p50_p99_ms, http_get, label, minicluster_resource, parse_sample, pod_ready,
+    spawn_logged, sum_samples, swap_minicluster_crd, wait_for_every, yaml_documents,
 };
 
 const FIELD_MANAGER: &str = "flux-operator-bench";

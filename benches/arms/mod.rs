@@ -9,10 +9,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use crate::cluster::{kubectl_in, root};
-use crate::common::{
-    GO_CRD, Operator, POLICY_FILES, admission_policies, crd_from_file, http_get, replace_crd,
-    spawn_logged, wait_for,
-};
+use crate::common::{GO_CRD, Operator, http_get, spawn_logged, swap_minicluster_crd, wait_for};
 use flux_operator::model::certificate::Certificate;
 
 /// How long any one step of a run may take.
@@ -73,12 +70,7 @@ impl Bench {
             Arm::Operator => root().join("crds/flux-framework.org_miniclusters.yaml"),
             Arm::Go => self.go_dir.join("src").join(GO_CRD),
         };
-        replace_crd(&self.client, &crd_from_file(&file)?).await?;
-        // The admission policies installed with this operator's CRD, and only with it.
-        for policy in POLICY_FILES {
-            let ours = arm == Arm::Operator;
-            admission_policies(&self.client, &root().join(policy), ours).await?;
-        }
+        swap_minicluster_crd(&self.client, &file, root(), arm == Arm::Operator).await?;
         self.crd = Some(arm);
         Ok(())
     }

@@ -227,12 +227,7 @@ impl Bench {
                 .join("src")
                 .join(GO_CRD),
         };
-        replace_crd(&self.client, &crd_from_file(&path)?).await?;
-        // The admission policies installed with this operator's CRD, and only with it.
-        for policy in POLICY_FILES {
-            let file = self.root.join(policy);
-            admission_policies(&self.client, &file, want == Crd::Ours).await?;
-        }
+        swap_minicluster_crd(&self.client, &path, &self.root, want == Crd::Ours).await?;
         self.crd = Some(want);
         eprintln!(
             "  installed the {} MiniCluster CRD in {:.1} s",

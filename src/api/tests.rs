@@ -2,15 +2,17 @@ use super::*;
 
 #[test]
 fn committed_crd_is_generated_from_the_types() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/crds/flux-framework.org_miniclusters.yaml"
-    );
-    let committed = std::fs::read_to_string(path).expect("crds/ file exists");
     let generated = crd_yaml().expect("CRD serializes");
+    assert_committed("crds/flux-framework.org_miniclusters.yaml", &generated);
+}
+
+/// The file at `path` in the checkout is `generated`, byte for byte.
+fn assert_committed(path: &str, generated: &str) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let committed = std::fs::read_to_string(format!("{root}/{path}")).expect(path);
     assert!(
         committed == generated,
-        "crds/ is stale: run `make crds` and commit the result"
+        "{path} is stale: run `make crds` and commit the result"
     );
 }
 
@@ -31,17 +33,12 @@ fn the_charts_pod_security_policy_is_the_manifests() {
 
 #[test]
 fn committed_immutability_policy_is_generated_from_the_types() {
-    let root = env!("CARGO_MANIFEST_DIR");
     let generated = immutable::policy_yaml().expect("the policy serializes");
     for path in [
         "crds/minicluster-immutable.yaml",
         "charts/flux-operator/templates/minicluster-immutable.yaml",
     ] {
-        let committed = std::fs::read_to_string(format!("{root}/{path}")).expect(path);
-        assert!(
-            committed == generated,
-            "{path} is stale: run `make crds` and commit the result"
-        );
+        assert_committed(path, &generated);
     }
 }
 

@@ -7,9 +7,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -173,47 +170,46 @@ pub async fn replace_crd(client: &Client, crd: &CustomResourceDefinition) -> Res
 /// The policy that keeps a running MiniCluster's spec, as committed beside the CRD.
 pub const IMMUTABLE_POLICY_FILE: &str = "crds/minicluster-immutable.yaml";
 /// The files of admission policies `kubectl apply -k manifests/` installs with the CRD.
-pub const POLICY_FILES: [&str; 2] = [IMMUTABLE_POLICY_FILE, "manifests/pod-security.yaml"];
+const POLICY_FILES: [&str; 2] = [IMMUTABLE_POLICY_FILE, "manifests/pod-security.yaml"];
 
-/// The ValidatingAdmissionPolicies and bindings in `file`, named, as JSON values.
-fn policy_documents(file: &Path) -> Result<Vec<(String, Value)>> {
+/// Install the MiniCluster CRD in `crd_file` in place of the one installed ([`replace_crd`]),
+/// with this operator's admission policies (`ours`, read from the checkout at `root`) or
+/// without them (the Go operator's CRD comes with none).
+pub async fn swap_minicluster_crd(
+    client: &Client,
+    crd_file: &Path,
+    root: &Path,
+    ours: bool,
+) -> Result<()> {
+    replace_crd(client, &crd_from_file(crd_file)?).await?;
+    for policy in POLICY_FILES {
+        admission_policies(client, &root.join(policy), ours).await?;
+    }
+    Ok(())
+}
+
+/// Install the admission policies and bindings in `file` (as `kubectl apply --server-side`
+/// does), or with `installed` false remove them. They are cluster-scoped, as the CRD is.
+pub async fn admission_policies(client: &Client, file: &Path, installed: bool) -> Result<()> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    let mut docs = Vec::new();
     for doc in yaml_documents(&text)? {
         let name = doc["metadata"]["name"]
             .as_str()
             .context("a nameless object")?;
-        docs.push((name.to_string(), doc));
-    }
-    Ok(docs)
-}
-
-/// Install the admission policies and bindings in `file` (as `kubectl apply --server-side`
-/// does), or with `installed` false remove them (the Go operator's arm has none). They are
-/// cluster-scoped, as the CRD is.
-pub async fn admission_policies(client: &Client, file: &Path, installed: bool) -> Result<()> {
-    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
-    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
-    let pp = PatchParams::apply("flux-operator-e2e").force();
-    let dp = DeleteParams::default();
-    for (name, doc) in policy_documents(file)? {
-        match (doc["kind"].as_str(), installed) {
-            (Some("ValidatingAdmissionPolicy"), true) => policies
-                .patch(&name, &pp, &Patch::Apply(&doc))
-                .await
-                .map(drop)?,
-            (Some("ValidatingAdmissionPolicyBinding"), true) => bindings
-                .patch(&name, &pp, &Patch::Apply(&doc))
-                .await
-                .map(drop)?,
-            (Some("ValidatingAdmissionPolicy"), false) => {
-                absent_is_fine(policies.delete(&name, &dp).await.map(drop))?
-            }
-            (Some("ValidatingAdmissionPolicyBinding"), false) => {
-                absent_is_fine(bindings.delete(&name, &dp).await.map(drop))?
-            }
-            (other, _) => anyhow::bail!("{}: unexpected kind {other:?}", file.display()),
+        let kind = doc["kind"].as_str().unwrap_or_default();
+        let plural = match kind {
+            "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
+            "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings",
+            other => anyhow::bail!("{}: unexpected kind {other:?}", file.display()),
+        };
+        let resource = api_resource("admissionregistration.k8s.io", "v1", kind, plural);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        if installed {
+            let pp = PatchParams::apply("flux-operator-e2e").force();
+            api.patch(name, &pp, &Patch::Apply(&doc)).await?;
+        } else {
+            absent_is_fine(api.delete(name, &DeleteParams::default()).await.map(drop))?;
         }
     }
     Ok(())
