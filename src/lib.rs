@@ -23,3 +23,9 @@ pub mod metrics;
 pub mod model;
 pub mod render;
 pub mod telemetry;
+
+/// The unit tests count their allocations with jemalloc's per-thread counters (the watch
+/// caches' footprint), in the allocator the operator runs with.
+#[cfg(test)]
+#[global_allocator]
+static TEST_ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -111,8 +111,8 @@ pub(super) async fn execute(
         }
     }
     if &plan.status != old {
-        write_status(mc, ctx, &plan.status).await?;
-        ctx.remember(mc, &plan.status);
+        let stored = write_status(mc, ctx, &plan.status).await?;
+        ctx.remember(mc, stored);
         let transition = Transition {
             mc,
             old,
@@ -244,7 +244,7 @@ async fn apply_service(
 async fn create_jobset(js: &JobSet, mc: &MiniCluster, ctx: &Context) -> Result<(), Stop> {
     let api = Api::<JobSet>::namespaced(ctx.client.clone(), mc.namespace_or_default());
     if let Some(made) = create_unless_owned(&api, js, mc).await? {
-        ctx.made(mc, Object::JobSet(Arc::new(made)));
+        ctx.made(mc, Object::JobSet(Arc::new((&made).into())));
     }
     Ok(())
 }
@@ -420,11 +420,13 @@ async fn create_secret(
     Ok(create_unless_owned(&api, &secret, mc).await?.is_some())
 }
 
+/// Write `status` (a server-side apply of the status subresource); the status as the API
+/// server stored it (timestamps to the second), which its watch event will show.
 async fn write_status(
     mc: &MiniCluster,
     ctx: &Context,
     status: &MiniClusterStatus,
-) -> Result<(), Error> {
+) -> Result<MiniClusterStatus, Error> {
     let body = json!({
         "apiVersion": MiniCluster::api_version(&()),
         "kind": MiniCluster::kind(&()),
@@ -436,8 +438,9 @@ async fn write_status(
             &PatchParams::apply(FIELD_MANAGER).force(),
             &Patch::Apply(&body),
         )
-        .await?;
-    Ok(())
+        .await
+        .map(|stored| stored.status.unwrap_or_else(|| status.clone()))
+        .map_err(Error::from)
 }
 
 /// Publish an Event about `mc`. False if its namespace is being terminated (nothing more is

@@ -47,8 +47,10 @@ pub struct Context {
 /// process: each is rebuilt or not needed after a restart).
 #[derive(Debug, Default)]
 pub(super) struct Memory {
-    /// The status this process last wrote: the watch cache can lag behind it, and
-    /// transitions (Events, metrics) must start from what was written.
+    /// The status this process last wrote, as the API server stored it, until the watch
+    /// cache shows it: the cache can lag behind a write, and transitions (Events, metrics)
+    /// must start from what was written. Forgotten once the cache has it (a status is
+    /// 1 KiB, kept for every MiniCluster otherwise).
     written: Option<MiniClusterStatus>,
     /// What this process made that the watches have not shown yet.
     made: Made,
@@ -153,18 +155,31 @@ impl Context {
         self.known(mc, |m| made::fill_in(observed, &mut m.made, Instant::now()))?
     }
 
-    /// Remember the status just written for `mc`.
-    pub(super) fn remember(&self, mc: &MiniCluster, status: &MiniClusterStatus) {
-        self.memory(mc, |m| m.written = Some(status.clone()));
+    /// Remember the status just written for `mc`, as the API server stored it.
+    pub(super) fn remember(&self, mc: &MiniCluster, stored: MiniClusterStatus) {
+        self.memory(mc, |m| m.written = Some(stored));
     }
 
-    /// `mc` with the status this process last wrote, if the cache has not caught up with it.
+    /// `mc` with the status this process last wrote, if the cache has not caught up with it;
+    /// once it has, what was written is forgotten.
     pub(super) fn latest(&self, mc: &MiniCluster) -> MiniCluster {
         let mut mc = mc.clone();
-        if let Some(status) = self.known(&mc, |m| m.written.clone()).flatten() {
+        let written = self.known(&mc, |m| {
+            if m.written.is_some() && m.written == mc.status {
+                m.written = None;
+            }
+            m.written.clone()
+        });
+        if let Some(status) = written.flatten() {
             mc.status = Some(status);
         }
         mc
+    }
+
+    /// Whether a written status waits for the cache to show it (tests).
+    #[cfg(test)]
+    pub(super) fn awaits_cache(&self, mc: &MiniCluster) -> bool {
+        self.known(mc, |m| m.written.is_some()).unwrap_or(false)
     }
 
     /// A reconcile at `at` (wall clock `now`) looks at `mc`: its first look is a sighting

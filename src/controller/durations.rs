@@ -16,7 +16,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use super::status;
 use crate::api::{MiniCluster, MiniClusterStatus, condition};
-use crate::jobset::JobSet;
+use crate::jobset::ObservedJobSet;
 use crate::metrics::Metrics;
 
 /// A MiniCluster first seen this long after its creation timestamp was not seen new (the
@@ -75,7 +75,7 @@ pub(super) struct Transition<'a> {
     pub mc: &'a MiniCluster,
     pub old: &'a MiniClusterStatus,
     pub new: &'a MiniClusterStatus,
-    pub jobset: Option<&'a JobSet>,
+    pub jobset: Option<&'a ObservedJobSet>,
     pub admission: Option<&'a status::Admission>,
     pub seen: Instant,
 }

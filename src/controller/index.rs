@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
@@ -29,18 +29,19 @@ use kube::{Resource, ResourceExt};
 use super::kueue;
 use super::owned::controlled_by;
 use super::plan::{Observed, OwnedObject, Presence};
+use super::watches::kept::BrokerPod;
 use crate::api::{MiniCluster, NAME_LABEL};
-use crate::jobset::JobSet;
+use crate::jobset::ObservedJobSet;
 
 /// The watches' stores.
 #[derive(Clone)]
 pub struct Index {
     /// The MiniClusters themselves (the controller's own store).
     pub(super) miniclusters: Store<MiniCluster>,
-    pub(super) jobsets: Store<JobSet>,
+    pub(super) jobsets: Store<ObservedJobSet>,
     /// The services pods' Jobs (`spec.services`).
     pub(super) jobs: Store<Job>,
-    pub(super) pods: Store<Pod>,
+    pub(super) pods: Store<BrokerPod>,
     pub(super) secrets: Store<PartialObjectMeta<Secret>>,
     pub(super) config_maps: Store<PartialObjectMeta<ConfigMap>>,
     pub(super) services: Store<PartialObjectMeta<Service>>,
@@ -123,7 +124,7 @@ impl Index {
                     == Some(name)
         };
         let jobset = self.jobsets.get(&ObjectRef::new(name).within(&ns));
-        let pods: Vec<Arc<Pod>> = self
+        let pods: Vec<Arc<BrokerPod>> = self
             .pods
             .state()
             .into_iter()

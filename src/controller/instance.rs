@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use super::watches::kept::BrokerPod;
 
 use crate::api::{InstanceStatus, MiniCluster, reason};
 
@@ -32,7 +32,7 @@ pub struct Restart {
 }
 
 /// The newest lead pod of `mc` and its Flux container's restarts.
-pub fn lead_seen(mc: &MiniCluster, pods: &[Arc<Pod>]) -> Option<LeadSeen> {
+pub fn lead_seen(mc: &MiniCluster, pods: &[Arc<BrokerPod>]) -> Option<LeadSeen> {
     let lead = super::status::newest_lead(pods)?;
     let container = crate::model::containers::flux_container_name(mc);
     let status = lead
@@ -156,16 +156,16 @@ fn queue_fate(archive: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{
-        ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
+        ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     use super::*;
     use crate::api::{LEAD_JOB, ROLE_LABEL};
 
-    fn lead_pod(name: &str, created: i64, container: &str, restarts: i32) -> Arc<Pod> {
+    fn lead_pod(name: &str, created: i64, container: &str, restarts: i32) -> Arc<BrokerPod> {
         let at = jiff::Timestamp::from_second(1_800_000_000 + created).unwrap();
-        Arc::new(Pod {
+        Arc::new(BrokerPod::from(Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 labels: Some([(ROLE_LABEL.to_string(), LEAD_JOB.to_string())].into()),
@@ -189,7 +189,7 @@ mod tests {
                 ..Default::default()
             }),
             ..Default::default()
-        })
+        }))
     }
 
     #[test]

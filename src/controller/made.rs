@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::batch::v1::Job;
 
 use super::plan::{Observed, OwnedObject, Presence};
-use crate::jobset::JobSet;
+use crate::jobset::ObservedJobSet;
 
 /// How long a create is taken for granted while its watch does not show it.
 pub const MADE_TTL: Duration = Duration::from_secs(30);
@@ -29,7 +29,7 @@ pub enum Object {
     /// A Service, with the hash it was applied with.
     Service(OwnedObject),
     /// The JobSet, as the create returned it.
-    JobSet(Arc<JobSet>),
+    JobSet(Arc<ObservedJobSet>),
     /// The services pod's Job, as the create returned it.
     ServicesJob(Arc<Job>),
 }
@@ -74,6 +74,7 @@ pub fn fill_in(observed: &mut Observed, made: &mut Made, now: Instant) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jobset::JobSet;
 
     fn cm(name: &str) -> OwnedObject {
         OwnedObject {
@@ -83,8 +84,8 @@ mod tests {
         }
     }
 
-    fn jobset() -> Arc<JobSet> {
-        let mut js = JobSet::new("m", Default::default());
+    fn jobset() -> Arc<ObservedJobSet> {
+        let mut js = ObservedJobSet::from(&JobSet::new("m", Default::default()));
         js.metadata.uid = Some("made".into());
         Arc::new(js)
     }
@@ -117,7 +118,7 @@ mod tests {
 
     fn made_cases(t0: Instant) -> Vec<Case> {
         let later = |s: u64| t0 + Duration::from_secs(s);
-        let watched_js = Arc::new(JobSet::new("m", Default::default()));
+        let watched_js = Arc::new(ObservedJobSet::from(&JobSet::new("m", Default::default())));
         vec![
             Case {
                 name: "a ConfigMap made a moment ago, not yet watched, is there",

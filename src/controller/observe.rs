@@ -13,7 +13,7 @@ use kube::Api;
 use super::context::{Context, Error};
 use super::plan::{Observed, Presence};
 use crate::api::{MiniCluster, MiniClusterStatus};
-use crate::jobset::JobSet;
+use crate::jobset::ObservedJobSet;
 
 /// What one reconcile observed of a MiniCluster.
 pub(super) struct Observation {
@@ -60,7 +60,7 @@ async fn confirm_absence(
     let ns = mc.namespace_or_default();
     if observed.jobset.is_none() && !status.job_set.is_empty() {
         tracing::debug!(jobset = %status.job_set, "JobSet in the status, not in the watch: looking");
-        observed.jobset = Api::<JobSet>::namespaced(ctx.client.clone(), ns)
+        observed.jobset = Api::<ObservedJobSet>::namespaced(ctx.client.clone(), ns)
             .get_opt(mc.name())
             .await?
             .map(Arc::new);

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::ContainerStatus;
+
+use super::watches::kept::BrokerPod;
 
 use crate::api::{LEAD_JOB, ROLE_LABEL, RestoreStatus, SaveStatus};
 
@@ -40,7 +42,7 @@ pub struct PodCounts {
 }
 
 /// Count ready and live pods and find the readiness timestamps.
-pub fn count_pods(pods: &[Arc<Pod>]) -> PodCounts {
+pub fn count_pods(pods: &[Arc<BrokerPod>]) -> PodCounts {
     let mut counts = PodCounts::default();
     for pod in pods {
         let terminating = pod.metadata.deletion_timestamp.is_some();
@@ -77,7 +79,7 @@ pub fn count_pods(pods: &[Arc<Pod>]) -> PodCounts {
 }
 
 /// Whether the pod is a lead broker's (its role label).
-pub fn is_lead(pod: &Pod) -> bool {
+pub fn is_lead(pod: &BrokerPod) -> bool {
     pod.metadata
         .labels
         .as_ref()
@@ -86,7 +88,7 @@ pub fn is_lead(pod: &Pod) -> bool {
 }
 
 /// The newest lead pod: the one whose reports and restarts are the instance's now.
-pub fn newest_lead(pods: &[Arc<Pod>]) -> Option<&Arc<Pod>> {
+pub fn newest_lead(pods: &[Arc<BrokerPod>]) -> Option<&Arc<BrokerPod>> {
     pods.iter()
         .filter(|p| is_lead(p))
         .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))
@@ -104,7 +106,7 @@ fn termination_message(c: &ContainerStatus) -> Option<String> {
 /// ([`flux::ARCHIVE_INIT`](crate::model::containers::ARCHIVE_INIT)) left as its termination message (the
 /// current run's, or the last failed one's while the kubelet retries it). `None` when no lead
 /// pod has reported yet, or it found no archive.
-pub fn lead_restore(pods: &[Arc<Pod>]) -> Option<RestoreStatus> {
+pub fn lead_restore(pods: &[Arc<BrokerPod>]) -> Option<RestoreStatus> {
     let lead = newest_lead(pods)?;
     let init = lead
         .status
@@ -128,7 +130,7 @@ pub fn lead_restore(pods: &[Arc<Pod>]) -> Option<RestoreStatus> {
 
 /// What the newest lead pod's save reported: the termination message its Flux container
 /// (`container`) left when it ended (this run's, or the last one's after a restart).
-pub fn lead_save(pods: &[Arc<Pod>], container: &str) -> Option<SaveStatus> {
+pub fn lead_save(pods: &[Arc<BrokerPod>], container: &str) -> Option<SaveStatus> {
     let lead = newest_lead(pods)?;
     let status = lead
         .status

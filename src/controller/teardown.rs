@@ -30,7 +30,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 
 use super::owned::controlled_by;
 use crate::api::MiniCluster;
-use crate::jobset::JobSet;
+use crate::jobset::{JobSet, ObservedJobSet};
 
 /// The MiniCluster a watch event says is gone: a deletion the API server reported, of a UID
 /// the store (`held`: what it holds under the name now, the event already applied) does not
@@ -67,7 +67,7 @@ pub fn doomed<K: Resource>(mc: &MiniCluster, obj: Option<&K>) -> Option<DeletePa
 pub struct Teardown {
     pub client: Client,
     pub miniclusters: Store<MiniCluster>,
-    pub jobsets: Store<JobSet>,
+    pub jobsets: Store<ObservedJobSet>,
     pub jobs: Store<Job>,
 }
 
@@ -76,7 +76,7 @@ impl Teardown {
     pub fn new(
         client: &Client,
         miniclusters: &Store<MiniCluster>,
-        jobsets: &Store<JobSet>,
+        jobsets: &Store<ObservedJobSet>,
         jobs: &Store<Job>,
     ) -> Self {
         Self {
@@ -156,8 +156,8 @@ mod tests {
         crate::fixtures::m().uid(uid).build()
     }
 
-    fn jobset(owner: Option<&str>, deleting: bool) -> JobSet {
-        let mut js: JobSet = serde_json::from_value(serde_json::json!({
+    fn jobset(owner: Option<&str>, deleting: bool) -> ObservedJobSet {
+        let mut js: ObservedJobSet = serde_json::from_value(serde_json::json!({
             "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": "m", "namespace": "ns", "uid": "uid-js", "resourceVersion": "7"},
             "spec": {"replicatedJobs": []}

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use http::{Method, Request, Response, StatusCode};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::PartialObjectMeta;
 use kube::client::Body;
 use kube::runtime::events::Reporter;
@@ -17,8 +17,9 @@ use serde_json::{Value, json};
 use super::context::Context;
 use super::index::Index;
 use super::reconcile;
+use super::watches::kept::BrokerPod;
 use crate::api::{MiniCluster, Phase};
-use crate::jobset::JobSet;
+use crate::jobset::{JobSet, ObservedJobSet};
 use crate::metrics::Metrics;
 
 const UID: &str = "uid-m";
@@ -120,8 +121,8 @@ fn partial(name: &str, owner_uid: Option<&str>) -> Value {
 /// Stores with these objects in them.
 struct Stores {
     miniclusters: Writer<MiniCluster>,
-    jobsets: Writer<JobSet>,
-    pods: Writer<Pod>,
+    jobsets: Writer<ObservedJobSet>,
+    pods: Writer<BrokerPod>,
     secrets: Writer<PartialObjectMeta<Secret>>,
     config_maps: Writer<PartialObjectMeta<ConfigMap>>,
     services: Writer<PartialObjectMeta<Service>>,
@@ -400,7 +401,7 @@ async fn the_reconciles_after_a_create_make_no_call_while_the_watches_catch_up()
                     ..Default::default()
                 })),
             Some("JobSet") => {
-                let mut js: JobSet = serde_json::from_value(body.clone()).unwrap();
+                let mut js: ObservedJobSet = serde_json::from_value(body.clone()).unwrap();
                 js.metadata.namespace = Some("ns".into());
                 stores
                     .jobsets
@@ -454,7 +455,7 @@ async fn when_the_watches_hold_everything_as_desired_a_reconcile_makes_no_call()
     let (index, mut stores) = index();
     hold_as_made(&mut stores, &mc, &desired);
     for i in 0..2 {
-        let mut pod: Pod = serde_json::from_value(json!({
+        let mut pod: BrokerPod = serde_json::from_value(json!({
             "metadata": {"name": format!("m-{i}"), "namespace": "ns",
                 "labels": {"flux-framework.org/minicluster": "m", "flux-framework.org/role": if i == 0 { "lead" } else { "workers" }}},
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
@@ -501,6 +502,27 @@ async fn what_is_kept_per_minicluster_goes_when_the_minicluster_goes() {
     assert!(ctx.tracked() > 0, "kept while it exists");
     ctx.retain(&[]);
     assert_eq!(ctx.tracked(), 0, "nothing left once it is gone");
+}
+
+#[tokio::test]
+async fn a_written_status_is_kept_only_until_the_cache_shows_it() {
+    let (client, calls) = fake_api(vec![echo_writes()]);
+    let (index, _stores) = index();
+    let ctx = context(client, index);
+    let mc = minicluster();
+    reconcile::reconcile(Arc::new(mc.clone()), ctx.clone())
+        .await
+        .unwrap();
+    assert!(ctx.awaits_cache(&mc), "the cache has not shown the write");
+    let lagging = ctx.latest(&mc);
+    assert!(lagging.status.is_some(), "the written status stands in");
+    assert!(ctx.awaits_cache(&mc));
+
+    let stored = status_patch(&calls_of(&calls)).expect("a status write");
+    let mut cached = mc.clone();
+    cached.status = Some(serde_json::from_value(stored).unwrap());
+    assert_eq!(ctx.latest(&cached).status, cached.status);
+    assert!(!ctx.awaits_cache(&mc), "forgotten once the cache has it");
 }
 
 #[test]
@@ -734,7 +756,7 @@ fn hold_as_made(stores: &mut Stores, mc: &MiniCluster, desired: &crate::render::
     js.metadata.uid = Some("uid-js".into());
     stores
         .jobsets
-        .apply_watcher_event(&watcher::Event::Apply(js));
+        .apply_watcher_event(&watcher::Event::Apply(ObservedJobSet::from(&js)));
     let meta = |name: String| kube::api::ObjectMeta {
         name: Some(name),
         namespace: Some("ns".into()),
@@ -903,7 +925,7 @@ async fn teardown_deletes_a_jobset_on_a_reported_deletion_never_while_the_watch_
     .unwrap();
     stores
         .jobsets
-        .apply_watcher_event(&watcher::Event::Apply(jobset));
+        .apply_watcher_event(&watcher::Event::Apply(ObservedJobSet::from(&jobset)));
     let (mc_writer, mc_store) = {
         let writer = Writer::<MiniCluster>::default();
         let reader = writer.as_reader();

@@ -8,7 +8,8 @@ use super::{common_labels, owned_meta, pod_template};
 use crate::api::{KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, LEAD_JOB, WORKERS_JOB};
 use crate::flux::Role;
 use crate::jobset::{
-    DependsOn, FailurePolicy, JobSet, JobSetSpec, Network, ReplicatedJob, SuccessPolicy,
+    DependsOn, FailurePolicy, JobSet, JobSetSpec, Network, ObservedJobSet, ReplicatedJob,
+    SuccessPolicy,
 };
 use crate::model::Cluster;
 
@@ -71,7 +72,7 @@ pub fn jobset(cluster: &Cluster<'_>, config_map: &str) -> JobSet {
 }
 
 /// Whether Kueue manages this JobSet (it carries a queue name).
-pub fn is_queued(js: &JobSet) -> bool {
+pub fn is_queued(js: &ObservedJobSet) -> bool {
     js.metadata
         .labels
         .as_ref()
@@ -108,7 +109,7 @@ pub fn update(cluster: &Cluster<'_>, suspend: Option<bool>) -> Option<serde_json
 }
 
 /// Whether applying `update` would change the observed JobSet.
-pub fn needs_update(observed: &JobSet, update: &serde_json::Value) -> bool {
+pub fn needs_update(observed: &ObservedJobSet, update: &serde_json::Value) -> bool {
     let spec = &update["spec"];
     if let Some(suspend) = spec["suspend"].as_bool()
         && observed.spec.suspend.unwrap_or(false) != suspend

@@ -5,7 +5,9 @@
 
 use super::{Inputs, Lifecycle, Step};
 use crate::api::Phase;
-use crate::jobset::JobSet;
+use std::borrow::Cow;
+
+use crate::jobset::ObservedJobSet;
 use crate::model::Cluster;
 use crate::render::{self, Desired};
 
@@ -16,7 +18,7 @@ pub(super) struct Decision<'d> {
     pub step: Option<Step>,
     /// The JobSet the status is computed from: the one there, or the one being created
     /// (`None`: the cluster finished and its JobSet went).
-    pub for_status: Option<&'d JobSet>,
+    pub for_status: Option<Cow<'d, ObservedJobSet>>,
     /// Made again after a deletion: the `Restarted` message.
     pub restarted: Option<String>,
     /// A change held because the certificate Secret is missing: why (`Degraded`).
@@ -48,10 +50,10 @@ pub(super) fn decide<'d>(
                 ));
             }
             decision.step = Some(Step::CreateJobSet(Box::new(desired.jobset.clone())));
-            decision.for_status = Some(&desired.jobset);
+            decision.for_status = Some(Cow::Owned((&desired.jobset).into()));
         }
         Some(js) => {
-            decision.for_status = Some(js);
+            decision.for_status = Some(Cow::Borrowed(js));
             if life.finished {
                 return decision;
             }

@@ -49,7 +49,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use super::events::{self, Note};
 use crate::api::validation;
 use crate::api::{MiniCluster, MiniClusterStatus};
-use crate::jobset::JobSet;
+use crate::jobset::{JobSet, ObservedJobSet};
 use crate::model::Cluster;
 use crate::model::certificate::Certificate;
 
@@ -84,7 +84,7 @@ pub struct Inputs<'a> {
 /// [`ownership`]: its own).
 pub(super) struct Lifecycle<'a> {
     /// The JobSet.
-    jobset: Option<&'a JobSet>,
+    jobset: Option<&'a ObservedJobSet>,
     /// It finished (Completed or Failed).
     finished: bool,
     /// Finished for good: its JobSet finished, or went after it finished. Nothing is made
@@ -109,7 +109,7 @@ impl<'a> Lifecycle<'a> {
     }
 
     /// The JobSet, while it has not finished.
-    fn live_jobset(&self) -> Option<&'a JobSet> {
+    fn live_jobset(&self) -> Option<&'a ObservedJobSet> {
         self.jobset.filter(|_| !self.finished)
     }
 }
@@ -238,7 +238,7 @@ pub fn plan(input: &Inputs<'_>) -> Result<Plan, Error> {
     let status = status::status(
         input,
         status::Decided {
-            jobset: jobset.for_status,
+            jobset: jobset.for_status.as_deref(),
             curve_secret: certificate.curve_secret,
             degraded: [certificate.lost, config_map.lost, jobset.held]
                 .into_iter()
@@ -275,31 +275,15 @@ fn join(errors: &[validation::FieldError]) -> String {
 }
 
 /// Whether the JobSet finished (Completed or Failed).
-pub fn is_finished(js: &JobSet) -> bool {
+pub fn is_finished(js: &ObservedJobSet) -> bool {
     js.condition_true("Completed") || js.condition_true("Failed")
 }
 
-/// The annotation a JobSet's ConfigMap is kept in when the watch cache trims its pod
-/// templates (`watches::trim::trim_jobset`): only in this process's cache, never written.
-pub const CONFIG_MAP_ANNOTATION: &str = "flux-framework.org/trimmed-config-map";
-
-/// The ConfigMap a JobSet's pods mount their broker config and scripts from: from its pod
-/// templates, or, for the watch cache's trimmed copy, the annotation they were kept in
-/// ([`CONFIG_MAP_ANNOTATION`]).
-pub fn config_map_of(js: &JobSet) -> Option<String> {
-    if let Some(name) = js
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(CONFIG_MAP_ANNOTATION))
-    {
-        return Some(name.clone());
-    }
-    js.spec
-        .replicated_jobs
-        .iter()
+/// The ConfigMap a JobSet's pods mount their broker config and scripts from.
+pub fn config_map_of(js: &ObservedJobSet) -> Option<String> {
+    (js.spec.replicated_jobs.iter())
         .filter_map(|r| r.template.spec.as_ref()?.template.spec.as_ref())
-        .flat_map(|p| p.volumes.iter().flatten())
+        .flat_map(|p| &p.volumes)
         .find(|v| v.name == crate::model::mounts::CONFIG_VOLUME)
         .and_then(|v| v.config_map.as_ref())
         .map(|c| c.name.clone())

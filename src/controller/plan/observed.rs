@@ -4,22 +4,22 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
 
 use super::super::owned::controlled_by;
 use super::super::status::Admission;
+use super::super::watches::kept::BrokerPod;
 use crate::api::MiniCluster;
-use crate::jobset::JobSet;
+use crate::jobset::ObservedJobSet;
 
 /// What the watches hold about one MiniCluster's objects.
 #[derive(Clone, Debug, Default)]
 pub struct Observed {
     /// The JobSet of the MiniCluster's name, owned or not.
-    pub jobset: Option<Arc<JobSet>>,
+    pub jobset: Option<Arc<ObservedJobSet>>,
     /// The services pod's Job (`spec.services`), if one carries the operator's label.
     pub services_job: Option<Arc<Job>>,
     /// The broker pods (by the name label).
-    pub pods: Vec<Arc<Pod>>,
+    pub pods: Vec<Arc<BrokerPod>>,
     /// Kueue's verdict on the JobSet's Workload, if Kueue made one.
     pub admission: Option<Admission>,
     /// The certificate Secret.

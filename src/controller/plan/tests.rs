@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+
+use crate::controller::watches::kept::BrokerPod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
 
 use super::*;
 use crate::api::{LEAD_JOB, Phase, ROLE_LABEL, condition};
-use crate::jobset::JobSetStatus;
+use crate::jobset::{JobSetStatus, ObservedJobSet};
 use crate::render;
 use kube::ResourceExt;
 use kube::api::PartialObjectMeta;
@@ -109,7 +111,7 @@ impl Seen {
         js.metadata.owner_references = Some(vec![owner()]);
         js.metadata.uid = Some("uid-js".into());
         let mut seen = Self::nothing(mc);
-        seen.observed.jobset = Some(Arc::new(js));
+        seen.observed.jobset = Some(Arc::new(ObservedJobSet::from(&js)));
         seen.observed.secret = Presence::Owned;
         seen.observed.config_maps = vec![OwnedObject {
             name: desired.config_map.name_any(),
@@ -130,7 +132,7 @@ impl Seen {
     pub(super) fn pods(mut self, ready: i32) -> Self {
         self.observed.pods = (0..ready)
             .map(|i| {
-                Arc::new(Pod {
+                Arc::new(BrokerPod::from(Pod {
                     metadata: ObjectMeta {
                         name: Some(format!("m-{i}")),
                         labels: Some(
@@ -154,7 +156,7 @@ impl Seen {
                         ..Default::default()
                     }),
                     ..Default::default()
-                })
+                }))
             })
             .collect();
         self
@@ -175,7 +177,7 @@ impl Seen {
         self.observed.subdomain = p;
         self
     }
-    pub(super) fn jobset(mut self, f: impl FnOnce(&mut JobSet)) -> Self {
+    pub(super) fn jobset(mut self, f: impl FnOnce(&mut ObservedJobSet)) -> Self {
         let mut js = self.observed.jobset.as_deref().cloned().unwrap();
         f(&mut js);
         self.observed.jobset = Some(Arc::new(js));
@@ -228,7 +230,7 @@ impl Seen {
     }
 }
 
-pub(super) fn completed(js: &mut JobSet) {
+pub(super) fn completed(js: &mut ObservedJobSet) {
     js.status = Some(JobSetStatus {
         conditions: vec![Condition {
             type_: "Completed".into(),
@@ -243,7 +245,7 @@ pub(super) fn completed(js: &mut JobSet) {
 }
 
 /// The JobSet's pods mount ConfigMap `name` (as an older operator's JobSet would).
-pub(super) fn with_config_map(js: &mut JobSet, name: &str) {
+pub(super) fn with_config_map(js: &mut ObservedJobSet, name: &str) {
     for rj in &mut js.spec.replicated_jobs {
         let pod = rj
             .template
@@ -254,7 +256,7 @@ pub(super) fn with_config_map(js: &mut JobSet, name: &str) {
             .spec
             .as_mut()
             .unwrap();
-        for v in pod.volumes.iter_mut().flatten() {
+        for v in &mut pod.volumes {
             if let Some(cm) = v.config_map.as_mut() {
                 cm.name = name.into();
             }

@@ -6,19 +6,23 @@
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, ResourceExt};
 
+pub mod kept;
 pub mod stream;
 pub mod trim;
+
+#[cfg(test)]
+mod footprint;
 
 use super::teardown::Teardown;
 use super::{index, kueue, scoped, trigger};
 use crate::api::MiniCluster;
-use crate::jobset::JobSet;
+use crate::jobset::ObservedJobSet;
 
 /// The running watches.
 pub struct Watches {
@@ -49,13 +53,17 @@ pub async fn start(client: &Client, ns: Option<&str>) -> Watches {
         trim::trim_job,
     );
     let (jobsets, jobset_stream) = stream::watch_trimmed(
-        scoped::<JobSet>(client, ns),
+        scoped::<ObservedJobSet>(client, ns),
         true,
         "jobsets",
         trim::trim_jobset,
     );
-    let (pods, pod_stream) =
-        stream::watch_trimmed(scoped::<Pod>(client, ns), true, "pods", trim::trim_pod);
+    let (pods, pod_stream) = stream::watch_trimmed(
+        scoped::<kept::BrokerPod>(client, ns),
+        true,
+        "pods",
+        trim::trim_pod,
+    );
     let (secrets, secret_stream) = stream::watch_objects(
         scoped::<PartialObjectMeta<Secret>>(client, ns),
         true,

@@ -124,8 +124,9 @@ where
     watch_trimmed(api, labelled, what, |_| {})
 }
 
-/// The MiniClusters' watch: its store, and its events as the store took them (see
-/// [`reflect_events`]; teardown acts on deletions only).
+/// The MiniClusters' watch: its store (each kept as [`super::trim::trim_minicluster`] leaves
+/// it), and its events as the store took them (see [`reflect_events`]; teardown acts on
+/// deletions only).
 pub fn watch_events(
     api: Api<MiniCluster>,
 ) -> (
@@ -136,7 +137,12 @@ pub fn watch_events(
     let stream = watcher(api, config(false));
     (
         reader,
-        reflect_events(stream, writer, "miniclusters", |_| {}),
+        reflect_events(
+            stream,
+            writer,
+            "miniclusters",
+            super::trim::trim_minicluster,
+        ),
     )
 }
 

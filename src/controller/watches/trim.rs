@@ -2,26 +2,25 @@
 //! [`crate::controller::index`]), so a cluster of thousands of pods costs this process
 //! little memory.
 
-use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodCondition, PodStatus,
-    Service,
+    ContainerState, ContainerStateTerminated, ContainerStatus, PodCondition, Service,
 };
 use kube::api::{DynamicObject, PartialObjectMeta};
 
-use crate::api::{NAME_LABEL, ROLE_LABEL};
-use crate::controller::plan::CONFIG_MAP_ANNOTATION;
-use crate::jobset::JobSet;
+use crate::api::{MiniCluster, NAME_LABEL, ROLE_LABEL};
+use crate::jobset::ObservedJobSet;
+
+use super::kept::BrokerPod;
 
 /// A broker pod as the reconciler reads it ([`crate::controller::status::count_pods`],
 /// [`crate::controller::status::lead_restore`], [`crate::controller::trigger::by_label`]): its name, namespace,
 /// UID, the name and role labels, its creation and deletion times; of its status the phase,
 /// the Ready condition, the archive init container's state and, of a lead pod, its
-/// containers' restart counts ([`crate::controller::instance::lead_seen`]). The rest (the spec, JobSet's
+/// containers' restart counts ([`crate::controller::instance::lead_seen`]). The rest (JobSet's
 /// and the Job controller's labels and annotations, every other condition and container
-/// status) is most of a pod's memory and is never read.
-pub fn trim_pod(pod: &mut Pod) {
-    pod.spec = None;
+/// status) is never read; the spec is not even deserialized ([`BrokerPod`] has none).
+pub fn trim_pod(pod: &mut BrokerPod) {
     let lead = crate::controller::status::is_lead(pod);
     let meta = &mut pod.metadata;
     if let Some(labels) = meta.labels.as_mut() {
@@ -31,11 +30,12 @@ pub fn trim_pod(pod: &mut Pod) {
     meta.owner_references = None;
     meta.finalizers = None;
     meta.generate_name = None;
-    let Some(status) = pod.status.take() else {
+    let Some(status) = pod.status.as_mut() else {
         return;
     };
     let ready: Vec<_> = status
         .conditions
+        .take()
         .into_iter()
         .flatten()
         .filter(|c| c.type_ == "Ready")
@@ -46,27 +46,18 @@ pub fn trim_pod(pod: &mut Pod) {
             ..PodCondition::default()
         })
         .collect();
+    status.conditions = Some(ready);
     let archive: Vec<_> = status
         .init_container_statuses
+        .take()
         .into_iter()
         .flatten()
         .filter(|c| c.name == crate::model::containers::ARCHIVE_INIT)
         .collect();
-    let restarts = lead.then(|| {
-        status
-            .container_statuses
-            .into_iter()
-            .flatten()
-            .map(trim_container_status)
-            .collect()
-    });
-    pod.status = Some(PodStatus {
-        phase: status.phase,
-        conditions: Some(ready),
-        init_container_statuses: (!archive.is_empty()).then_some(archive),
-        container_statuses: restarts,
-        ..PodStatus::default()
-    });
+    status.init_container_statuses = (!archive.is_empty()).then_some(archive);
+    let restarts = status.container_statuses.take().filter(|_| lead);
+    status.container_statuses =
+        restarts.map(|cs| cs.into_iter().map(trim_container_status).collect());
 }
 
 /// A lead pod's container as [`crate::controller::instance::lead_seen`] and
@@ -102,28 +93,26 @@ pub fn trim_job(job: &mut Job) {
     }
 }
 
-/// A JobSet as the reconciler reads it: metadata, status, `spec.suspend`, and of each
-/// replicated Job its name, parallelism and completions. The pod templates, the bulk of a
-/// JobSet (a `Volume` alone is 3 KiB in memory, however little it says), are dropped; the
-/// one thing read from them, the ConfigMap the pods mount ([`crate::controller::plan::config_map_of`]),
-/// is kept as the annotation [`CONFIG_MAP_ANNOTATION`] of the stored copy (never written to
-/// the API server).
-pub fn trim_jobset(js: &mut JobSet) {
-    if let Some(config) = crate::controller::plan::config_map_of(js) {
-        js.metadata
-            .annotations
-            .get_or_insert_default()
-            .insert(CONFIG_MAP_ANNOTATION.to_string(), config);
+/// A JobSet as the reconciler reads it ([`ObservedJobSet`]: its pod templates were never
+/// deserialized), keeping of its pods' volumes only the one that mounts the broker config
+/// ([`crate::controller::plan::config_map_of`]).
+pub fn trim_jobset(js: &mut ObservedJobSet) {
+    let pods = (js.spec.replicated_jobs.iter_mut())
+        .filter_map(|r| r.template.spec.as_mut()?.template.spec.as_mut());
+    for pod in pods {
+        pod.volumes
+            .retain(|v| v.name == crate::model::mounts::CONFIG_VOLUME);
     }
-    for rj in &mut js.spec.replicated_jobs {
-        if let Some(job) = rj.template.spec.as_mut() {
-            *job = JobSpec {
-                parallelism: job.parallelism,
-                completions: job.completions,
-                ..JobSpec::default()
-            };
-        }
-        rj.template.metadata = None;
+}
+
+/// The annotation `kubectl apply` (client-side) keeps a copy of the whole applied object in.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// A MiniCluster as the controller keeps it: all of it but the copy of itself that
+/// `kubectl apply` keeps in an annotation ([`LAST_APPLIED`]), which nothing here reads.
+pub fn trim_minicluster(mc: &mut MiniCluster) {
+    if let Some(annotations) = mc.metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
     }
 }
 
@@ -167,8 +156,8 @@ mod tests {
     use kube::ResourceExt;
 
     use super::*;
-    use crate::api::MiniCluster;
     use crate::controller::kueue;
+    use crate::jobset::JobSet;
 
     fn rendered() -> (MiniCluster, JobSet) {
         let mut mc = crate::fixtures::with_command("m", 3, "app");
@@ -179,17 +168,33 @@ mod tests {
     }
 
     #[test]
-    fn a_trimmed_jobset_still_answers_what_the_reconciler_reads() {
+    fn a_jobset_read_back_and_trimmed_still_answers_what_the_reconciler_reads() {
         let (mc, full) = rendered();
-        let mut trimmed = full.clone();
-        trim_jobset(&mut trimmed);
+        let json = serde_json::to_value(&full).expect("serializes");
+        let mut watched: ObservedJobSet = serde_json::from_value(json).expect("reads back");
+        trim_jobset(&mut watched);
+        let mut made = ObservedJobSet::from(&full);
         assert_eq!(
-            crate::controller::plan::config_map_of(&trimmed).as_deref(),
+            crate::controller::plan::config_map_of(&made).as_deref(),
             Some("m-config")
         );
+        trim_jobset(&mut made);
+        assert_eq!(watched, made, "the watch and a create see the same");
+        assert_eq!(
+            crate::controller::plan::config_map_of(&watched).as_deref(),
+            Some("m-config")
+        );
+        for rj in &watched.spec.replicated_jobs {
+            let pod = rj
+                .template
+                .spec
+                .as_ref()
+                .and_then(|j| j.template.spec.as_ref());
+            assert_eq!(pod.map(|p| p.volumes.len()), Some(1), "{rj:?}");
+        }
         let update = crate::render::jobset::update(&crate::fixtures::cluster(&mc), None)
             .expect("an elastic update");
-        assert!(!crate::render::jobset::needs_update(&trimmed, &update));
+        assert!(!crate::render::jobset::needs_update(&watched, &update));
         let grown = crate::render::jobset::update(
             &crate::fixtures::cluster(&MiniCluster {
                 spec: crate::api::MiniClusterSpec {
@@ -201,16 +206,13 @@ mod tests {
             None,
         )
         .expect("an elastic update");
-        assert!(crate::render::jobset::needs_update(&trimmed, &grown));
-        let before = serde_json::to_vec(&full).expect("serializes").len();
-        let after = serde_json::to_vec(&trimmed).expect("serializes").len();
-        assert!(after * 3 < before, "trimmed {after} bytes of {before}");
+        assert!(crate::render::jobset::needs_update(&watched, &grown));
     }
 
     #[test]
     fn a_trimmed_pod_still_answers_what_the_reconciler_reads() {
         let t = |s: &str| format!("2026-01-01T00:00:0{s}Z");
-        let pod: Pod = serde_json::from_value(serde_json::json!({
+        let pod: BrokerPod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "m-lead-0-0-x", "namespace": "ns", "uid": "u",
                 "creationTimestamp": t("1"),
                 "labels": {NAME_LABEL: "m", ROLE_LABEL: "lead", "jobset.sigs.k8s.io/jobset-name": "m",
@@ -237,10 +239,11 @@ mod tests {
         .expect("a pod");
         let mut trimmed = pod.clone();
         trim_pod(&mut trimmed);
-        let counts = |p: &Pod| crate::controller::status::count_pods(&[Arc::new(p.clone())]);
+        let counts = |p: &BrokerPod| crate::controller::status::count_pods(&[Arc::new(p.clone())]);
         assert_eq!(counts(&trimmed), counts(&pod));
         assert_eq!((counts(&pod).ready, counts(&pod).live), (1, 1));
-        let restore = |p: &Pod| crate::controller::status::lead_restore(&[Arc::new(p.clone())]);
+        let restore =
+            |p: &BrokerPod| crate::controller::status::lead_restore(&[Arc::new(p.clone())]);
         assert!(restore(&pod).is_some());
         assert_eq!(restore(&trimmed), restore(&pod));
         assert_eq!(
@@ -252,13 +255,33 @@ mod tests {
         let status = trimmed.status.as_ref().expect("a status");
         assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1));
         let mc = crate::fixtures::m().build();
-        let seen = |p: &Pod| crate::controller::instance::lead_seen(&mc, &[Arc::new(p.clone())]);
+        let seen =
+            |p: &BrokerPod| crate::controller::instance::lead_seen(&mc, &[Arc::new(p.clone())]);
         assert_eq!(seen(&pod).map(|s| s.restarts), Some(2));
         assert_eq!(seen(&trimmed), seen(&pod));
-        assert!(status.pod_ip.is_none());
         let kept = serde_json::to_string(&status.container_statuses).expect("serializes");
         assert!(!kept.contains("\"c\""), "{kept}");
-        assert!(trimmed.metadata.annotations.is_none() && trimmed.spec.is_none());
+        assert!(trimmed.metadata.annotations.is_none());
+    }
+
+    #[test]
+    fn a_kept_minicluster_has_no_copy_of_itself_and_every_other_annotation() {
+        let mut mc = crate::fixtures::m().build();
+        let applied = serde_json::to_string(&mc).expect("serializes");
+        mc.metadata.annotations = Some(
+            [
+                (LAST_APPLIED.to_string(), applied),
+                ("team".to_string(), "a".to_string()),
+            ]
+            .into(),
+        );
+        let mut kept = mc.clone();
+        trim_minicluster(&mut kept);
+        assert_eq!(kept.spec, mc.spec);
+        assert_eq!(
+            kept.metadata.annotations,
+            Some([("team".to_string(), "a".to_string())].into())
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@ use super::*;
 mod flux_pod;
 use crate::api::{KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, ROLE_LABEL, StartupOrder};
 use crate::flux::Role;
+use crate::jobset::ObservedJobSet;
 
 /// `hello` in `science`: one container running `hostname`, `size` brokers.
 fn hello(size: i32) -> MiniCluster {
@@ -158,7 +159,7 @@ fn kueue_labels_reach_the_jobset_and_start_it_suspended() {
 fn later_changes_touch_only_the_followers_size_and_suspend() {
     let mut mc = hello(3);
     mc.spec.max_size = Some(6);
-    let created = jobset(&crate::fixtures::cluster(&mc), "m-flux-0");
+    let created = ObservedJobSet::from(&jobset(&crate::fixtures::cluster(&mc), "m-flux-0"));
     let update = jobset::update(&crate::fixtures::cluster(&mc), Some(false)).unwrap();
     assert_eq!(update["spec"].as_object().unwrap().len(), 2, "{update}");
     assert_eq!(update["spec"]["replicatedJobs"][0]["name"], "workers");
@@ -440,7 +441,7 @@ fn config_map_carries_the_broker_config_and_is_owned_data() {
         cm.metadata.name.as_deref().unwrap(),
     );
     assert_eq!(
-        crate::controller::plan::config_map_of(&js).as_deref(),
+        crate::controller::plan::config_map_of(&(&js).into()).as_deref(),
         cm.metadata.name.as_deref(),
         "the JobSet's pods mount the ConfigMap it was rendered with"
     );

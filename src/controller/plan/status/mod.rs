@@ -13,7 +13,6 @@ mod timestamps;
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 pub(in crate::controller) use conditions::Conditions;
@@ -22,14 +21,15 @@ use super::Inputs;
 use crate::api::{MiniCluster, MiniClusterStatus, WORKERS_JOB};
 use crate::controller::instance;
 use crate::controller::status::{Admission, count_pods, lead_restore, lead_save};
-use crate::jobset::JobSet;
+use crate::controller::watches::kept::BrokerPod;
+use crate::jobset::ObservedJobSet;
 use crate::render;
 
 /// What the other deciders decided that the status says.
 #[derive(Debug, Default)]
 pub(super) struct Decided<'a> {
     /// The JobSet the status is computed from (there, or being created).
-    pub jobset: Option<&'a JobSet>,
+    pub jobset: Option<&'a ObservedJobSet>,
     /// The certificate Secret's name, once made.
     pub curve_secret: String,
     /// Why the cluster is Degraded (empty: it is not).
@@ -53,7 +53,7 @@ pub(super) struct JobSetState<'a> {
 }
 
 impl<'a> JobSetState<'a> {
-    fn of(js: Option<&'a JobSet>) -> Self {
+    fn of(js: Option<&'a ObservedJobSet>) -> Self {
         let true_ = |type_| js?.condition(type_).filter(|c| c.status == "True");
         let workers = js
             .and_then(|j| {
@@ -123,8 +123,8 @@ fn of_this_instance(old: &MiniClusterStatus, restarted: bool) -> MiniClusterStat
 fn observed(
     mc: &MiniCluster,
     old: &MiniClusterStatus,
-    jobset: Option<&JobSet>,
-    pods: &[Arc<Pod>],
+    jobset: Option<&ObservedJobSet>,
+    pods: &[Arc<BrokerPod>],
     admission: Option<&Admission>,
     now: Timestamp,
 ) -> MiniClusterStatus {

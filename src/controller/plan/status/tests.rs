@@ -1,7 +1,7 @@
 //! The status builder's tests: the whole status from what the deciders found, and the
 //! status read from the JobSet, the pods and Kueue, case by case.
 
-use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::super::super::events;
@@ -10,7 +10,8 @@ use super::conditions::restart_over;
 use super::*;
 use crate::api::{Phase, ROLE_LABEL, RestoreStatus, condition};
 use crate::controller::status::Admission;
-use crate::jobset::JobSetStatus;
+use crate::controller::watches::kept::BrokerPod;
+use crate::jobset::{JobSet, JobSetStatus, ObservedJobSet};
 
 fn is_true(status: &MiniClusterStatus, type_: &str) -> Option<bool> {
     status
@@ -279,8 +280,12 @@ fn observe(mc: &MiniCluster, js: &JobSet, pods: &[Pod], now: Timestamp) -> MiniC
     observed(
         mc,
         &mc.status.clone().unwrap_or_default(),
-        Some(js),
-        &pods.iter().cloned().map(Arc::new).collect::<Vec<_>>(),
+        Some(&ObservedJobSet::from(js)),
+        &pods
+            .iter()
+            .cloned()
+            .map(|p| Arc::new(BrokerPod::from(p)))
+            .collect::<Vec<_>>(),
         None,
         now,
     )
@@ -427,7 +432,7 @@ fn failed_jobset_is_failed() {
     let s = observed(
         &mc(2),
         &MiniClusterStatus::default(),
-        Some(&js),
+        Some(&ObservedJobSet::from(&js)),
         &[],
         None,
         ts(10),
@@ -449,7 +454,7 @@ fn queued_cluster_says_why_it_waits() {
     let s = observed(
         &mc(2),
         &MiniClusterStatus::default(),
-        Some(&js),
+        Some(&ObservedJobSet::from(&js)),
         &[],
         Some(&admission),
         ts(10),

@@ -1,0 +1,70 @@
+//! Types of their own for what a watch keeps of a kind, where the Kubernetes type would hold
+//! mostly nothing: a k8s-openapi struct keeps every optional field inline, set or not (an
+//! unset `Option<PodSpec>` alone is 1.5 KiB of a `Pod`'s 2.4). The watch deserializes the
+//! API server's JSON straight into these (unknown fields are skipped), so the fields they
+//! leave out are neither stored nor built.
+
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+
+/// A broker pod as its watch keeps it: its metadata and the part of its status the
+/// reconciler reads (trimmed further by [`super::trim::trim_pod`]).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct BrokerPod {
+    /// The pod's metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// What the reconciler reads of its status.
+    pub status: Option<BrokerPodStatus>,
+}
+
+/// What the reconciler reads of a pod's status: field for field as in `PodStatus`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerPodStatus {
+    /// `Pending`, `Running`, `Succeeded`, `Failed`.
+    pub phase: Option<String>,
+    /// The pod's conditions (the watch keeps `Ready`).
+    pub conditions: Option<Vec<PodCondition>>,
+    /// Its init containers' statuses (the watch keeps the archive's).
+    pub init_container_statuses: Option<Vec<ContainerStatus>>,
+    /// Its containers' statuses (the watch keeps a lead pod's).
+    pub container_statuses: Option<Vec<ContainerStatus>>,
+}
+
+impl k8s_openapi::Resource for BrokerPod {
+    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
+    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
+    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
+    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
+    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    type Scope = <Pod as k8s_openapi::Resource>::Scope;
+}
+
+impl k8s_openapi::Metadata for BrokerPod {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// A whole pod as its watch would keep it (tests and fixtures build whole pods).
+impl From<Pod> for BrokerPod {
+    fn from(pod: Pod) -> Self {
+        let mut kept = BrokerPod {
+            metadata: pod.metadata,
+            status: pod.status.map(|s| BrokerPodStatus {
+                phase: s.phase,
+                conditions: s.conditions,
+                init_container_statuses: s.init_container_statuses,
+                container_statuses: s.container_statuses,
+            }),
+        };
+        super::trim::trim_pod(&mut kept);
+        kept
+    }
+}
