@@ -6,15 +6,17 @@
 //! What is watched, and why:
 //! - JobSets, Jobs (the services pod's only: [`services_jobs`](super::watches::stream::services_jobs)), Secrets and ConfigMaps
 //!   carrying the operator's name label: whether each owned object exists and is as the
-//!   operator applied it. JobSets and Jobs without their pod templates ([`trim_jobset`](super::watches::trim::trim_jobset),
-//!   [`trim_job`](super::watches::trim::trim_job)); Secrets and ConfigMaps as metadata only (`Api<PartialObjectMeta<_>>`: the
+//!   operator applied it. JobSets read as [`ObservedJobSet`] (no pod templates; only the
+//!   broker config's volume, [`trim_jobset`](super::watches::trim::trim_jobset)), Jobs without their pod templates
+//!   ([`trim_job`](super::watches::trim::trim_job)); Secrets and ConfigMaps as metadata only (`Api<PartialObjectMeta<_>>`: the
 //!   certificate never enters this process's memory through a watch).
 //! - Services, all of them, as metadata only and trimmed ([`trim_service`](super::watches::trim::trim_service)): the owned ones
 //!   (the annotation [`crate::render::APPLIED_ANNOTATION`] says what was applied), and
 //!   whether a Service named as a new cluster's pods' subdomain exists and whose it is
 //!   ([`Presence::of_subdomain`]): JobSet would take any Service of that name, labelled or
 //!   not, and this answers without a lookup per new MiniCluster.
-//! - Pods carrying the name label: readiness and phases for status.
+//! - Pods carrying the name label, read as [`BrokerPod`] (no spec): readiness and phases for
+//!   status.
 //! - Kueue Workloads, when Kueue is installed: admission for status (owner and conditions
 //!   only, [`trim_workload`](super::watches::trim::trim_workload)).
 
