@@ -7,7 +7,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ContainerStatus;
 
-use super::watches::kept::BrokerPod;
+pub use super::watches::kept::BrokerPod;
 
 use crate::api::{LEAD_JOB, ROLE_LABEL, RestoreStatus, SaveStatus};
 

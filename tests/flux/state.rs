@@ -7,10 +7,11 @@
 //! that asks for more nodes than are up.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use flux_operator::api::RestoreStatus;
-use flux_operator::controller::status::{lead_restore, lead_save};
+use flux_operator::controller::status::{BrokerPod, lead_restore, lead_save};
 
 use crate::cluster::{MiniClusterRun, Start, minicluster};
 
@@ -47,7 +48,7 @@ spec:
 /// What the operator reports in `status.restore` from the lead pod's status: the report the
 /// lead's archive init container wrote, as the kubelet passes it on.
 fn restore_status(run: &MiniClusterRun) -> Option<RestoreStatus> {
-    lead_restore(&[run.lead_pod_status().into()])
+    lead_restore(&[Arc::new(BrokerPod::from(run.lead_pod_status()))])
 }
 
 /// `id -> result` of every job the instance knows (`flux jobs -a`).
@@ -424,7 +425,8 @@ fn saves_are_sealed_and_reported_a_cut_or_changed_archive_is_refused_and_a_full_
     }
     save.shutdown();
     assert_eq!(save.wait_lead(RUN), 0, "{}", save.debug());
-    let saved = lead_save(&[save.lead_pod_status().into()], "seal").expect("a save report");
+    let saved = lead_save(&[Arc::new(BrokerPod::from(save.lead_pod_status()))], "seal")
+        .expect("a save report");
     drop(save);
     let whole = std::fs::read(&archive).expect("the save wrote the archive");
     assert!(saved.saved && saved.error.is_empty(), "{saved:?}");
@@ -502,7 +504,8 @@ fn saves_are_sealed_and_reported_a_cut_or_changed_archive_is_refused_and_a_full_
     run.shutdown();
     // Flux's rc3 fails with the dump (`flux-dump: Write error`), and so does the broker.
     assert_eq!(run.wait_lead(RUN), 1, "{}", run.debug());
-    let failed = lead_save(&[run.lead_pod_status().into()], "whole").expect("a save report");
+    let failed = lead_save(&[Arc::new(BrokerPod::from(run.lead_pod_status()))], "whole")
+        .expect("a save report");
     assert!(
         !failed.saved && failed.error.contains("unchanged"),
         "{failed:?}\n{}",

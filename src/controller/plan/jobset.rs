@@ -3,10 +3,10 @@
 //! while it runs, only the followers' size and (outside Kueue) `suspend` change, and not
 //! while the generated certificate's Secret is missing (the new pods would wait for it).
 
-use super::{Inputs, Lifecycle, Step};
-use crate::api::Phase;
 use std::borrow::Cow;
 
+use super::{Inputs, Lifecycle, Step};
+use crate::api::Phase;
 use crate::jobset::ObservedJobSet;
 use crate::model::Cluster;
 use crate::render::{self, Desired};
