@@ -117,6 +117,8 @@ use common::{
 };
 
 const FIELD_MANAGER: &str = "flux-operator-bench";
+/// The label on every namespace a run creates (and the selector that finds them again).
+const RUN_LABEL: &str = "bench.flux-framework.org/run=true";
 /// The field manager of the one-Job arm's resize (only the Job's size, not the whole Job).
 const RESIZE_MANAGER: &str = "flux-operator-bench-resize";
 /// After an operator reports ready, before the clock starts: its start-up lists are done.
@@ -254,6 +256,7 @@ async fn bench() -> Result<()> {
     );
 
     let mut bench = Bench::new(arms, *idle).await?;
+    bench.clear_earlier_runs().await?;
     if let Err(e) = bench.jobset_metrics_access().await {
         eprintln!("bench: JobSet's metrics will not be read: {e:#}");
     }

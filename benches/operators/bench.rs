@@ -416,6 +416,20 @@ impl Bench {
         }
     }
 
+    /// Remove what an interrupted bench left on a kept cluster: its namespaces carry the
+    /// bench's label and this run's names, so a leftover one would be created again "as is"
+    /// with its objects still in it, and an operator started next would list them all.
+    pub(crate) async fn clear_earlier_runs(&mut self) -> Result<()> {
+        let nss: Api<Namespace> = Api::all(self.client.clone());
+        let left = nss.list(&ListParams::default().labels(RUN_LABEL)).await?;
+        for ns in left.items.iter().map(ResourceExt::name_any) {
+            eprintln!("bench: deleting namespace {ns}, left by an earlier run");
+            self.delete_namespace(&ns).await?;
+            self.pending.push(ns);
+        }
+        self.wait_pending().await
+    }
+
     /// Only the arm's operator may write MiniCluster status: a second controller of
     /// MiniClusters (a forgotten operator, another session's) would make both reconcile
     /// without end and every figure meaningless.

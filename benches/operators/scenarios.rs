@@ -87,7 +87,8 @@ impl Bench {
         if let Some(crd) = arm.crd() {
             self.ensure_crd(crd).await?;
         }
-        let labels = json!({"bench.flux-framework.org/run": "true"});
+        let (key, value) = RUN_LABEL.split_once('=').expect("key=value");
+        let labels = json!({ key: value });
         create_namespace(&self.client, &ns, labels).await?;
         let steps = self.steps(scenario, arm, &ns)?;
         // The last run's namespace gone before an operator starts: an operator watches every
