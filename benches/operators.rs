@@ -5,7 +5,10 @@
 //! `e2e/run-tests.sh` (see docs/benchmarks.md).
 //!
 //! Arms (`BENCH_ARMS`, default `operator,jobset,go`), one at a time, interleaved per round
-//! (the order rotates from one scenario and round to the next):
+//! (the order rotates from one scenario and round to the next; with `BENCH_MIRROR=1` each
+//! round runs every scenario's arms in that order and then again in reverse, as A B B A, and
+//! a round's figure of an arm is the mean of its two runs, so that a drift across the round,
+//! and whatever the arm run before leaves behind, weighs the same on both arms):
 //!
 //! - `operator`: this repository's `flux-operator run` (the release build `cargo bench`
 //!   makes), with `crds/` installed; the driver applies the MiniCluster;
@@ -176,6 +179,8 @@ struct Config {
     resize: Option<(usize, usize)>,
     /// `BENCH_END`: the sizes of the batch-end scenario (empty: none).
     end: Vec<usize>,
+    /// `BENCH_MIRROR`: every scenario's arms twice a round, A B then B A.
+    mirror: bool,
 }
 
 /// `BENCH_RESIZE`, "A:B" (default 8:64; empty or 0: none).
@@ -216,6 +221,11 @@ impl Config {
                 .into_iter()
                 .filter(|&n: &usize| n > 0)
                 .collect(),
+            mirror: match env_or("BENCH_MIRROR", 0u8)? {
+                0 => false,
+                1 => true,
+                other => bail!("BENCH_MIRROR={other}: 0 or 1"),
+            },
         };
         ensure!(!config.arms.is_empty(), "BENCH_ARMS is empty");
         ensure!(rounds > 0, "BENCH_ROUNDS must be at least 1");
@@ -245,13 +255,15 @@ async fn bench() -> Result<()> {
         arms,
         resize,
         end,
+        mirror,
     } = &config;
     eprintln!(
         "bench: sizes {sizes:?}, {rounds} rounds, {many} MiniClusters of size 2 in {many_rounds} \
-         of them, idle {} s, resize {}, batch end {end:?}, arms {:?}; load average {}",
+         of them, idle {} s, resize {}, batch end {end:?}, arms {:?}{}; load average {}",
         idle.as_secs(),
         resize.map_or("none".into(), |(a, b)| format!("{a} -> {b}")),
         arms.iter().map(|a| a.key()).collect::<Vec<_>>(),
+        if *mirror { " mirrored (A B B A)" } else { "" },
         load_start.trim()
     );
 
@@ -308,9 +320,12 @@ async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result
             // from one round to the next (a count that only went up by scenario gave a
             // scenario the same order in every round when the scenarios were as many as
             // the arms: two arms, two scenarios).
-            let order: Vec<Arm> = (0..arms.len())
+            let mut order: Vec<Arm> = (0..arms.len())
                 .map(|i| arms[(i + s + round) % arms.len()])
                 .collect();
+            if config.mirror {
+                order.extend(order.clone().into_iter().rev());
+            }
             for arm in order.into_iter().filter(|&a| runs_in(sc, a)) {
                 let run = match bench.run(sc, arm, round).await {
                     Ok(run) => run,

@@ -104,6 +104,9 @@ pub(crate) struct Run {
     pub(crate) cpu: Cpu,
     /// The operator's peak RSS (VmHWM), MiB.
     pub(crate) peak_rss_mib: Option<f64>,
+    /// The operator's reconciles (it starts fresh for each run) until every status said
+    /// Running, the idle window's not counted.
+    pub(crate) reconciles: Option<f64>,
     /// The operator's reconciles over the run (it starts fresh for each), p50 and p99 in ms
     /// as bucket upper bounds: the whole reconcile, and its own work (observe and plan, no
     /// API waits: `flux_operator_reconcile_decide_seconds`).

@@ -147,13 +147,15 @@ impl Report<'_> {
     }
 
     /// `a / b` of the figure `f` in `sc`, the runs of one round paired, in round order
-    /// ("1.04, 0.98, 1.10"; a round that lacks either is left out).
+    /// ("1.04, 0.98, 1.10"; a round that lacks either is left out). An arm that ran twice in
+    /// a round (`BENCH_MIRROR`) counts with the mean of its runs.
     pub(crate) fn per_round(&self, sc: Scenario, a: Arm, b: Arm, f: Figure<'_>) -> String {
         let of = |arm: Arm, round: usize| {
-            self.runs
-                .iter()
-                .find(|r| r.scenario == sc && r.arm == arm && r.round == round)
-                .and_then(f)
+            let v: Vec<f64> = (self.runs.iter())
+                .filter(|r| r.scenario == sc && r.arm == arm && r.round == round)
+                .filter_map(f)
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
         };
         let rounds: BTreeSet<usize> = self
             .runs
@@ -613,6 +615,11 @@ pub(crate) fn many_rows(m: usize) -> Vec<Row> {
             2,
         ),
         ("operator peak RSS MiB", Box::new(|r| r.peak_rss_mib), 1),
+        (
+            "operator reconciles per MiniCluster, to all Running",
+            Box::new(move |r| r.reconciles.map(|n| n / m as f64)),
+            2,
+        ),
         (
             "operator reconcile p50 ms, bucket bound (with API waits)",
             Box::new(|r| r.reconcile_ms.map(|q| q.0)),

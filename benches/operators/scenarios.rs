@@ -287,6 +287,10 @@ impl Bench {
             }
             _ => None,
         };
+        let reconciles = match &operator {
+            Some(p) => p.reconciles().await,
+            None => None,
+        };
         let idle = match scenario {
             Scenario::Many(_) => Some(self.idle_window(operator.as_deref(), ctl1.as_ref()).await?),
             Scenario::Single(_) | Scenario::Resize(..) | Scenario::End(_) => None,
@@ -309,6 +313,7 @@ impl Bench {
             all_created: secs(timeline.all_created),
             cpu: cpu_minus(&cpu1, &cpu0),
             peak_rss_mib: op_pid.and_then(peak_rss_mib),
+            reconciles,
             reconcile_ms,
             decide_ms,
             api: api1.minus(&api0),
@@ -377,6 +382,7 @@ impl Bench {
             all_created: 0.0,
             cpu: cpu_minus(&cpu1, &cpu0),
             peak_rss_mib: op_pid.and_then(peak_rss_mib),
+            reconciles: None,
             reconcile_ms: None,
             decide_ms: None,
             api: api1.minus(&api0),
