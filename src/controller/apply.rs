@@ -86,6 +86,8 @@ fn stop_for_terminating_namespace(mc: &MiniCluster, ctx: &Context) -> Action {
 /// Carry out `plan` for `mc`; `old` is the status the plan started from. A step stopped for
 /// good (someone else's object, a refusal) ends the steps, and the plan's own
 /// [`IfStopped`](super::plan::IfStopped) says what to write instead: nothing is decided here.
+/// `settled`: the plan's status, once written, leaves nothing to do ([`super::plan::settles`]),
+/// so the watch bringing it back wakes nothing.
 pub(super) async fn execute(
     mc: &MiniCluster,
     old: &MiniClusterStatus,
@@ -93,14 +95,20 @@ pub(super) async fn execute(
     plan: Plan,
     ctx: &Context,
     seen: Instant,
+    settled: bool,
 ) -> Result<Action, Error> {
     let mut plan = plan;
+    let mut settled = settled;
     match run_steps(&plan.steps, mc, ctx).await {
         Ok(()) => {}
         Err(Stop::Terminating) => return Ok(stop_for_terminating_namespace(mc, ctx)),
         Err(Stop::Retry(e)) => return Err(e),
-        Err(Stop::Foreign(object)) => plan = plan.if_stopped.foreign(mc, &object),
-        Err(Stop::Refused(message)) => plan = plan.if_stopped.refused(mc, &message),
+        Err(Stop::Foreign(object)) => {
+            (plan, settled) = (plan.if_stopped.foreign(mc, &object), false)
+        }
+        Err(Stop::Refused(message)) => {
+            (plan, settled) = (plan.if_stopped.refused(mc, &message), false)
+        }
     }
 
     // Events before the status: a crash in between publishes them again next time, never
@@ -111,8 +119,8 @@ pub(super) async fn execute(
         }
     }
     if &plan.status != old {
-        let stored = write_status(mc, ctx, &plan.status).await?;
-        ctx.remember(mc, stored);
+        let (stored, version) = write_status(mc, ctx, &plan.status).await?;
+        ctx.remember(mc, stored, version.filter(|_| settled));
         let transition = Transition {
             mc,
             old,
@@ -421,12 +429,13 @@ async fn create_secret(
 }
 
 /// Write `status` (a server-side apply of the status subresource); the status as the API
-/// server stored it (timestamps to the second), which its watch event will show.
+/// server stored it (timestamps to the second), which its watch event will show, and the
+/// MiniCluster's version that write made.
 async fn write_status(
     mc: &MiniCluster,
     ctx: &Context,
     status: &MiniClusterStatus,
-) -> Result<MiniClusterStatus, Error> {
+) -> Result<(MiniClusterStatus, Option<String>), Error> {
     let body = json!({
         "apiVersion": MiniCluster::api_version(&()),
         "kind": MiniCluster::kind(&()),
@@ -439,7 +448,10 @@ async fn write_status(
             &Patch::Apply(&body),
         )
         .await
-        .map(|stored| stored.status.unwrap_or_else(|| status.clone()))
+        .map(|stored| {
+            let version = stored.metadata.resource_version;
+            (stored.status.unwrap_or_else(|| status.clone()), version)
+        })
         .map_err(Error::from)
 }
 

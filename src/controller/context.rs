@@ -14,6 +14,7 @@ use super::durations::{Seen, Transition, observe_durations};
 use super::index::Index;
 use super::made::{self, Made, Object};
 use super::plan::Observed;
+use super::trigger::OwnWrites;
 use crate::api::{MiniCluster, MiniClusterStatus};
 use crate::metrics::SharedMetrics;
 use crate::model::Environment;
@@ -41,6 +42,9 @@ pub struct Context {
     /// True once every watch has listed what it watches (or has had its time to):
     /// reconciles wait for it, so an object that exists is never taken for missing.
     synced: watch::Receiver<bool>,
+    /// The versions its own status writes made, shared with the MiniClusters' trigger: their
+    /// echo wakes nothing.
+    own_writes: OwnWrites,
 }
 
 /// What this process keeps about one MiniCluster between its reconciles (lost with the
@@ -85,12 +89,19 @@ impl Context {
             env,
             memory: Mutex::default(),
             synced: watch::channel(true).1,
+            own_writes: OwnWrites::default(),
         }
     }
 
     /// Reconciles wait until `synced` is true (see [`SYNC_WAIT`]).
     pub fn with_sync(mut self, synced: watch::Receiver<bool>) -> Self {
         self.synced = synced;
+        self
+    }
+
+    /// The status writes go into `own` (the one the MiniClusters' trigger reads).
+    pub(super) fn with_own_writes(mut self, own: OwnWrites) -> Self {
+        self.own_writes = own;
         self
     }
 
@@ -155,8 +166,15 @@ impl Context {
         self.known(mc, |m| made::fill_in(observed, &mut m.made, Instant::now()))?
     }
 
-    /// Remember the status just written for `mc`, as the API server stored it.
-    pub(super) fn remember(&self, mc: &MiniCluster, stored: MiniClusterStatus) {
+    /// Remember the status just written for `mc`, as the API server stored it, and the
+    /// version that write made if its watch event is to wake nothing ([`OwnWrites`]).
+    pub(super) fn remember(
+        &self,
+        mc: &MiniCluster,
+        stored: MiniClusterStatus,
+        version: Option<String>,
+    ) {
+        self.own_writes.wrote(mc, version);
         self.memory(mc, |m| m.written = Some(stored));
     }
 
@@ -219,6 +237,7 @@ impl Context {
         if let Ok(mut memory) = self.memory.lock() {
             memory.retain(|uid, _| uids.contains(uid));
         }
+        self.own_writes.retain(&uids);
     }
 
     /// How many MiniClusters this process keeps something for (tests: nothing leaks).

@@ -130,12 +130,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     health.set_leader(true);
     let stop_controller = until_stopped(stop_rx.clone(), leadership.as_ref());
 
+    let own_writes = trigger::OwnWrites::default();
     let watches::Watches {
         miniclusters: mc_store,
         now: mc_now,
         later,
         index,
-    } = watches::start(&client, ns).await;
+    } = watches::start(&client, ns, own_writes.clone()).await;
     let controller = Controller::for_stream(mc_now, mc_store.clone())
         // No debounce in the controller: its requeues come when due, and what is debounced
         // is chosen above.
@@ -151,7 +152,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         instance: config.identity.clone(),
     };
     let (sync, synced_rx) = spawn_sync(index.clone());
-    let ctx = Arc::new(Context::new(client, reporter, metrics, index, env).with_sync(synced_rx));
+    let ctx = Arc::new(
+        Context::new(client, reporter, metrics, index, env)
+            .with_sync(synced_rx)
+            .with_own_writes(own_writes),
+    );
     let pruner = spawn_pruner(ctx.clone(), mc_store.clone());
 
     run_controller(controller, ctx).await;

@@ -93,21 +93,22 @@ async fn reconcile_inner(cached: &MiniCluster, ctx: &Context) -> Result<Action, 
     let certificate_refused = verify_certificate(plan::to_verify(&spec, observed.secret)).await?;
     // The moment this reconcile saw the state the new status is computed from.
     let seen = Instant::now();
-    let mut plan = plan::plan(&plan::Inputs {
+    let input = plan::Inputs {
         mc: &mc,
         spec: &spec,
         old: &old,
         observed: &observed,
         certificate_refused,
         now: Timestamp::now(),
-    })
-    .map_err(Error::Render)?;
+    };
+    let mut plan = plan::plan(&input).map_err(Error::Render)?;
+    let settled = plan::settles(&input, &plan).map_err(Error::Render)?;
     let decide = looked + seen.elapsed();
     ctx.metrics.reconcile_decide.observe(decide.as_secs_f64());
     if let Some(wait) = awaited {
         plan.requeue = Some(plan.requeue.map_or(wait, |r| r.min(wait)));
     }
-    apply::execute(&mc, &old, &observed, plan, ctx, seen).await
+    apply::execute(&mc, &old, &observed, plan, ctx, seen, settled).await
 }
 
 /// [`plan::verify_certificate`] of the certificate [`plan::to_verify`] gives, off the async

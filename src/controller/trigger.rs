@@ -14,15 +14,17 @@
 //! The controller itself runs without a debounce: its requeues (backoff, TTL expiry) come
 //! when they are due.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt, future};
-use kube::Resource;
 use kube::api::ObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::scheduler::{ScheduleRequest, debounced_scheduler};
 use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
 use tokio::time::Instant;
 
 use crate::api::{MiniCluster, NAME_LABEL};
@@ -52,11 +54,57 @@ pub fn wake(mc: &MiniCluster) -> Wake {
     }
 }
 
+/// The versions of MiniClusters this process's own status writes made, by UID, until the
+/// watch brings each back. That echo wakes nothing: the reconcile that wrote the status had
+/// decided from everything else, and whatever else changes wakes its own reconcile. One entry
+/// a MiniCluster at most (the newest write), gone when its echo comes or the MiniCluster
+/// goes ([`OwnWrites::retain`]).
+#[derive(Clone, Debug, Default)]
+pub struct OwnWrites(Arc<Mutex<HashMap<String, String>>>);
+
+impl OwnWrites {
+    /// This process wrote `mc`'s status; the API server stored it as `version`.
+    pub fn wrote(&self, mc: &MiniCluster, version: Option<String>) {
+        let (Some(uid), Ok(mut writes)) = (mc.uid(), self.0.lock()) else {
+            return;
+        };
+        match version {
+            Some(version) => writes.insert(uid, version),
+            None => writes.remove(&uid),
+        };
+    }
+
+    /// Whether `mc`, as its watch delivered it, is this process's own write coming back
+    /// (then forgotten: it comes once).
+    pub fn echoes(&self, mc: &MiniCluster) -> bool {
+        let (Some(uid), Some(version)) = (mc.uid(), mc.resource_version()) else {
+            return false;
+        };
+        let Ok(mut writes) = self.0.lock() else {
+            return false;
+        };
+        let echo = writes.get(&uid) == Some(&version);
+        if echo {
+            writes.remove(&uid);
+        }
+        echo
+    }
+
+    /// Forget the writes of MiniClusters whose UIDs are not in `live`.
+    pub fn retain(&self, live: &HashSet<String>) {
+        if let Ok(mut writes) = self.0.lock() {
+            writes.retain(|uid, _| live.contains(uid));
+        }
+    }
+}
+
 /// Split the MiniCluster watch: the versions to reconcile at once stay in the returned
 /// stream (the controller's own trigger); the others go to the returned receiver, to be
-/// debounced with the other triggers.
+/// debounced with the other triggers, except this process's own status writes coming back
+/// ([`OwnWrites`]), which wake nothing.
 pub fn split<S>(
     miniclusters: S,
+    own: OwnWrites,
 ) -> (
     impl Stream<Item = Result<MiniCluster, watcher::Error>> + Send + 'static,
     impl Stream<Item = ObjectRef<MiniCluster>> + Send + 'static,
@@ -68,8 +116,10 @@ where
     let now = miniclusters.filter_map(move |item| {
         let keep = match &item {
             Ok(mc) if wake(mc) == Wake::Debounced => {
-                // The receiver lives as long as the controller's triggers do.
-                let _ = later.unbounded_send(ObjectRef::from_obj(mc));
+                if !own.echoes(mc) {
+                    // The receiver lives as long as the controller's triggers do.
+                    let _ = later.unbounded_send(ObjectRef::from_obj(mc));
+                }
                 false
             }
             Ok(mc) => {
@@ -206,11 +256,53 @@ mod tests {
             Ok(mc("echo", 1, Some(Some(1)))),
             Ok(mc("resized", 3, Some(Some(2)))),
         ]);
-        let (now, later) = split(changes);
+        let (now, later) = split(changes, OwnWrites::default());
         let now: Vec<String> = now.map(|r| r.unwrap().name().to_string()).collect().await;
         assert_eq!(now, ["new", "resized"]);
         let later: Vec<String> = later.map(|r| r.name).collect().await;
         assert_eq!(later, ["echo"]);
+    }
+
+    #[tokio::test]
+    async fn the_operators_own_status_write_coming_back_wakes_nothing() {
+        let at = |name: &str, version: &str| {
+            let mut m = mc(name, 1, Some(Some(1)));
+            m.metadata.uid = Some(format!("{name}-uid"));
+            m.metadata.resource_version = Some(version.into());
+            m
+        };
+        let own = OwnWrites::default();
+        own.wrote(&at("m", "5"), Some("5".into()));
+        own.wrote(&at("other", "5"), Some("5".into()));
+        // (what it proves, the version the watch delivers, whether it wakes)
+        let cases = [
+            (
+                "m, a version from before the write: wakes",
+                at("m", "4"),
+                true,
+            ),
+            (
+                "m, the write itself coming back: nothing",
+                at("m", "5"),
+                false,
+            ),
+            ("m, a change after it: wakes", at("m", "6"), true),
+            (
+                "m, its version again (the write comes back once): wakes",
+                at("m", "5"),
+                true,
+            ),
+            (
+                "another MiniCluster changed after this process wrote it: wakes",
+                at("other", "7"),
+                true,
+            ),
+        ];
+        for (what, delivered, wakes) in cases {
+            let (now, later) = split(futures::stream::iter([Ok(delivered)]), own.clone());
+            assert_eq!(now.count().await, 0, "{what}: debounced, never at once");
+            assert_eq!(later.count().await == 1, wakes, "{what}");
+        }
     }
 
     #[tokio::test]

@@ -265,6 +265,26 @@ pub fn plan(input: &Inputs<'_>) -> Result<Plan, Error> {
     })
 }
 
+/// Whether writing `plan`'s status leaves the next reconcile nothing to do, were it to see
+/// the same as this one: the plan takes no step, and the plan made again from its status has
+/// none either, no Event, the same status and the same wait. Then that status write coming
+/// back from the watch need not wake a reconcile ([`super::trigger::OwnWrites`]); where a
+/// decision waits for the status to record something first (the TTL counts from the
+/// completion the status recorded), it does.
+pub fn settles(input: &Inputs<'_>, plan: &Plan) -> Result<bool, Error> {
+    if !plan.steps.is_empty() || &plan.status == input.old {
+        return Ok(false);
+    }
+    let next = self::plan(&Inputs {
+        old: &plan.status,
+        ..input.clone()
+    })?;
+    Ok(next.steps.is_empty()
+        && next.events.is_empty()
+        && next.status == plan.status
+        && next.requeue == plan.requeue)
+}
+
 /// The errors, as one message.
 fn join(errors: &[validation::FieldError]) -> String {
     errors

@@ -743,6 +743,54 @@ fn the_ttl_runs_from_the_recorded_completion_and_deletes_the_jobset_only_after_i
 }
 
 #[test]
+fn a_status_write_settles_unless_a_decision_waits_for_what_it_records() {
+    // (what it proves, the cluster and what the watches hold, whether its plan settles)
+    let cases = [
+        (
+            "a new cluster: its objects are made (their watches wake the next reconcile)",
+            Seen::nothing(&Mc::new(2)),
+            false,
+        ),
+        (
+            "all brokers ready: Running is written, and nothing waits for it",
+            Seen::everything(&Mc::new(2).created(), 2),
+            true,
+        ),
+        (
+            "Running already written: no write, nothing to settle",
+            {
+                let mut seen = Seen::everything(&Mc::new(2).created(), 2);
+                seen.mc.status = Some(seen.plan().status);
+                seen
+            },
+            false,
+        ),
+        (
+            "finished with a TTL: the TTL counts from the completion the write records",
+            finished_with_ttl(false),
+            false,
+        ),
+        (
+            "finished without a TTL: Succeeded is written, and nothing waits for it",
+            {
+                let mut seen = finished_with_ttl(false);
+                seen.mc.spec.ttl_seconds_after_finished = None;
+                seen
+            },
+            true,
+        ),
+    ];
+    for (what, seen, settled) in cases {
+        let observed = seen.observed.clone();
+        let old = seen.mc.status.clone().unwrap_or_default();
+        let spec = seen.resolve();
+        let input = seen.inputs(&spec, &observed, &old);
+        let p = plan(&input).unwrap();
+        assert_eq!(settles(&input, &p).unwrap(), settled, "{what}: {p:?}");
+    }
+}
+
+#[test]
 fn a_held_resize_names_the_missing_secret_and_goes_ahead_once_the_secret_is_back() {
     let mut seen = Seen::everything(&Mc::new(2).max_size(4).running(), 2).without_secret();
     seen.mc.spec.size = 4;

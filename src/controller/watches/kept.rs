@@ -4,9 +4,73 @@
 //! API server's JSON straight into these (unknown fields are skipped), so the fields they
 //! leave out are neither stored nor built.
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::api::{DynamicObject, PartialObjectMeta};
 use serde::Deserialize;
+
+use crate::api::MiniCluster;
+use crate::jobset::ObservedJobSet;
+
+/// A watched object as its store keeps it (trimmed), compared with the stored version of
+/// the same object: whether this new version says nothing new to a reconcile.
+pub trait Kept {
+    /// The same as `stored` but for `metadata.resourceVersion` (which every write moves).
+    fn same_as(&mut self, stored: &Self) -> bool;
+}
+
+/// [`Kept::same_as`] of a kind compared whole: `new` equals `stored` once it carries
+/// `stored`'s `resourceVersion` (put back after).
+fn same_but_version<K: Resource + PartialEq>(new: &mut K, stored: &K) -> bool {
+    let stored_version = stored.meta().resource_version.clone();
+    let own = std::mem::replace(&mut new.meta_mut().resource_version, stored_version);
+    let same = new == stored;
+    new.meta_mut().resource_version = own;
+    same
+}
+
+impl Kept for BrokerPod {
+    fn same_as(&mut self, stored: &Self) -> bool {
+        same_but_version(self, stored)
+    }
+}
+
+impl Kept for ObservedJobSet {
+    fn same_as(&mut self, stored: &Self) -> bool {
+        same_but_version(self, stored)
+    }
+}
+
+impl Kept for Job {
+    fn same_as(&mut self, stored: &Self) -> bool {
+        same_but_version(self, stored)
+    }
+}
+
+impl Kept for MiniCluster {
+    fn same_as(&mut self, stored: &Self) -> bool {
+        same_but_version(self, stored)
+    }
+}
+
+impl Kept for DynamicObject {
+    fn same_as(&mut self, stored: &Self) -> bool {
+        same_but_version(self, stored)
+    }
+}
+
+/// A metadata-only watch keeps the metadata alone.
+impl<K> Kept for PartialObjectMeta<K> {
+    fn same_as(&mut self, stored: &Self) -> bool {
+        let stored_version = stored.metadata.resource_version.clone();
+        let own = std::mem::replace(&mut self.metadata.resource_version, stored_version);
+        let same = self.metadata == stored.metadata;
+        self.metadata.resource_version = own;
+        same
+    }
+}
 
 /// A broker pod as its watch keeps it: its metadata and the part of its status the
 /// reconciler reads (trimmed further by [`super::trim::trim_pod`]).

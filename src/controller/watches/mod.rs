@@ -37,8 +37,8 @@ pub struct Watches {
 }
 
 /// Start every watch, in `ns` or in all namespaces; Kueue's Workloads only where Kueue's API
-/// is served.
-pub async fn start(client: &Client, ns: Option<&str>) -> Watches {
+/// is served. `own`: the status writes whose echo wakes nothing (see [`trigger::split`]).
+pub async fn start(client: &Client, ns: Option<&str>, own: trigger::OwnWrites) -> Watches {
     let workload_version = kueue::served_version(client, ns).await;
     tracing::info!(
         kueue = workload_version.is_some(),
@@ -87,7 +87,7 @@ pub async fn start(client: &Client, ns: Option<&str>) -> Watches {
     // A MiniCluster the API server reports deleted takes its JobSet with it at once (see
     // `teardown`).
     let teardown = Teardown::new(client, &mc_store, &jobsets, &jobs);
-    let (mc_now, mc_later) = trigger::split(teardown.watch(mc_events));
+    let (mc_now, mc_later) = trigger::split(teardown.watch(mc_events), own);
     let mut later: Vec<BoxStream<'static, ObjectRef<MiniCluster>>> = vec![
         mc_later.boxed(),
         trigger::of_owned(jobset_stream).boxed(),
@@ -135,11 +135,12 @@ fn workload_watch(
         Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource),
         None => Api::<DynamicObject>::all_with(client.clone(), &resource),
     };
-    let writer = kube::runtime::reflector::store::Writer::new(resource);
+    let writer = kube::runtime::reflector::store::Writer::new(resource.clone());
     let reader = writer.as_reader();
     let stream = stream::reflect_trimmed(
         watcher(api, watcher::Config::default()),
         writer,
+        resource,
         "workloads",
         trim::trim_workload,
     );

@@ -95,13 +95,20 @@ pub fn trim_job(job: &mut Job) {
 
 /// A JobSet as the reconciler reads it ([`ObservedJobSet`]: its pod templates were never
 /// deserialized), keeping of its pods' volumes only the one that mounts the broker config
-/// ([`crate::controller::plan::config_map_of`]).
+/// ([`crate::controller::plan::config_map_of`]), and of its status only the conditions: the
+/// counts of ready and active Jobs, which JobSet updates as the pods come up, and its own
+/// restarts are never read (the pods tell), so a change of them alone wakes no reconcile.
 pub fn trim_jobset(js: &mut ObservedJobSet) {
     let pods = (js.spec.replicated_jobs.iter_mut())
         .filter_map(|r| r.template.spec.as_mut()?.template.spec.as_mut());
     for pod in pods {
         pod.volumes
             .retain(|v| v.name == crate::model::mounts::CONFIG_VOLUME);
+    }
+    if let Some(status) = js.status.as_mut() {
+        status.replicated_jobs_status = Vec::new();
+        status.restarts = 0;
+        status.terminal_state = None;
     }
 }
 
@@ -157,6 +164,7 @@ mod tests {
 
     use super::*;
     use crate::controller::kueue;
+    use crate::controller::watches::kept::Kept;
     use crate::jobset::JobSet;
 
     fn rendered() -> (MiniCluster, JobSet) {
@@ -207,6 +215,32 @@ mod tests {
         )
         .expect("an elastic update");
         assert!(crate::render::jobset::needs_update(&watched, &grown));
+    }
+
+    #[test]
+    fn a_jobset_whose_job_counts_alone_changed_is_kept_the_same() {
+        let (_, full) = rendered();
+        let with_status = |version: &str, ready: i32, completed: &str| {
+            let mut js = ObservedJobSet::from(&full);
+            js.metadata.resource_version = Some(version.into());
+            js.status = serde_json::from_value(serde_json::json!({
+                "conditions": [{"type": "Completed", "status": completed,
+                                "lastTransitionTime": "2026-01-01T00:00:00Z",
+                                "reason": "AllJobsCompleted", "message": "jobs completed"}],
+                "restarts": ready,
+                "terminalState": (completed == "True").then_some("Completed"),
+                "replicatedJobsStatus": [{"name": "lead", "ready": ready, "active": 1}],
+            }))
+            .expect("a status");
+            trim_jobset(&mut js);
+            js
+        };
+        let stored = with_status("1", 0, "False");
+        let mut counted = with_status("2", 1, "False");
+        assert!(counted.same_as(&stored), "Jobs ready: {counted:?}");
+        let mut completed = with_status("3", 1, "True");
+        assert!(!completed.same_as(&stored), "completed: {completed:?}");
+        assert!(completed.condition_true("Completed"));
     }
 
     #[test]
