@@ -22,6 +22,9 @@ pub(crate) struct Bench {
     pub(crate) idle: Duration,
     /// Namespaces of earlier runs the namespace controller is still removing.
     pub(crate) pending: Vec<String>,
+    /// Runs started so far: each run's namespace is its own, also where an arm runs twice in
+    /// a round (`BENCH_MIRROR`) while the first run's namespace is still being removed.
+    pub(crate) started: usize,
 }
 
 impl Bench {
@@ -69,6 +72,7 @@ impl Bench {
             idle,
             state,
             pending: Vec::new(),
+            started: 0,
         })
     }
 

@@ -83,7 +83,13 @@ impl Bench {
     }
 
     pub(crate) async fn run(&mut self, scenario: Scenario, arm: Arm, round: usize) -> Result<Run> {
-        let ns = format!("bench-{}-{}-r{round}", arm.key(), scenario.tag());
+        self.started += 1;
+        let ns = format!(
+            "bench-{}-{}-r{round}-{}",
+            arm.key(),
+            scenario.tag(),
+            self.started
+        );
         if let Some(crd) = arm.crd() {
             self.ensure_crd(crd).await?;
         }
