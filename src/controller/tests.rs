@@ -936,7 +936,6 @@ async fn teardown_deletes_a_jobset_on_a_reported_deletion_never_while_the_watch_
     let touched = teardown.watch(super::watches::stream::reflect_events(
         events.map(Ok),
         mc_writer,
-        (),
         "miniclusters",
         |_| {},
     ));

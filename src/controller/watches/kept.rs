@@ -11,7 +11,6 @@ use kube::Resource;
 use kube::api::{DynamicObject, PartialObjectMeta};
 use serde::Deserialize;
 
-use crate::api::MiniCluster;
 use crate::jobset::ObservedJobSet;
 
 /// A watched object as its store keeps it (trimmed), compared with the stored version of
@@ -31,35 +30,18 @@ fn same_but_version<K: Resource + PartialEq>(new: &mut K, stored: &K) -> bool {
     same
 }
 
-impl Kept for BrokerPod {
-    fn same_as(&mut self, stored: &Self) -> bool {
-        same_but_version(self, stored)
-    }
+/// The kinds whose store keeps them whole, compared whole ([`same_but_version`]).
+macro_rules! kept_whole {
+    ($($kind:ty),*) => {$(
+        impl Kept for $kind {
+            fn same_as(&mut self, stored: &Self) -> bool {
+                same_but_version(self, stored)
+            }
+        }
+    )*};
 }
 
-impl Kept for ObservedJobSet {
-    fn same_as(&mut self, stored: &Self) -> bool {
-        same_but_version(self, stored)
-    }
-}
-
-impl Kept for Job {
-    fn same_as(&mut self, stored: &Self) -> bool {
-        same_but_version(self, stored)
-    }
-}
-
-impl Kept for MiniCluster {
-    fn same_as(&mut self, stored: &Self) -> bool {
-        same_but_version(self, stored)
-    }
-}
-
-impl Kept for DynamicObject {
-    fn same_as(&mut self, stored: &Self) -> bool {
-        same_but_version(self, stored)
-    }
-}
+kept_whole!(BrokerPod, ObservedJobSet, Job, DynamicObject);
 
 /// A metadata-only watch keeps the metadata alone.
 impl<K> Kept for PartialObjectMeta<K> {

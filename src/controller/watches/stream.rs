@@ -57,7 +57,9 @@ where
     K: Kept + Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    reflect_changes(stream, writer, dyntype, what, trim).filter_map(|(event, changed)| {
+    let stored = writer.as_reader();
+    let changed = move |event: &mut watcher::Event<K>| changes(&stored, &dyntype, event);
+    reflect_changes(stream, writer, what, trim, changed).filter_map(|(event, changed)| {
         futures::future::ready(changed.then(|| trigger::touched(event)).flatten().map(Ok))
     })
 }
@@ -70,32 +72,30 @@ where
 pub fn reflect_events<K>(
     stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
     writer: reflector::store::Writer<K>,
-    dyntype: K::DynamicType,
     what: &'static str,
     trim: fn(&mut K),
 ) -> impl Stream<Item = watcher::Event<K>> + Send + 'static
 where
-    K: Kept + Resource + Clone + Send + Sync + 'static,
+    K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    reflect_changes(stream, writer, dyntype, what, trim).map(|(event, _)| event)
+    reflect_changes(stream, writer, what, trim, |_| true).map(|(event, _)| event)
 }
 
-/// The watch's events, each after the store took it, with whether it changed what the store
-/// held ([`changes`]); `dyntype`, the writer's dynamic type (`()` for a static kind).
+/// The watch's events, each after the store took it, with what `changed` said of it before
+/// the store took it.
 fn reflect_changes<K>(
     stream: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
     mut writer: reflector::store::Writer<K>,
-    dyntype: K::DynamicType,
     what: &'static str,
     trim: fn(&mut K),
+    mut changed: impl FnMut(&mut watcher::Event<K>) -> bool + Send + 'static,
 ) -> impl Stream<Item = (watcher::Event<K>, bool)> + Send + 'static
 where
-    K: Kept + Resource + Clone + Send + Sync + 'static,
+    K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
     let mut listed = 0usize;
-    let stored = writer.as_reader();
     StreamBackoff::new(stream, watch_backoff())
         .modify(move |obj: &mut K| {
             obj.meta_mut().managed_fields = None;
@@ -105,7 +105,7 @@ where
             let item = match item {
                 Ok(mut event) => {
                     log_listing(what, &event, &mut listed);
-                    let changed = changes(&stored, &dyntype, &mut event);
+                    let changed = changed(&mut event);
                     writer.apply_watcher_event(&event);
                     Some((event, changed))
                 }
@@ -182,7 +182,6 @@ pub fn watch_events(
         reflect_events(
             stream,
             writer,
-            (),
             "miniclusters",
             super::trim::trim_minicluster,
         ),
