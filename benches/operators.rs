@@ -56,6 +56,10 @@
 //! - many clusters (`BENCH_MANY`, default 50; 0 skips it): that many MiniClusters of size 2
 //!   in one namespace, until all their pods are Ready; then `BENCH_IDLE` seconds (default
 //!   30) of nothing, in which the operator's reconciles are counted from its /metrics.
+//!   The clusters are sent over `BENCH_CONNECTIONS` requests in flight at once (default 8,
+//!   as issue 36 measured them), each cluster's objects in order on one of them (the bare
+//!   arm's Secret, ConfigMap, JobSet); 1 sends every object in turn, as `kubectl apply -f`
+//!   of a directory does.
 //!
 //! Per run it also records, from /proc, the CPU seconds of the operator (and its peak RSS,
 //! VmHWM: it starts fresh for each run), of kube-apiserver, the JobSet controller,

@@ -195,6 +195,12 @@ impl Bench {
             )?,
             ..Default::default()
         };
+        let queue = |name: &str| {
+            sum_samples(&jobset, name, &[("controller", "jobset")]).unwrap_or_default()
+        };
+        c.jobset_queue_wait_secs = queue("workqueue_queue_duration_seconds_sum");
+        c.jobset_queue_items = queue("workqueue_queue_duration_seconds_count");
+        c.jobset_work_secs = queue("workqueue_work_duration_seconds_sum");
         let kueue = self.secure_metrics(self.kueue_metrics_port);
         for (who, text) in [("JobSet", Some(jobset)), ("Kueue", kueue)] {
             for line in text.as_deref().unwrap_or("").lines() {
@@ -388,8 +394,9 @@ impl Bench {
     }
 
     /// Delete the namespace and force its pods away; return when no pod is left in it (the
-    /// namespace controller finishes the rest in the background).
-    pub(crate) async fn delete_namespace(&self, ns: &str) -> Result<()> {
+    /// namespace controller finishes the rest in the background), or fail after `limit`.
+    /// (2000 pods took more than 300 s to go on two busy cores.)
+    pub(crate) async fn delete_namespace(&self, ns: &str, limit: Duration) -> Result<()> {
         let nss: Api<Namespace> = Api::all(self.client.clone());
         nss.delete(ns, &DeleteParams::background()).await?;
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
@@ -413,8 +420,9 @@ impl Bench {
                 return Ok(());
             }
             ensure!(
-                t0.elapsed() < Duration::from_secs(300),
-                "pods of {ns} still there after 300 s"
+                t0.elapsed() < limit,
+                "pods of {ns} still there after {} s",
+                limit.as_secs()
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
@@ -428,7 +436,7 @@ impl Bench {
         let left = nss.list(&ListParams::default().labels(RUN_LABEL)).await?;
         for ns in left.items.iter().map(ResourceExt::name_any) {
             eprintln!("bench: deleting namespace {ns}, left by an earlier run");
-            self.delete_namespace(&ns).await?;
+            self.delete_namespace(&ns, pods_limit(2000)).await?;
             self.pending.push(ns);
         }
         self.wait_pending().await

@@ -60,6 +60,11 @@ pub(crate) fn cpu_minus(after: &Cpu, before: &Cpu) -> Cpu {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Controllers {
     pub(crate) jobset_reconciles: f64,
+    /// JobSet's one worker: seconds its items waited in the queue, how many it took out, and
+    /// seconds it spent on them (controller-runtime's `workqueue_*_duration_seconds`).
+    pub(crate) jobset_queue_wait_secs: f64,
+    pub(crate) jobset_queue_items: f64,
+    pub(crate) jobset_work_secs: f64,
     /// Webhook time and calls as each webhook server measured them (from reading the
     /// request to writing the answer), by "JobSet /mutate--v1-pod" etc.
     pub(crate) webhook_secs: BTreeMap<String, f64>,
@@ -70,6 +75,9 @@ impl Controllers {
     pub(crate) fn minus(&self, before: &Controllers) -> Controllers {
         Controllers {
             jobset_reconciles: self.jobset_reconciles - before.jobset_reconciles,
+            jobset_queue_wait_secs: self.jobset_queue_wait_secs - before.jobset_queue_wait_secs,
+            jobset_queue_items: self.jobset_queue_items - before.jobset_queue_items,
+            jobset_work_secs: self.jobset_work_secs - before.jobset_work_secs,
             webhook_secs: sub(&self.webhook_secs, &before.webhook_secs),
             webhook_calls: sub(&self.webhook_calls, &before.webhook_calls),
         }
@@ -178,5 +186,17 @@ impl ProfileSplit {
 impl Run {
     pub(crate) fn jobset_reconciles(&self) -> Option<f64> {
         self.controllers.as_ref().map(|c| c.jobset_reconciles)
+    }
+
+    /// Mean seconds a JobSet waited in JobSet's queue before its worker took it.
+    pub(crate) fn jobset_queue_wait(&self) -> Option<f64> {
+        let c = self.controllers.as_ref()?;
+        (c.jobset_queue_items > 0.0).then(|| c.jobset_queue_wait_secs / c.jobset_queue_items)
+    }
+
+    /// The share of the run JobSet's one worker was busy (1: all through it).
+    pub(crate) fn jobset_busy(&self) -> Option<f64> {
+        let c = self.controllers.as_ref()?;
+        (self.secs > 0.0).then(|| c.jobset_work_secs / self.secs)
     }
 }

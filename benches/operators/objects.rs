@@ -16,6 +16,16 @@ impl Apply {
         self.obj.types.as_ref().map_or("?", |t| t.kind.as_str())
     }
 
+    /// The MiniCluster this object is or was rendered from: its name label, else its name.
+    pub(crate) fn cluster(&self) -> &str {
+        self.obj
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(flux_operator::api::NAME_LABEL))
+            .unwrap_or(&self.name)
+    }
+
     /// What holds the pods: deleted first in a teardown.
     pub(crate) fn is_workload(&self) -> bool {
         matches!(self.kind(), "MiniCluster" | "JobSet" | "Job")
@@ -50,6 +60,26 @@ pub(crate) async fn apply(a: &Apply) -> Result<()> {
         .await
         .with_context(|| format!("applying {} {}", a.kind(), a.name))?;
     Ok(())
+}
+
+/// Apply `objects` cluster by cluster (consecutive objects of one MiniCluster: its own, or
+/// the Secret, ConfigMap and JobSet rendered from it), up to `connections` clusters at once,
+/// each cluster's objects in order.
+pub(crate) async fn apply_clusters(objects: &[Apply], connections: usize) -> Result<()> {
+    ensure!(connections > 0, "BENCH_CONNECTIONS must be at least 1");
+    let clusters = objects.chunk_by(|a, b| a.cluster() == b.cluster());
+    futures::stream::iter(clusters)
+        .map(|cluster| async move {
+            for a in cluster {
+                apply(a).await?;
+            }
+            Ok::<_, anyhow::Error>(())
+        })
+        .buffer_unordered(connections)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect()
 }
 
 /// Delete with background propagation, as kubectl does (gone already is fine).

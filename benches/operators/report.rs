@@ -696,6 +696,16 @@ pub(crate) fn many_rows(m: usize) -> Vec<Row> {
             1,
         ),
         ("JobSet reconciles", Box::new(|r| r.jobset_reconciles()), 0),
+        (
+            "JobSet's worker busy, share of the run",
+            Box::new(|r| r.jobset_busy()),
+            2,
+        ),
+        (
+            "JobSet's queue: mean wait s",
+            Box::new(|r| r.jobset_queue_wait()),
+            2,
+        ),
     ]
 }
 

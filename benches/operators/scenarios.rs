@@ -130,7 +130,7 @@ impl Bench {
         }
         // The operator keeps running while its objects go, then stops.
         let deleted = match self.check_control_plane() {
-            Ok(()) => self.delete_namespace(&ns).await,
+            Ok(()) => self.delete_namespace(&ns, pods_limit(steps.pods)).await,
             Err(e) => Err(e),
         };
         if let Some(p) = operator {
@@ -271,9 +271,7 @@ impl Bench {
             _ => None,
         };
         let t0 = Instant::now();
-        for a in objects {
-            apply(a).await?;
-        }
+        apply_clusters(objects, env_or("BENCH_CONNECTIONS", 8usize)?).await?;
         let limit = pods_limit(pods);
         let timeline = tokio::time::timeout(limit, watch)
             .await
