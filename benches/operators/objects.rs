@@ -66,20 +66,17 @@ pub(crate) async fn apply(a: &Apply) -> Result<()> {
 /// the Secret, ConfigMap and JobSet rendered from it), up to `connections` clusters at once,
 /// each cluster's objects in order.
 pub(crate) async fn apply_clusters(objects: &[Apply], connections: usize) -> Result<()> {
+    use futures::TryStreamExt as _;
     ensure!(connections > 0, "BENCH_CONNECTIONS must be at least 1");
     let clusters = objects.chunk_by(|a, b| a.cluster() == b.cluster());
-    futures::stream::iter(clusters)
-        .map(|cluster| async move {
+    futures::stream::iter(clusters.map(Ok))
+        .try_for_each_concurrent(connections, |cluster| async move {
             for a in cluster {
                 apply(a).await?;
             }
-            Ok::<_, anyhow::Error>(())
+            Ok(())
         })
-        .buffer_unordered(connections)
-        .collect::<Vec<_>>()
         .await
-        .into_iter()
-        .collect()
 }
 
 /// Delete with background propagation, as kubectl does (gone already is fine).
