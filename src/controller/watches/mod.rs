@@ -58,11 +58,17 @@ pub async fn start(client: &Client, ns: Option<&str>, own: trigger::OwnWrites) -
         "jobsets",
         trim::trim_jobset,
     );
-    let (pods, pod_stream) = stream::watch_trimmed(
+    let (pods, pod_stream) = stream::watch_with(
         scoped::<kept::BrokerPod>(client, ns),
-        true,
-        "pods",
+        stream::lead_pods(),
+        "lead pods",
         trim::trim_pod,
+    );
+    let (followers, followers_stream) = stream::watch_with(
+        scoped::<kept::FollowersJob>(client, ns),
+        stream::followers_jobs(),
+        "followers' jobs",
+        trim::trim_followers_job,
     );
     let (secrets, secret_stream) = stream::watch_objects(
         scoped::<PartialObjectMeta<Secret>>(client, ns),
@@ -96,6 +102,7 @@ pub async fn start(client: &Client, ns: Option<&str>, own: trigger::OwnWrites) -
         trigger::of_labelled(config_map_stream).boxed(),
         trigger::of_labelled(service_stream).boxed(),
         trigger::of_labelled(pod_stream).boxed(),
+        trigger::of_jobset_labelled(followers_stream).boxed(),
     ];
     let workloads = workload_version.map(|version| {
         let (store, triggers) = workload_watch(client, ns, version);
@@ -111,6 +118,7 @@ pub async fn start(client: &Client, ns: Option<&str>, own: trigger::OwnWrites) -
             jobsets,
             jobs,
             pods,
+            followers,
             secrets,
             config_maps,
             services,
