@@ -43,9 +43,7 @@ pub struct MiniClusterStatus {
     /// When the lead broker's pod was first ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lead_ready_time: Option<Time>,
-    /// When all `size` brokers were first ready: the operator's first sight of it (the
-    /// followers' pods are counted by their Job, which keeps no times), or the lead pod's
-    /// readiness for a cluster of one.
+    /// When all `size` brokers were first ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_time: Option<Time>,
     /// When the cluster finished (Succeeded or Failed).

@@ -15,12 +15,8 @@
 //!   whether a Service named as a new cluster's pods' subdomain exists and whose it is
 //!   ([`Presence::of_subdomain`]): JobSet would take any Service of that name, labelled or
 //!   not, and this answers without a lookup per new MiniCluster.
-//! - The lead brokers' pods (the name label and the lead's role), read as [`BrokerPod`] (no
-//!   spec): the lead's readiness, phase, restarts and reports for status. The followers'
-//!   pods are not watched: their Job ([`FollowersJob`], JobSet's `<mc>-workers-0`, selected
-//!   by JobSet's labels) counts them (active, ready, terminating), which is all the status
-//!   reads of them. A watch of every pod cost the API server a JSON encoding of each pod's
-//!   every change for the operator alone (issue 36: about three events of 11 KiB per pod).
+//! - Pods carrying the name label, read as [`BrokerPod`] (no spec): readiness and phases for
+//!   status.
 //! - Kueue Workloads, when Kueue is installed: admission for status (owner and conditions
 //!   only, [`trim_workload`](super::watches::trim::trim_workload)).
 
@@ -35,8 +31,8 @@ use kube::{Resource, ResourceExt};
 use super::kueue;
 use super::owned::controlled_by;
 use super::plan::{Observed, OwnedObject, Presence};
-use super::watches::kept::{BrokerPod, FollowersJob};
-use crate::api::{MiniCluster, NAME_LABEL, WORKERS_JOB};
+use super::watches::kept::BrokerPod;
+use crate::api::{MiniCluster, NAME_LABEL};
 use crate::jobset::ObservedJobSet;
 
 /// The watches' stores.
@@ -47,10 +43,7 @@ pub struct Index {
     pub(super) jobsets: Store<ObservedJobSet>,
     /// The services pods' Jobs (`spec.services`).
     pub(super) jobs: Store<Job>,
-    /// The lead brokers' pods.
     pub(super) pods: Store<BrokerPod>,
-    /// JobSet's Jobs of the followers (of any JobSet's replicated Job named so).
-    pub(super) followers: Store<FollowersJob>,
     pub(super) secrets: Store<PartialObjectMeta<Secret>>,
     pub(super) config_maps: Store<PartialObjectMeta<ConfigMap>>,
     pub(super) services: Store<PartialObjectMeta<Service>>,
@@ -95,7 +88,6 @@ impl Index {
         let _ = self.jobsets.wait_until_ready().await;
         let _ = self.jobs.wait_until_ready().await;
         let _ = self.pods.wait_until_ready().await;
-        let _ = self.followers.wait_until_ready().await;
         let _ = self.secrets.wait_until_ready().await;
         let _ = self.config_maps.wait_until_ready().await;
         let _ = self.services.wait_until_ready().await;
@@ -140,14 +132,6 @@ impl Index {
             .into_iter()
             .filter(|p| mine(&p.metadata))
             .collect();
-        let followers = self
-            .followers
-            .get(&ObjectRef::new(&format!("{name}-{WORKERS_JOB}-0")).within(&ns))
-            .filter(|job| {
-                let labels = job.metadata.labels.as_ref();
-                labels.and_then(|l| l.get(crate::render::JOBSET_NAME_LABEL))
-                    == Some(&name.to_string())
-            });
         let admission = match (&self.workloads, jobset.as_ref().and_then(|j| j.uid())) {
             (Some(workloads), Some(uid)) => workloads
                 .state()
@@ -182,7 +166,6 @@ impl Index {
             jobset,
             services_job,
             pods,
-            followers,
             admission,
             secret,
             config_maps,

@@ -1,13 +1,13 @@
-//! What the status reads from the lead's pods, the followers' Job and Kueue: pod counts and
-//! readiness times, the newest lead pod, and the reports its containers leave (restore,
-//! save). The status itself is built by the plan ([`super::plan`]'s status decider).
+//! What the status reads from the pods and from Kueue: pod counts and readiness times, the
+//! newest lead pod, and the reports its containers leave (restore, save). The status itself
+//! is built by the plan ([`super::plan`]'s status decider).
 
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ContainerStatus;
 
-pub use super::watches::kept::{BrokerPod, FollowersJob};
+pub use super::watches::kept::BrokerPod;
 
 use crate::api::{LEAD_JOB, ROLE_LABEL, RestoreStatus, SaveStatus};
 
@@ -41,31 +41,8 @@ pub struct PodCounts {
     pub first_pod_at: Option<Timestamp>,
 }
 
-/// Count ready and live pods and find the readiness timestamps: the lead's pods one by one,
-/// the followers' as their Job counts them. A ready follower's readiness time is not known
-/// (its pod is not watched), so with any follower ready `all_ready_at` is `None`: the status
-/// then stamps the time it first sees them all ready.
-pub fn count_pods(pods: &[Arc<BrokerPod>], followers: Option<&FollowersJob>) -> PodCounts {
-    let mut counts = count_each(pods);
-    let Some(job) = followers.and_then(|j| j.status.as_ref()) else {
-        return counts;
-    };
-    let (active, ready, terminating) = (
-        job.active.unwrap_or(0).max(0),
-        job.ready.unwrap_or(0).max(0),
-        job.terminating.unwrap_or(0).max(0),
-    );
-    counts.live += active + terminating;
-    counts.stopping += terminating;
-    counts.ready += ready;
-    if ready > 0 {
-        counts.all_ready_at = None;
-    }
-    counts
-}
-
-/// [`count_pods`] of pods seen one by one.
-fn count_each(pods: &[Arc<BrokerPod>]) -> PodCounts {
+/// Count ready and live pods and find the readiness timestamps.
+pub fn count_pods(pods: &[Arc<BrokerPod>]) -> PodCounts {
     let mut counts = PodCounts::default();
     for pod in pods {
         let terminating = pod.metadata.deletion_timestamp.is_some();
@@ -174,66 +151,4 @@ pub fn lead_save(pods: &[Arc<BrokerPod>], container: &str) -> Option<SaveStatus>
         sha256: manifest.sha256,
         error: report.error.unwrap_or_default(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::controller::watches::kept::FollowersJobStatus;
-
-    fn lead(ready_at: Option<&str>, terminating: bool) -> Arc<BrokerPod> {
-        let mut pod: BrokerPod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "m-lead-0-0", "namespace": "ns",
-                "creationTimestamp": "2026-01-01T00:00:01Z",
-                "labels": {ROLE_LABEL: LEAD_JOB}},
-            "status": {"phase": "Running", "conditions": ready_at.map(|t| vec![serde_json::json!(
-                {"type": "Ready", "status": "True", "lastTransitionTime": t})])}
-        }))
-        .unwrap();
-        if terminating {
-            pod.metadata.deletion_timestamp = pod.metadata.creation_timestamp.clone();
-        }
-        Arc::new(pod)
-    }
-
-    fn job(active: i32, ready: i32, terminating: i32) -> FollowersJob {
-        FollowersJob {
-            status: Some(FollowersJobStatus {
-                active: Some(active),
-                ready: Some(ready),
-                terminating: Some(terminating),
-            }),
-            ..FollowersJob::default()
-        }
-    }
-
-    #[test]
-    fn the_lead_is_counted_by_its_pod_and_the_followers_by_their_jobs_counts() {
-        let t = |s: &str| Some(s.parse::<Timestamp>().unwrap());
-        let ready = lead(Some("2026-01-01T00:00:05Z"), false);
-        let pending = lead(None, false);
-        let leaving = lead(Some("2026-01-01T00:00:05Z"), true);
-        let no_status = FollowersJob::default();
-        // (what it proves, lead pod, followers' Job, (ready, live, stopping), all ready at)
-        #[rustfmt::skip]
-        let cases = [
-            ("a lead alone: its own readiness time", &ready, None, (1, 1, 0), t("2026-01-01T00:00:05Z")),
-            ("a Job not counted yet counts nothing", &ready, Some(&no_status), (1, 1, 0), t("2026-01-01T00:00:05Z")),
-            ("followers pending", &ready, Some(&job(3, 0, 0)), (1, 4, 0), t("2026-01-01T00:00:05Z")),
-            ("followers ready: when is not known", &ready, Some(&job(3, 3, 0)), (4, 4, 0), None),
-            ("followers leaving (a shrink) are live and stopping", &ready, Some(&job(2, 2, 1)), (3, 4, 1), None),
-            ("a pending lead is live, not ready", &pending, Some(&job(1, 1, 0)), (1, 2, 0), None),
-            ("a lead being deleted is stopping, not ready", &leaving, Some(&job(1, 0, 0)), (0, 2, 1), None),
-        ];
-        for (what, lead, followers, (r, live, stopping), at) in cases {
-            let counts = count_pods(std::slice::from_ref(lead), followers);
-            assert_eq!(
-                (counts.ready, counts.live, counts.stopping),
-                (r, live, stopping),
-                "{what}"
-            );
-            assert_eq!(counts.all_ready_at, at, "{what}");
-            assert_eq!(counts.first_pod_at, t("2026-01-01T00:00:01Z"), "{what}");
-        }
-    }
 }

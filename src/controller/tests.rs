@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::context::Context;
 use super::index::Index;
 use super::reconcile;
-use super::watches::kept::{BrokerPod, FollowersJob};
+use super::watches::kept::BrokerPod;
 use crate::api::{MiniCluster, Phase};
 use crate::jobset::{JobSet, ObservedJobSet};
 use crate::metrics::Metrics;
@@ -123,7 +123,6 @@ struct Stores {
     miniclusters: Writer<MiniCluster>,
     jobsets: Writer<ObservedJobSet>,
     pods: Writer<BrokerPod>,
-    followers: Writer<FollowersJob>,
     secrets: Writer<PartialObjectMeta<Secret>>,
     config_maps: Writer<PartialObjectMeta<ConfigMap>>,
     services: Writer<PartialObjectMeta<Service>>,
@@ -134,7 +133,6 @@ fn index() -> (Index, Stores) {
     let (jobsets, jw) = reflector::store();
     let (jobs, _) = reflector::store::<Job>();
     let (pods, pw) = reflector::store();
-    let (followers, fw) = reflector::store();
     let (secrets, sw) = reflector::store();
     let (config_maps, cw) = reflector::store();
     let (services, vw) = reflector::store();
@@ -144,7 +142,6 @@ fn index() -> (Index, Stores) {
             jobsets,
             jobs,
             pods,
-            followers,
             secrets,
             config_maps,
             services,
@@ -154,7 +151,6 @@ fn index() -> (Index, Stores) {
             miniclusters: mw,
             jobsets: jw,
             pods: pw,
-            followers: fw,
             secrets: sw,
             config_maps: cw,
             services: vw,
@@ -458,24 +454,16 @@ async fn when_the_watches_hold_everything_as_desired_a_reconcile_makes_no_call()
     let desired = crate::render::desired(&crate::fixtures::cluster(&mc)).unwrap();
     let (index, mut stores) = index();
     hold_as_made(&mut stores, &mc, &desired);
-    let lead: BrokerPod = serde_json::from_value(json!({
-        "metadata": {"name": "m-lead-0-0", "namespace": "ns",
-            "labels": {"flux-framework.org/minicluster": "m", "flux-framework.org/role": "lead"}},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
-    }))
-    .unwrap();
-    stores
-        .pods
-        .apply_watcher_event(&watcher::Event::Apply(lead));
-    let followers: FollowersJob = serde_json::from_value(json!({
-        "metadata": {"name": "m-workers-0", "namespace": "ns",
-            "labels": {"jobset.sigs.k8s.io/jobset-name": "m"}},
-        "status": {"active": 1, "ready": 1}
-    }))
-    .unwrap();
-    stores
-        .followers
-        .apply_watcher_event(&watcher::Event::Apply(followers));
+    for i in 0..2 {
+        let mut pod: BrokerPod = serde_json::from_value(json!({
+            "metadata": {"name": format!("m-{i}"), "namespace": "ns",
+                "labels": {"flux-framework.org/minicluster": "m", "flux-framework.org/role": if i == 0 { "lead" } else { "workers" }}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .unwrap();
+        pod.metadata.creation_timestamp = None;
+        stores.pods.apply_watcher_event(&watcher::Event::Apply(pod));
+    }
     let _ = &mut stores.services;
 
     // The status a previous reconcile wrote for exactly this state.

@@ -188,22 +188,6 @@ pub fn of_labelled<K: Resource + Send + 'static>(
     stream.filter_map(|item| future::ready(item.ok().and_then(|o| by_label(o.meta()))))
 }
 
-/// The watch stream of one of JobSet's Jobs as triggers of the MiniCluster of the JobSet its
-/// label names (a MiniCluster's JobSet has its name).
-pub fn of_jobset_labelled<K: Resource + Send + 'static>(
-    stream: impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-) -> impl Stream<Item = ObjectRef<MiniCluster>> + Send + 'static {
-    stream.filter_map(|item| future::ready(item.ok().and_then(|o| by_jobset(o.meta()))))
-}
-
-/// The MiniCluster of the JobSet an object's JobSet label names.
-fn by_jobset(meta: &ObjectMeta) -> Option<ObjectRef<MiniCluster>> {
-    let ns = meta.namespace.as_deref().unwrap_or("default");
-    let labels = meta.labels.as_ref()?;
-    let name = labels.get(crate::render::JOBSET_NAME_LABEL)?;
-    Some(ObjectRef::<MiniCluster>::new(name).within(ns))
-}
-
 /// The object an event carries: changed, deleted, or listed.
 pub fn touched<K>(event: watcher::Event<K>) -> Option<K> {
     match event {
@@ -348,7 +332,7 @@ mod tests {
     }
 
     #[test]
-    fn triggers_name_the_minicluster_by_owner_reference_label_or_jobset_label() {
+    fn triggers_name_the_minicluster_by_owner_reference_or_label() {
         let owned: ObjectMeta = serde_json::from_value(serde_json::json!({
             "name": "m", "namespace": "ns",
             "ownerReferences": [
@@ -366,16 +350,5 @@ mod tests {
         let r = by_label(&labelled).unwrap();
         assert_eq!((r.name.as_str(), r.namespace.as_deref()), ("m", Some("ns")));
         assert!(by_label(&ObjectMeta::default()).is_none());
-        let followers: ObjectMeta = serde_json::from_value(serde_json::json!({
-            "name": "m-workers-0", "namespace": "ns",
-            "labels": {crate::render::JOBSET_NAME_LABEL: "m"}
-        }))
-        .unwrap();
-        let r = by_jobset(&followers).unwrap();
-        assert_eq!((r.name.as_str(), r.namespace.as_deref()), ("m", Some("ns")));
-        assert!(
-            by_jobset(&labelled).is_none(),
-            "no JobSet label, no trigger"
-        );
     }
 }

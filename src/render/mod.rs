@@ -42,8 +42,8 @@ pub use self::jobset::jobset;
 pub use self::network::{LeadService, lead_service, network_services};
 pub use self::pod::pod_template;
 pub use self::services_pod::{
-    JOB_NAME_LABEL, JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL, services_job, services_job_name,
-    services_job_update, services_pod_selector,
+    JOB_NAME_LABEL, JOBSET_NAME_LABEL, services_job, services_job_name, services_job_update,
+    services_pod_selector,
 };
 
 /// Everything the operator creates for a MiniCluster except the certificate Secret.

@@ -33,8 +33,6 @@ use crate::model::Cluster;
 
 /// The label by which JobSet's headless Service (the pods' subdomain) selects its pods.
 pub const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
-/// The label JobSet puts on each of its Jobs, valued with its replicated Job's name.
-pub const REPLICATED_JOB_LABEL: &str = "jobset.sigs.k8s.io/replicatedjob-name";
 /// The label the Job controller puts on the pods of a Job, valued with the Job's name.
 pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 

@@ -7,7 +7,7 @@ use k8s_openapi::api::batch::v1::Job;
 
 use super::super::owned::controlled_by;
 use super::super::status::Admission;
-use super::super::watches::kept::{BrokerPod, FollowersJob};
+use super::super::watches::kept::BrokerPod;
 use crate::api::MiniCluster;
 use crate::jobset::ObservedJobSet;
 
@@ -18,10 +18,8 @@ pub struct Observed {
     pub jobset: Option<Arc<ObservedJobSet>>,
     /// The services pod's Job (`spec.services`), if one carries the operator's label.
     pub services_job: Option<Arc<Job>>,
-    /// The lead broker's pods (by the name and role labels): the newest is the lead's now.
+    /// The broker pods (by the name label).
     pub pods: Vec<Arc<BrokerPod>>,
-    /// The followers' Job, JobSet's (`<mc>-workers-0`), whose counts are the followers'.
-    pub followers: Option<Arc<FollowersJob>>,
     /// Kueue's verdict on the JobSet's Workload, if Kueue made one.
     pub admission: Option<Admission>,
     /// The certificate Secret.

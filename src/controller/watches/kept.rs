@@ -41,7 +41,7 @@ macro_rules! kept_whole {
     )*};
 }
 
-kept_whole!(BrokerPod, FollowersJob, ObservedJobSet, Job, DynamicObject);
+kept_whole!(BrokerPod, ObservedJobSet, Job, DynamicObject);
 
 /// A metadata-only watch keeps the metadata alone.
 impl<K> Kept for PartialObjectMeta<K> {
@@ -79,56 +79,23 @@ pub struct BrokerPodStatus {
     pub container_statuses: Option<Vec<ContainerStatus>>,
 }
 
-/// A type of its own read from the API server as the Kubernetes kind `$of`, keeping `metadata`.
-macro_rules! kept_as {
-    ($kept:ty, $of:ty) => {
-        impl k8s_openapi::Resource for $kept {
-            const API_VERSION: &'static str = <$of as k8s_openapi::Resource>::API_VERSION;
-            const GROUP: &'static str = <$of as k8s_openapi::Resource>::GROUP;
-            const KIND: &'static str = <$of as k8s_openapi::Resource>::KIND;
-            const VERSION: &'static str = <$of as k8s_openapi::Resource>::VERSION;
-            const URL_PATH_SEGMENT: &'static str = <$of as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-            type Scope = <$of as k8s_openapi::Resource>::Scope;
-        }
-
-        impl k8s_openapi::Metadata for $kept {
-            type Ty = ObjectMeta;
-            fn metadata(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn metadata_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
+impl k8s_openapi::Resource for BrokerPod {
+    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
+    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
+    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
+    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
+    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    type Scope = <Pod as k8s_openapi::Resource>::Scope;
 }
 
-kept_as!(BrokerPod, Pod);
-kept_as!(FollowersJob, Job);
-
-/// The followers' Job (`<mc>-workers-0`, JobSet's) as its watch keeps it: its metadata and
-/// the Job controller's counts of its pods, which is all the status reads of the followers
-/// (their pods are not watched: at N = 1024 that was three events of 11 KiB per pod, which
-/// the API server encoded to JSON for the operator alone). Its spec is not deserialized.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-pub struct FollowersJob {
-    /// The Job's metadata (trimmed by [`super::trim::trim_followers_job`]).
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    /// Its pods as the Job controller counts them.
-    pub status: Option<FollowersJobStatus>,
-}
-
-/// The counts of `JobStatus` the status reads, field for field.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct FollowersJobStatus {
-    /// Pods pending or running, not being deleted.
-    pub active: Option<i32>,
-    /// Of those, the ones whose Ready condition is true.
-    pub ready: Option<i32>,
-    /// Pods being deleted, not yet finished.
-    pub terminating: Option<i32>,
+impl k8s_openapi::Metadata for BrokerPod {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }
 
 /// A whole pod as its watch would keep it (tests and fixtures build whole pods).

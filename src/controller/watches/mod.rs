@@ -58,17 +58,11 @@ pub async fn start(client: &Client, ns: Option<&str>, own: trigger::OwnWrites) -
         "jobsets",
         trim::trim_jobset,
     );
-    let (pods, pod_stream) = stream::watch_with(
+    let (pods, pod_stream) = stream::watch_trimmed(
         scoped::<kept::BrokerPod>(client, ns),
-        stream::lead_pods(),
-        "lead pods",
+        true,
+        "pods",
         trim::trim_pod,
-    );
-    let (followers, followers_stream) = stream::watch_with(
-        scoped::<kept::FollowersJob>(client, ns),
-        stream::followers_jobs(),
-        "followers' jobs",
-        trim::trim_followers_job,
     );
     let (secrets, secret_stream) = stream::watch_objects(
         scoped::<PartialObjectMeta<Secret>>(client, ns),
@@ -102,7 +96,6 @@ pub async fn start(client: &Client, ns: Option<&str>, own: trigger::OwnWrites) -
         trigger::of_labelled(config_map_stream).boxed(),
         trigger::of_labelled(service_stream).boxed(),
         trigger::of_labelled(pod_stream).boxed(),
-        trigger::of_jobset_labelled(followers_stream).boxed(),
     ];
     let workloads = workload_version.map(|version| {
         let (store, triggers) = workload_watch(client, ns, version);
@@ -118,7 +111,6 @@ pub async fn start(client: &Client, ns: Option<&str>, own: trigger::OwnWrites) -
             jobsets,
             jobs,
             pods,
-            followers,
             secrets,
             config_maps,
             services,

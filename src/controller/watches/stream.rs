@@ -16,9 +16,9 @@ use kube::runtime::{WatchStreamExt, utils::StreamBackoff};
 use serde::de::DeserializeOwned;
 
 use super::kept::Kept;
-use crate::api::{LEAD_JOB, MiniCluster, NAME_LABEL, ROLE_LABEL, WORKERS_JOB};
+use crate::api::{MiniCluster, NAME_LABEL};
 use crate::controller::trigger;
-use crate::render::{JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL};
+use crate::render::JOBSET_NAME_LABEL;
 
 /// The backoff of one watch after an error: 0.5 s doubling to 5 s at most,
 /// reset after 10 s without errors. A watch that fails for minutes retries every few seconds,
@@ -234,20 +234,6 @@ pub fn services_jobs() -> watcher::Config {
     watcher::Config::default().labels(&format!("{NAME_LABEL},!{JOBSET_NAME_LABEL}"))
 }
 
-/// The lead brokers' pods: the operator's name label and the lead's role. The followers'
-/// pods are counted from their Job ([`followers_jobs`]), not watched one by one.
-pub fn lead_pods() -> watcher::Config {
-    watcher::Config::default().labels(&format!("{NAME_LABEL},{ROLE_LABEL}={LEAD_JOB}"))
-}
-
-/// JobSet's Jobs of a replicated Job named as the followers' ([`WORKERS_JOB`]): the index
-/// keeps the one of each MiniCluster's JobSet (by name and JobSet's name label).
-pub fn followers_jobs() -> watcher::Config {
-    watcher::Config::default().labels(&format!(
-        "{JOBSET_NAME_LABEL},{REPLICATED_JOB_LABEL}={WORKERS_JOB}"
-    ))
-}
-
 fn config(labelled: bool) -> watcher::Config {
     let config = watcher::Config::default();
     if labelled {
@@ -337,20 +323,6 @@ mod tests {
         assert_eq!(
             selector,
             "flux-framework.org/minicluster,!jobset.sigs.k8s.io/jobset-name"
-        );
-    }
-
-    #[test]
-    fn the_pods_watch_takes_the_leads_only_and_the_followers_come_from_their_job() {
-        let pods = lead_pods().label_selector.expect("a selector");
-        assert_eq!(
-            pods,
-            "flux-framework.org/minicluster,flux-framework.org/role=lead"
-        );
-        let jobs = followers_jobs().label_selector.expect("a selector");
-        assert_eq!(
-            jobs,
-            "jobset.sigs.k8s.io/jobset-name,jobset.sigs.k8s.io/replicatedjob-name=workers"
         );
     }
 }

@@ -11,7 +11,7 @@ use kube::api::{DynamicObject, PartialObjectMeta};
 use crate::api::{MiniCluster, NAME_LABEL, ROLE_LABEL};
 use crate::jobset::ObservedJobSet;
 
-use super::kept::{BrokerPod, FollowersJob};
+use super::kept::BrokerPod;
 
 /// A broker pod as the reconciler reads it ([`crate::controller::status::count_pods`],
 /// [`crate::controller::status::lead_restore`], [`crate::controller::trigger::by_label`]): its name, namespace,
@@ -91,19 +91,6 @@ pub fn trim_job(job: &mut Job) {
     if let Some(spec) = job.spec.as_mut() {
         spec.template = Default::default();
     }
-}
-
-/// The followers' Job as the reconciler reads it ([`FollowersJob`]: its name, namespace,
-/// UID, JobSet's name label, its creation and deletion times and its counts of pods).
-pub fn trim_followers_job(job: &mut FollowersJob) {
-    let meta = &mut job.metadata;
-    if let Some(labels) = meta.labels.as_mut() {
-        labels.retain(|k, _| k == crate::render::JOBSET_NAME_LABEL);
-    }
-    meta.annotations = None;
-    meta.owner_references = None;
-    meta.finalizers = None;
-    meta.generate_name = None;
 }
 
 /// A JobSet as the reconciler reads it ([`ObservedJobSet`]: its pod templates were never
@@ -286,8 +273,7 @@ mod tests {
         .expect("a pod");
         let mut trimmed = pod.clone();
         trim_pod(&mut trimmed);
-        let counts =
-            |p: &BrokerPod| crate::controller::status::count_pods(&[Arc::new(p.clone())], None);
+        let counts = |p: &BrokerPod| crate::controller::status::count_pods(&[Arc::new(p.clone())]);
         assert_eq!(counts(&trimmed), counts(&pod));
         assert_eq!((counts(&pod).ready, counts(&pod).live), (1, 1));
         let restore =

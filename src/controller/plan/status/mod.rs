@@ -21,7 +21,7 @@ use super::Inputs;
 use crate::api::{MiniCluster, MiniClusterStatus, WORKERS_JOB};
 use crate::controller::instance;
 use crate::controller::status::{Admission, count_pods, lead_restore, lead_save};
-use crate::controller::watches::kept::{BrokerPod, FollowersJob};
+use crate::controller::watches::kept::BrokerPod;
 use crate::jobset::ObservedJobSet;
 use crate::render;
 
@@ -87,8 +87,7 @@ pub(super) fn status(input: &Inputs<'_>, mut decided: Decided<'_>) -> MiniCluste
     let (mc, pods, now) = (input.mc, &input.observed.pods, input.now);
     let old = of_this_instance(input.old, decided.restarted.is_some());
     let admission = input.observed.admission.as_ref();
-    let followers = input.observed.followers.as_deref();
-    let mut new = observed(mc, &old, decided.jobset, (pods, followers), admission, now);
+    let mut new = observed(mc, &old, decided.jobset, pods, admission, now);
     new.curve_secret = std::mem::take(&mut decided.curve_secret);
     let keeps = instance::Keeps {
         archive: Some(mc.spec.archive.path.as_str()).filter(|p| !p.is_empty()),
@@ -125,11 +124,11 @@ fn observed(
     mc: &MiniCluster,
     old: &MiniClusterStatus,
     jobset: Option<&ObservedJobSet>,
-    (pods, followers): (&[Arc<BrokerPod>], Option<&FollowersJob>),
+    pods: &[Arc<BrokerPod>],
     admission: Option<&Admission>,
     now: Timestamp,
 ) -> MiniClusterStatus {
-    let counts = count_pods(pods, followers);
+    let counts = count_pods(pods);
     if jobset.is_none() && old.completion_time.is_some() {
         // Finished, and its JobSet is gone (ttlSecondsAfterFinished): it stays finished.
         let mut new = old.clone();

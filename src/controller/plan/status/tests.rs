@@ -10,8 +10,7 @@ use super::conditions::restart_over;
 use super::*;
 use crate::api::{Phase, ROLE_LABEL, RestoreStatus, condition};
 use crate::controller::status::Admission;
-use crate::controller::status::is_lead;
-use crate::controller::watches::kept::{BrokerPod, FollowersJob, FollowersJobStatus};
+use crate::controller::watches::kept::BrokerPod;
 use crate::jobset::{JobSet, JobSetStatus, ObservedJobSet};
 
 fn is_true(status: &MiniClusterStatus, type_: &str) -> Option<bool> {
@@ -276,55 +275,20 @@ fn cond(type_: &str, at: i64) -> Condition {
     }
 }
 
-/// Status of `mc` with this JobSet and these pods, outside Kueue: the lead's pods as the
-/// watch holds them, the followers' as their Job counts them ([`followers_job`]).
+/// Status of `mc` with this JobSet and these pods, outside Kueue.
 fn observe(mc: &MiniCluster, js: &JobSet, pods: &[Pod], now: Timestamp) -> MiniClusterStatus {
-    let (lead, followers): (Vec<Pod>, Vec<Pod>) = pods
-        .iter()
-        .cloned()
-        .partition(|p| is_lead(&BrokerPod::from(p.clone())));
-    let lead: Vec<_> = lead
-        .into_iter()
-        .map(|p| Arc::new(BrokerPod::from(p)))
-        .collect();
-    let job = followers_job(&followers);
     observed(
         mc,
         &mc.status.clone().unwrap_or_default(),
         Some(&ObservedJobSet::from(js)),
-        (&lead, Some(&job)),
+        &pods
+            .iter()
+            .cloned()
+            .map(|p| Arc::new(BrokerPod::from(p)))
+            .collect::<Vec<_>>(),
         None,
         now,
     )
-}
-
-/// The followers' Job with these pods, counted as the Job controller counts them: a pod being
-/// deleted and not finished is terminating, else a pending or running one is active, and
-/// an active one whose Ready condition is true (running) is ready.
-fn followers_job(pods: &[Pod]) -> FollowersJob {
-    let mut status = FollowersJobStatus::default();
-    let add = |n: &mut Option<i32>| *n = Some(n.unwrap_or(0) + 1);
-    for pod in pods {
-        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-        if matches!(phase, Some("Succeeded" | "Failed")) {
-            continue;
-        }
-        if pod.metadata.deletion_timestamp.is_some() {
-            add(&mut status.terminating);
-            continue;
-        }
-        add(&mut status.active);
-        let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
-        let ready = conditions
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        if ready && phase == Some("Running") {
-            add(&mut status.ready);
-        }
-    }
-    FollowersJob {
-        status: Some(status),
-        ..FollowersJob::default()
-    }
 }
 
 fn find<'a>(s: &'a MiniClusterStatus, t: &str) -> &'a Condition {
@@ -332,7 +296,7 @@ fn find<'a>(s: &'a MiniClusterStatus, t: &str) -> &'a Condition {
 }
 
 #[test]
-fn all_brokers_ready_means_running_lead_ready_from_its_pod_all_ready_when_first_seen() {
+fn all_brokers_ready_means_running_with_api_timestamps() {
     let js = jobset(2, vec![]);
     let pods = [
         pod("lead", "Running", Some(5)),
@@ -348,16 +312,10 @@ fn all_brokers_ready_means_running_lead_ready_from_its_pod_all_ready_when_first_
     );
     assert_eq!(
         s.ready_time.as_ref().map(|t| t.0),
-        Some(ts(100)),
-        "the followers' pods are counted by their Job, which keeps no readiness times: now"
+        Some(ts(7)),
+        "last pod's readiness, not now"
     );
     assert_eq!(s.lead_ready_time.as_ref().map(|t| t.0), Some(ts(5)));
-    let alone = observe(&mc(1), &jobset(0, vec![]), &pods[..1], ts(100));
-    assert_eq!(
-        alone.ready_time.as_ref().map(|t| t.0),
-        Some(ts(5)),
-        "a lead alone: its pod's readiness, not now"
-    );
     assert_eq!(s.observed_generation, Some(3));
     assert_eq!(find(&s, "Ready").status, "True");
     assert_eq!(find(&s, "Ready").observed_generation, Some(3));
@@ -475,7 +433,7 @@ fn failed_jobset_is_failed() {
         &mc(2),
         &MiniClusterStatus::default(),
         Some(&ObservedJobSet::from(&js)),
-        (&[], None),
+        &[],
         None,
         ts(10),
     );
@@ -497,7 +455,7 @@ fn queued_cluster_says_why_it_waits() {
         &mc(2),
         &MiniClusterStatus::default(),
         Some(&ObservedJobSet::from(&js)),
-        (&[], None),
+        &[],
         Some(&admission),
         ts(10),
     );
