@@ -178,6 +178,8 @@ struct Config {
     many: usize,
     many_rounds: usize,
     idle: Duration,
+    /// `BENCH_CONNECTIONS`: the many clusters' requests in flight at once (at least 1).
+    connections: usize,
     arms: Vec<Arm>,
     /// `BENCH_RESIZE`: from size A to B (None: no resize scenario).
     resize: Option<(usize, usize)>,
@@ -219,6 +221,7 @@ impl Config {
             many: env_or("BENCH_MANY", 50)?,
             many_rounds: env_or("BENCH_MANY_ROUNDS", 1)?.min(rounds),
             idle: Duration::from_secs(env_or("BENCH_IDLE", 30)?),
+            connections: env_or("BENCH_CONNECTIONS", 8)?,
             arms: env_list("BENCH_ARMS", "operator,jobset,go")?,
             resize: resize_from_env()?,
             end: env_list("BENCH_END", "8")?
@@ -233,6 +236,10 @@ impl Config {
         };
         ensure!(!config.arms.is_empty(), "BENCH_ARMS is empty");
         ensure!(rounds > 0, "BENCH_ROUNDS must be at least 1");
+        ensure!(
+            config.connections > 0,
+            "BENCH_CONNECTIONS must be at least 1"
+        );
         Ok(config)
     }
 
@@ -256,6 +263,7 @@ async fn bench() -> Result<()> {
         many,
         many_rounds,
         idle,
+        connections,
         arms,
         resize,
         end,
@@ -263,7 +271,8 @@ async fn bench() -> Result<()> {
     } = &config;
     eprintln!(
         "bench: sizes {sizes:?}, {rounds} rounds, {many} MiniClusters of size 2 in {many_rounds} \
-         of them, idle {} s, resize {}, batch end {end:?}, arms {:?}{}; load average {}",
+         of them over {connections} connections, idle {} s, resize {}, batch end {end:?}, arms \
+         {:?}{}; load average {}",
         idle.as_secs(),
         resize.map_or("none".into(), |(a, b)| format!("{a} -> {b}")),
         arms.iter().map(|a| a.key()).collect::<Vec<_>>(),
@@ -271,7 +280,7 @@ async fn bench() -> Result<()> {
         load_start.trim()
     );
 
-    let mut bench = Bench::new(arms, *idle).await?;
+    let mut bench = Bench::new(arms, *idle, *connections).await?;
     bench.clear_earlier_runs().await?;
     if let Err(e) = bench.jobset_metrics_access().await {
         eprintln!("bench: JobSet's metrics will not be read: {e:#}");

@@ -20,6 +20,8 @@ pub(crate) struct Bench {
     pub(crate) jobset_metrics_port: Option<u16>,
     pub(crate) kueue_metrics_port: Option<u16>,
     pub(crate) idle: Duration,
+    /// The many clusters' requests in flight at once (`BENCH_CONNECTIONS`).
+    pub(crate) connections: usize,
     /// Namespaces of earlier runs the namespace controller is still removing.
     pub(crate) pending: Vec<String>,
     /// Runs started so far: each run's namespace is its own, also where an arm runs twice in
@@ -28,7 +30,7 @@ pub(crate) struct Bench {
 }
 
 impl Bench {
-    pub(crate) async fn new(arms: &[Arm], idle: Duration) -> Result<Self> {
+    pub(crate) async fn new(arms: &[Arm], idle: Duration, connections: usize) -> Result<Self> {
         let kubeconfig = PathBuf::from(
             std::env::var("KUBECONFIG").context("KUBECONFIG is not set: run through make bench")?,
         );
@@ -70,6 +72,7 @@ impl Bench {
             jobset_metrics_port,
             kueue_metrics_port,
             idle,
+            connections,
             state,
             pending: Vec::new(),
             started: 0,

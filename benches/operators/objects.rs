@@ -64,10 +64,9 @@ pub(crate) async fn apply(a: &Apply) -> Result<()> {
 
 /// Apply `objects` cluster by cluster (consecutive objects of one MiniCluster: its own, or
 /// the Secret, ConfigMap and JobSet rendered from it), up to `connections` clusters at once,
-/// each cluster's objects in order.
+/// each cluster's objects in order (`connections` is at least 1: the config checks it).
 pub(crate) async fn apply_clusters(objects: &[Apply], connections: usize) -> Result<()> {
     use futures::TryStreamExt as _;
-    ensure!(connections > 0, "BENCH_CONNECTIONS must be at least 1");
     let clusters = objects.chunk_by(|a, b| a.cluster() == b.cluster());
     futures::stream::iter(clusters.map(Ok))
         .try_for_each_concurrent(connections, |cluster| async move {

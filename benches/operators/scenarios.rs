@@ -271,7 +271,7 @@ impl Bench {
             _ => None,
         };
         let t0 = Instant::now();
-        apply_clusters(objects, env_or("BENCH_CONNECTIONS", 8usize)?).await?;
+        apply_clusters(objects, self.connections).await?;
         let limit = pods_limit(pods);
         let timeline = tokio::time::timeout(limit, watch)
             .await
