@@ -149,8 +149,11 @@ pub struct ReplicatedJobStatus {
 /// MiniCluster for the process's life.
 #[derive(Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct ObservedJobSet {
-    /// The JobSet's metadata.
-    #[serde(default)]
+    /// The JobSet's metadata, without its managed fields.
+    #[serde(
+        default,
+        deserialize_with = "crate::controller::watches::kept::metadata_without_managed_fields"
+    )]
     pub metadata: ObjectMeta,
     /// What is read of its spec.
     #[serde(default)]

@@ -31,7 +31,7 @@ mod teardown;
 #[cfg(test)]
 mod tests;
 mod trigger;
-mod watches;
+pub(crate) mod watches;
 
 use std::sync::Arc;
 use std::time::Duration;

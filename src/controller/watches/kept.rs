@@ -6,10 +6,12 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
 use kube::api::{DynamicObject, PartialObjectMeta};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 use crate::jobset::ObservedJobSet;
 
@@ -54,12 +56,61 @@ impl<K> Kept for PartialObjectMeta<K> {
     }
 }
 
+/// An object's metadata as a watch of a kind of its own keeps it: every field of
+/// `ObjectMeta` but `managedFields`, which is skipped unread. The API server sends every
+/// manager's field set with every change (on a broker pod, the Job controller's lists each
+/// field of the pod's spec), and `ObjectMeta`'s own deserializer builds each set as a JSON
+/// tree, only for the watch to drop it: most of the operator's time spent reading its
+/// watches went there.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaKept {
+    annotations: Option<BTreeMap<String, String>>,
+    creation_timestamp: Option<Time>,
+    deletion_grace_period_seconds: Option<i64>,
+    deletion_timestamp: Option<Time>,
+    finalizers: Option<Vec<String>>,
+    generate_name: Option<String>,
+    generation: Option<i64>,
+    labels: Option<BTreeMap<String, String>>,
+    name: Option<String>,
+    namespace: Option<String>,
+    owner_references: Option<Vec<OwnerReference>>,
+    resource_version: Option<String>,
+    self_link: Option<String>,
+    uid: Option<String>,
+}
+
+/// `#[serde(deserialize_with)]` of a kept kind's `metadata`: see [`MetaKept`].
+pub fn metadata_without_managed_fields<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<ObjectMeta, D::Error> {
+    let m = MetaKept::deserialize(d)?;
+    Ok(ObjectMeta {
+        annotations: m.annotations,
+        creation_timestamp: m.creation_timestamp,
+        deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+        deletion_timestamp: m.deletion_timestamp,
+        finalizers: m.finalizers,
+        generate_name: m.generate_name,
+        generation: m.generation,
+        labels: m.labels,
+        managed_fields: None,
+        name: m.name,
+        namespace: m.namespace,
+        owner_references: m.owner_references,
+        resource_version: m.resource_version,
+        self_link: m.self_link,
+        uid: m.uid,
+    })
+}
+
 /// A broker pod as its watch keeps it: its metadata and the part of its status the
 /// reconciler reads (trimmed further by [`super::trim::trim_pod`]).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub struct BrokerPod {
-    /// The pod's metadata.
-    #[serde(default)]
+    /// The pod's metadata, without its managed fields.
+    #[serde(default, deserialize_with = "metadata_without_managed_fields")]
     pub metadata: ObjectMeta,
     /// What the reconciler reads of its status.
     pub status: Option<BrokerPodStatus>,
@@ -112,5 +163,77 @@ impl From<Pod> for BrokerPod {
         };
         super::trim::trim_pod(&mut kept);
         kept
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Every field `ObjectMeta` has, `managedFields` with a field set as the API server sends
+    /// it among them.
+    fn every_field() -> serde_json::Value {
+        json!({
+            "annotations": {"a": "1"},
+            "creationTimestamp": "2026-11-29T12:00:00Z",
+            "deletionGracePeriodSeconds": 30,
+            "deletionTimestamp": "2026-11-29T12:01:00Z",
+            "finalizers": ["f"],
+            "generateName": "m-lead-0-0-",
+            "generation": 2,
+            "labels": {"l": "2"},
+            "managedFields": [{
+                "apiVersion": "v1", "fieldsType": "FieldsV1", "manager": "kube-controller-manager",
+                "operation": "Update", "time": "2026-11-29T12:00:00Z",
+                "fieldsV1": {"f:spec": {"f:containers": {"k:{\"name\":\"flux\"}": {".": {}}}}},
+            }],
+            "name": "m-lead-0-0-a",
+            "namespace": "ns",
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "m-lead-0",
+                "uid": "u-job", "controller": true, "blockOwnerDeletion": true}],
+            "resourceVersion": "7",
+            "selfLink": "/x",
+            "uid": "u-pod",
+        })
+    }
+
+    #[test]
+    fn kept_metadata_is_object_meta_but_for_its_managed_fields() {
+        let whole: ObjectMeta = serde_json::from_value(every_field()).unwrap();
+        assert!(
+            whole.managed_fields.is_some(),
+            "the input has managed fields"
+        );
+        let want = ObjectMeta {
+            managed_fields: None,
+            ..whole
+        };
+        for kind in ["pod", "jobset"] {
+            let object = json!({"metadata": every_field(), "status": {"phase": "Running"}});
+            let got = match kind {
+                "pod" => {
+                    serde_json::from_value::<BrokerPod>(object)
+                        .unwrap()
+                        .metadata
+                }
+                _ => {
+                    serde_json::from_value::<ObservedJobSet>(object)
+                        .unwrap()
+                        .metadata
+                }
+            };
+            assert_eq!(got, want, "{kind}");
+        }
+        // Absent or null metadata fields stay absent, as with `ObjectMeta`'s deserializer.
+        let pod: BrokerPod =
+            serde_json::from_value(json!({"metadata": {"name": "p", "labels": null}})).unwrap();
+        assert_eq!(
+            pod.metadata,
+            serde_json::from_value(json!({"name": "p"})).unwrap()
+        );
+        let pod: BrokerPod = serde_json::from_value(json!({})).unwrap();
+        assert_eq!(pod.metadata, ObjectMeta::default());
     }
 }
