@@ -4,10 +4,10 @@
 //! API server's JSON straight into these (unknown fields are skipped), so the fields they
 //! leave out are neither stored nor built.
 
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
 use kube::api::{DynamicObject, PartialObjectMeta};
