@@ -374,12 +374,18 @@ fn log_run(run: &Run, round: usize, rounds: usize, started: Instant) {
         ),
     };
     eprintln!(
-        "[round {round}/{rounds}] {:>5} {:<24} {:7.2} s {what}{}{}; load {:.2}; {:.0} s elapsed",
+        "[round {round}/{rounds}] {:>5} {:<24} {:7.2} s {what}{}{}{}; load {:.2}; {:.0} s elapsed",
         run.scenario.tag(),
         run.arm.title(),
         run.secs,
         run.teardown
             .map(|t| format!("; teardown {t:.2} s"))
+            .unwrap_or_default(),
+        // Each run's own, so that runs of two builds alternated by `BENCH_WRAP` can be told
+        // apart (the tables give an arm's spread only).
+        run.cpu
+            .get("operator")
+            .map(|c| format!("; operator CPU {c:.2} s"))
             .unwrap_or_default(),
         run.idle
             .as_ref()
