@@ -152,7 +152,7 @@ pub struct ObservedJobSet {
     /// The JobSet's metadata, without its managed fields.
     #[serde(
         default,
-        deserialize_with = "crate::controller::watches::kept::metadata_without_managed_fields"
+        deserialize_with = "crate::controller::metadata_without_managed_fields"
     )]
     pub metadata: ObjectMeta,
     /// What is read of its spec.

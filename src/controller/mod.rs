@@ -31,7 +31,10 @@ mod teardown;
 #[cfg(test)]
 mod tests;
 mod trigger;
-pub(crate) mod watches;
+mod watches;
+
+/// For [`crate::jobset::ObservedJobSet`], a kind only the watches read.
+pub(crate) use watches::kept::metadata_without_managed_fields;
 
 use std::sync::Arc;
 use std::time::Duration;
