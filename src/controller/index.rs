@@ -17,8 +17,8 @@
 //!   not, and this answers without a lookup per new MiniCluster.
 //! - Pods carrying the name label, read as [`BrokerPod`] (no spec): readiness and phases for
 //!   status.
-//! - Kueue Workloads, when Kueue is installed: admission for status (owner and conditions
-//!   only, [`trim_workload`](super::watches::trim::trim_workload)).
+//! - Kueue Workloads, when Kueue is installed: admission for status (owner, conditions and
+//!   pod counts only, [`trim_workload`](super::watches::trim::trim_workload)).
 
 use std::sync::Arc;
 
@@ -112,6 +112,24 @@ impl Index {
             .collect()
     }
 
+    /// The Workload Kueue made for `js`: the live one where Kueue is replacing an old one
+    /// (a queued resize deletes the old Workload as it makes the new).
+    fn workload_of(
+        workloads: &Store<DynamicObject>,
+        js: &ObservedJobSet,
+        ns: &str,
+    ) -> Option<Arc<DynamicObject>> {
+        let uid = js.metadata.uid.as_deref()?;
+        workloads
+            .state()
+            .into_iter()
+            .filter(|w| {
+                w.metadata.namespace.as_deref() == Some(ns)
+                    && w.owner_references().iter().any(|o| o.uid == uid)
+            })
+            .min_by_key(|w| w.metadata.deletion_timestamp.is_some())
+    }
+
     /// What the watches hold about `mc`'s objects.
     pub fn observe(&self, mc: &MiniCluster) -> Observed {
         let ns = mc.namespace().unwrap_or_else(|| "default".into());
@@ -132,15 +150,10 @@ impl Index {
             .into_iter()
             .filter(|p| mine(&p.metadata))
             .collect();
-        let admission = match (&self.workloads, jobset.as_ref().and_then(|j| j.uid())) {
-            (Some(workloads), Some(uid)) => workloads
-                .state()
-                .into_iter()
-                .find(|w| {
-                    w.metadata.namespace.as_deref() == Some(ns.as_str())
-                        && w.owner_references().iter().any(|o| o.uid == uid)
-                })
-                .map(|w| kueue::admission_from(&w.data)),
+        let admission = match (&self.workloads, jobset.as_deref()) {
+            (Some(workloads), Some(js)) => {
+                Self::workload_of(workloads, js, &ns).map(|w| kueue::admission_of(&w.data, js))
+            }
             _ => None,
         };
         let secret_name = crate::render::curve_secret_name(mc);

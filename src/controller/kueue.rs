@@ -1,5 +1,6 @@
 //! Kueue's view of a queued MiniCluster: the Workload Kueue made for its JobSet says whether
-//! it is admitted, why it waits, and whether it was evicted.
+//! it is admitted, why it waits, and whether it was evicted, and its pod counts say whether
+//! that admission is still for the JobSet's size.
 
 use jiff::Timestamp;
 use kube::Client;
@@ -7,6 +8,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 
 use super::status::Admission;
+use crate::jobset::ObservedJobSet;
 
 /// The Workload API versions the operator reads, newest first: `v1beta2` (Kueue's stored
 /// version since v0.16, served since v0.15), then `v1beta1` (deprecated in v0.16). What the
@@ -59,6 +61,74 @@ fn text(c: Option<&Value>, key: &str) -> String {
         .to_string()
 }
 
+/// The reason [`admission_of`] gives an admission that is for another size than the JobSet's.
+pub const RESIZED: &str = "Resized";
+
+/// Admission from a Workload and the JobSet it was made for (pure): the Workload's
+/// conditions ([`admission_from`]), except that an admitted Workload whose pod sets do not
+/// match the JobSet's replicated jobs (a queued cluster resized) is not the JobSet's
+/// admission. Kueue then stops the JobSet and admits a new Workload at the new size; until it
+/// does, the brokers the JobSet may start run on quota admitted for the old size.
+pub fn admission_of(workload: &Value, jobset: &ObservedJobSet) -> Admission {
+    let admission = admission_from(workload);
+    match (admission.admitted, pod_sets(workload)) {
+        (true, Some(admitted)) if admitted != jobset_pods(jobset) => Admission {
+            admitted: false,
+            reason: RESIZED.to_string(),
+            message: format!(
+                "Kueue admitted {} broker pods and the JobSet now has {}: \
+                 Kueue stops the brokers and admits the new size as a new Workload",
+                total(&admitted),
+                total(&jobset_pods(jobset))
+            ),
+            admitted_at: None,
+        },
+        _ => admission,
+    }
+}
+
+/// A Workload's pod sets: each name and count, sorted by name; `None` if it lists none (a
+/// Workload read before its pod sets were kept).
+fn pod_sets(workload: &Value) -> Option<Vec<(String, i64)>> {
+    let sets = workload["spec"]["podSets"].as_array()?;
+    let mut counts: Vec<(String, i64)> = sets
+        .iter()
+        .map(|s| {
+            let name = s["name"].as_str().unwrap_or_default().to_string();
+            (name, s["count"].as_i64().unwrap_or(1))
+        })
+        .collect();
+    counts.sort();
+    Some(counts)
+}
+
+/// The pods each of a JobSet's replicated jobs runs, as Kueue counts a pod set (its Jobs
+/// times the lesser of their parallelism and completions), sorted by name.
+fn jobset_pods(jobset: &ObservedJobSet) -> Vec<(String, i64)> {
+    let mut counts: Vec<(String, i64)> = jobset
+        .spec
+        .replicated_jobs
+        .iter()
+        .map(|r| {
+            let spec = r.template.spec.as_ref();
+            let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
+            let per_job = spec
+                .and_then(|s| s.completions)
+                .map_or(parallelism, |c| c.min(parallelism));
+            (
+                r.name.clone(),
+                i64::from(r.replicas.unwrap_or(1)) * i64::from(per_job),
+            )
+        })
+        .collect();
+    counts.sort();
+    counts
+}
+
+fn total(counts: &[(String, i64)]) -> i64 {
+    counts.iter().map(|(_, n)| n).sum()
+}
+
 /// Admission from a Workload's conditions (pure).
 pub fn admission_from(data: &Value) -> Admission {
     let admitted = condition(data, "Admitted");
@@ -103,7 +173,95 @@ pub fn admission_from(data: &Value) -> Admission {
 mod tests {
     use serde_json::json;
 
-    use super::admission_from;
+    use super::{RESIZED, admission_from, admission_of};
+    use crate::jobset::ObservedJobSet;
+
+    /// A JobSet of a lead and `followers` followers, as the operator renders one.
+    fn jobset(followers: Option<i32>) -> ObservedJobSet {
+        let mut jobs = vec![json!({"name": "lead", "replicas": 1,
+            "template": {"spec": {"parallelism": 1, "completions": 1}}})];
+        if let Some(n) = followers {
+            jobs.push(json!({"name": "workers", "replicas": 1,
+                "template": {"spec": {"parallelism": n, "completions": n}}}));
+        }
+        serde_json::from_value(json!({"metadata": {"name": "m"}, "spec": {"replicatedJobs": jobs}}))
+            .expect("a JobSet")
+    }
+
+    /// A Workload admitted (or only pending) for the pod sets `sets` names ("lead=1
+    /// workers=2"; `None`: a Workload whose pod sets were not read).
+    fn workload(admitted: bool, sets: Option<&str>) -> serde_json::Value {
+        let status = if admitted { "True" } else { "False" };
+        let mut wl = json!({"status": {"conditions": [
+            {"type": "QuotaReserved", "status": status, "reason": "R", "message": "waiting",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "Admitted", "status": status, "reason": "Admitted", "message": "",
+             "lastTransitionTime": "2026-01-01T00:00:05Z"}]}});
+        if let Some(sets) = sets {
+            wl["spec"]["podSets"] = (sets.split_whitespace())
+                .filter_map(|set| set.split_once('='))
+                .map(|(name, count)| json!({"name": name, "count": count.parse::<i64>().unwrap()}))
+                .collect();
+        }
+        wl
+    }
+
+    #[test]
+    fn an_admission_is_the_jobsets_only_while_the_pod_counts_match() {
+        // (what it proves, Workload admitted, its pod sets, JobSet followers, admitted, reason)
+        let cases = [
+            (
+                "counts match",
+                true,
+                Some("lead=1 workers=2"),
+                Some(2),
+                true,
+                "Admitted",
+            ),
+            (
+                "another order",
+                true,
+                Some("workers=2 lead=1"),
+                Some(2),
+                true,
+                "Admitted",
+            ),
+            ("one broker", true, Some("lead=1"), None, true, "Admitted"),
+            (
+                "grown: the old size's",
+                true,
+                Some("lead=1 workers=1"),
+                Some(2),
+                false,
+                RESIZED,
+            ),
+            (
+                "shrunk",
+                true,
+                Some("lead=1 workers=3"),
+                Some(2),
+                false,
+                RESIZED,
+            ),
+            (
+                "pending stays pending",
+                false,
+                Some("lead=1 workers=1"),
+                Some(2),
+                false,
+                "Pending",
+            ),
+            ("no pod sets read", true, None, Some(2), true, "Admitted"),
+        ];
+        for (what, admitted, sets, followers, want, reason) in cases {
+            let a = admission_of(&workload(admitted, sets), &jobset(followers));
+            assert_eq!((a.admitted, a.reason.as_str()), (want, reason), "{what}");
+        }
+        let resized = admission_of(&workload(true, Some("lead=1 workers=1")), &jobset(Some(2)));
+        let grown = "Kueue admitted 2 broker pods and the JobSet now has 3";
+        assert!(resized.message.starts_with(grown), "{}", resized.message);
+        assert_eq!(resized.admitted_at, None);
+    }
 
     #[test]
     fn pending_workload_says_why() {

@@ -86,16 +86,39 @@ pub fn mc_condition(mc: &MiniCluster, type_: &str) -> Option<(String, String, St
 
 /// Wait until `name` is Running with `size` brokers, every one ready.
 pub async fn running_at(api: &Api<MiniCluster>, name: &str, size: i32) -> Result<MiniCluster> {
+    running_when(api, name, size, false).await
+}
+
+/// Wait until queued `name` is Running with `size` brokers, every one ready, on Kueue's
+/// admission of that size (`Admitted` True): after a queued resize, brokers the JobSet starts
+/// before Kueue stops it run on the old size's admission (`Admitted` False, `Resized`).
+pub async fn admitted_running_at(
+    api: &Api<MiniCluster>,
+    name: &str,
+    size: i32,
+) -> Result<MiniCluster> {
+    running_when(api, name, size, true).await
+}
+
+async fn running_when(
+    api: &Api<MiniCluster>,
+    name: &str,
+    size: i32,
+    admitted: bool,
+) -> Result<MiniCluster> {
+    let what = if admitted { ", admitted" } else { "" };
     wait_for(
-        &format!("{name} running with {size} brokers"),
+        &format!("{name} running with {size} brokers{what}"),
         Duration::from_secs(120),
         || async {
             let mc = api.get(name).await?;
             let s = mc.status.clone().unwrap_or_default();
-            Ok(
-                (s.phase == Some(Phase::Running) && s.ready_brokers == size && s.size == size)
-                    .then_some(mc),
-            )
+            let is_admitted = mc_condition(&mc, "Admitted").is_some_and(|c| c.0 == "True");
+            Ok((s.phase == Some(Phase::Running)
+                && s.ready_brokers == size
+                && s.size == size
+                && (is_admitted || !admitted))
+                .then_some(mc))
         },
     )
     .await

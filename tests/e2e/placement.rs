@@ -16,7 +16,7 @@ use flux_operator::api::{MiniCluster, NAME_LABEL, Phase, Placement};
 
 use crate::common::*;
 use crate::kueue::queues_with_flavor;
-use crate::operator::{install_crd, mc_condition, running_at, wait_phase};
+use crate::operator::{admitted_running_at, install_crd, mc_condition, running_at, wait_phase};
 use crate::queued::queued;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
@@ -196,7 +196,7 @@ async fn a_required_rack_puts_every_broker_in_one_rack_and_a_resize_stays_there(
         &Patch::Merge(&json!({"spec": {"size": 4}})),
     )
     .await?;
-    running_at(&mcs, "racked", 4).await?;
+    admitted_running_at(&mcs, "racked", 4).await?;
     all_in_one(&ns, "racked", 4, RACK).await?;
     ns.cleanup().await;
     Ok(())

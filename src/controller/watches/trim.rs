@@ -123,11 +123,23 @@ pub fn trim_minicluster(mc: &mut MiniCluster) {
     }
 }
 
-/// A Kueue Workload as the reconciler reads it ([`crate::controller::kueue::admission_from`]): metadata (its
-/// owner, the JobSet) and the conditions; its pod sets, a copy of every pod template, dropped.
+/// A Kueue Workload as the reconciler reads it ([`crate::controller::kueue::admission_of`]):
+/// metadata (its owner, the JobSet), the conditions, and each pod set's name and count; the
+/// pod sets' templates, a copy of every pod template, dropped.
 pub fn trim_workload(wl: &mut DynamicObject) {
     let conditions = wl.data["status"]["conditions"].take();
-    wl.data = serde_json::json!({"status": {"conditions": conditions}});
+    let pod_sets: Vec<serde_json::Value> = wl.data["spec"]["podSets"]
+        .as_array()
+        .map(|sets| {
+            sets.iter()
+                .map(|s| serde_json::json!({"name": s["name"], "count": s["count"]}))
+                .collect()
+        })
+        .unwrap_or_default();
+    wl.data = serde_json::json!({
+        "spec": {"podSets": pod_sets},
+        "status": {"conditions": conditions},
+    });
 }
 
 /// A Service as the reconciler reads it: its name, owners, deletion, the name label and the
@@ -319,7 +331,7 @@ mod tests {
     }
 
     #[test]
-    fn a_trimmed_workload_keeps_its_owner_and_admission() {
+    fn a_trimmed_workload_keeps_its_owner_admission_and_pod_counts() {
         let mut wl: DynamicObject = serde_json::from_value(serde_json::json!({
             "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
             "metadata": {"name": "w", "namespace": "ns", "ownerReferences": [
@@ -331,7 +343,11 @@ mod tests {
         .expect("a Workload");
         let before = kueue::admission_from(&wl.data);
         trim_workload(&mut wl);
-        assert!(wl.data.get("spec").is_none(), "pod sets dropped");
+        assert_eq!(
+            wl.data["spec"],
+            serde_json::json!({"podSets": [{"name": "lead", "count": 1}]}),
+            "the pod sets' names and counts kept, their templates dropped"
+        );
         assert_eq!(wl.owner_references().len(), 1);
         let after = kueue::admission_from(&wl.data);
         assert!(after.admitted);
