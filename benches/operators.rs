@@ -70,8 +70,9 @@
 //! resource: one per watcher, every client's), the admission webhooks' time and the pod
 //! creations' latency. With `BENCH_PPROF_SECS` (default 0: off), the many-clusters runs also
 //! take the apiserver's CPU profile over that many seconds from the first apply (its
-//! `/debug/pprof/profile`, kept beside the bench logs) and split it by path with `go tool
-//! pprof`: watch events sent, writes (with the custom resources' CEL rules apart), gets and
+//! `/debug/pprof/profile`, in pieces of at most 50 s, the apiserver ending a request after a
+//! minute; kept beside the bench logs, `pprof-<arm>-<namespace>.pb.gz.<piece>`) and split it
+//! by path with `go tool pprof`: watch events sent, writes (with the custom resources' CEL rules apart), gets and
 //! lists, Go's garbage collector, the rest.
 //!
 //! `BENCH_ROUNDS` (default 3) rounds, each with every size and the resize; the first

@@ -29,6 +29,10 @@ pub(crate) struct Bench {
     pub(crate) started: usize,
 }
 
+/// The longest piece of an API server profile ([`Bench::profile_api_server`]): under the
+/// minute after which the apiserver ends a request.
+const PROFILE_PIECE_SECS: u64 = 50;
+
 impl Bench {
     pub(crate) async fn new(arms: &[Arm], idle: Duration, connections: usize) -> Result<Self> {
         let kubeconfig = PathBuf::from(
@@ -111,7 +115,10 @@ impl Bench {
     }
 
     /// A CPU profile of the API server over the next `secs` seconds (its
-    /// `/debug/pprof/profile`), written to `path`, split by path once it is whole.
+    /// `/debug/pprof/profile`), split by path once it is whole. The apiserver ends a
+    /// request after a minute (`--request-timeout`), so a longer window is profiled in
+    /// consecutive pieces of at most [`PROFILE_PIECE_SECS`], written to `path` with the
+    /// piece's number appended, and split together.
     pub(crate) fn profile_api_server(
         &self,
         secs: u64,
@@ -120,14 +127,23 @@ impl Bench {
         let client = self.client.clone();
         tokio::spawn(async move {
             use futures::AsyncReadExt as _;
-            let uri = format!("/debug/pprof/profile?seconds={secs}");
-            let req = http::Request::get(uri).body(Vec::new())?;
-            let mut body = Vec::new();
-            let stream = client.request_stream(req).await?;
-            futures::pin_mut!(stream);
-            stream.read_to_end(&mut body).await?;
-            std::fs::write(&path, &body).with_context(|| format!("writing {}", path.display()))?;
-            Ok(profile_split(&path))
+            let mut pieces = Vec::new();
+            let mut left = secs;
+            while left > 0 {
+                let piece = left.min(PROFILE_PIECE_SECS);
+                left -= piece;
+                let uri = format!("/debug/pprof/profile?seconds={piece}");
+                let req = http::Request::get(uri).body(Vec::new())?;
+                let mut body = Vec::new();
+                let stream = client.request_stream(req).await?;
+                futures::pin_mut!(stream);
+                stream.read_to_end(&mut body).await?;
+                let file = PathBuf::from(format!("{}.{}", path.display(), pieces.len() + 1));
+                std::fs::write(&file, &body)
+                    .with_context(|| format!("writing {}", file.display()))?;
+                pieces.push(file);
+            }
+            Ok(profile_split(&pieces))
         })
     }
 

@@ -94,10 +94,10 @@ pub(crate) fn control_plane(state: &Path) -> Result<Vec<(&'static str, u32)>> {
     Ok(procs)
 }
 
-/// The split of the CPU profile at `path` ([`ProfileSplit`]), from `go tool pprof -top -cum`
-/// (Go builds the control plane here, so its toolchain is on the machine). `None` when pprof
-/// cannot read it.
-pub(crate) fn profile_split(path: &Path) -> Option<ProfileSplit> {
+/// The split of the CPU profiles at `paths`, merged ([`ProfileSplit`]), from `go tool pprof
+/// -top -cum` (Go builds the control plane here, so its toolchain is on the machine). `None`
+/// when pprof cannot read them.
+pub(crate) fn profile_split(paths: &[PathBuf]) -> Option<ProfileSplit> {
     let out = Command::new("go")
         .args([
             "tool",
@@ -108,7 +108,7 @@ pub(crate) fn profile_split(path: &Path) -> Option<ProfileSplit> {
             "-nodefraction=0",
             "-unit=s",
         ])
-        .arg(path)
+        .args(paths)
         .stderr(Stdio::null())
         .output()
         .ok()?;
