@@ -128,18 +128,16 @@ pub fn trim_minicluster(mc: &mut MiniCluster) {
 /// pod sets' templates, a copy of every pod template, dropped.
 pub fn trim_workload(wl: &mut DynamicObject) {
     let conditions = wl.data["status"]["conditions"].take();
-    let pod_sets: Vec<serde_json::Value> = wl.data["spec"]["podSets"]
-        .as_array()
-        .map(|sets| {
+    let pod_sets: Option<Vec<serde_json::Value>> =
+        wl.data["spec"]["podSets"].as_array().map(|sets| {
             sets.iter()
                 .map(|s| serde_json::json!({"name": s["name"], "count": s["count"]}))
                 .collect()
-        })
-        .unwrap_or_default();
-    wl.data = serde_json::json!({
-        "spec": {"podSets": pod_sets},
-        "status": {"conditions": conditions},
-    });
+        });
+    wl.data = serde_json::json!({"status": {"conditions": conditions}});
+    if let Some(pod_sets) = pod_sets {
+        wl.data["spec"] = serde_json::json!({"podSets": pod_sets});
+    }
 }
 
 /// A Service as the reconciler reads it: its name, owners, deletion, the name label and the
@@ -355,5 +353,10 @@ mod tests {
             (before.reason, before.admitted_at),
             (after.reason, after.admitted_at)
         );
+        // A Workload with no pod sets read keeps none: not an empty list, which would match
+        // no JobSet's counts.
+        wl.data["spec"] = serde_json::json!({});
+        trim_workload(&mut wl);
+        assert_eq!(wl.data.get("spec"), None);
     }
 }
