@@ -151,6 +151,9 @@ pub(crate) struct ProfileSplit {
     pub(crate) gc: f64,
     /// Within the writes: custom resources' CEL rules (`x-kubernetes-validations`).
     pub(crate) cel: f64,
+    /// Within the writes: custom resources' status writes (a MiniCluster's status applies,
+    /// JobSet's status updates), from the stored object to etcd and back.
+    pub(crate) cr_status: f64,
 }
 
 impl ProfileSplit {
@@ -176,6 +179,8 @@ impl ProfileSplit {
     pub(crate) const GC: &[&str] = &["runtime.gcBgMarkWorker"];
     pub(crate) const CEL: &[&str] =
         &["k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel.(*Validator).Validate"];
+    pub(crate) const CR_STATUS: &[&str] =
+        &["k8s.io/apiextensions-apiserver/pkg/registry/customresource.(*StatusREST).Update"];
 
     /// The rest: everything else (the filters before a handler, etcd's client, GC, ...).
     pub(crate) fn rest(&self) -> f64 {

@@ -141,6 +141,7 @@ pub(crate) fn profile_split(paths: &[PathBuf]) -> Option<ProfileSplit> {
         reads: cum(ProfileSplit::READS),
         gc: cum(ProfileSplit::GC),
         cel: cum(ProfileSplit::CEL),
+        cr_status: cum(ProfileSplit::CR_STATUS),
     })
 }
 

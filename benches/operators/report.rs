@@ -671,6 +671,11 @@ pub(crate) fn many_rows(m: usize) -> Vec<Row> {
             2,
         ),
         (
+            "kube-apiserver profile s: custom resources' status writes (in the writes)",
+            Box::new(|r| Some(r.profile.as_ref()?.cr_status)),
+            2,
+        ),
+        (
             "kube-apiserver profile s: CEL rules of custom resources (in the writes)",
             Box::new(|r| Some(r.profile.as_ref()?.cel)),
             2,
