@@ -72,8 +72,8 @@
 //! take the apiserver's CPU profile over that many seconds from the first apply (its
 //! `/debug/pprof/profile`, in pieces of at most 50 s, the apiserver ending a request after a
 //! minute; kept beside the bench logs, `pprof-<arm>-<namespace>.pb.gz.<piece>`) and split it
-//! by path with `go tool pprof`: watch events sent, writes (with the custom resources' CEL rules apart), gets and
-//! lists, Go's garbage collector, the rest.
+//! by path with `go tool pprof`: watch events sent, writes (with the custom resources'
+//! status writes and CEL rules apart), gets and lists, Go's garbage collector, the rest.
 //!
 //! `BENCH_ROUNDS` (default 3) rounds, each with every size and the resize; the first
 //! `BENCH_MANY_ROUNDS` (default 1, to stay near 15 minutes in all) of them include the

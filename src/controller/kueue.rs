@@ -71,19 +71,23 @@ pub const RESIZED: &str = "Resized";
 /// does, the brokers the JobSet may start run on quota admitted for the old size.
 pub fn admission_of(workload: &Value, jobset: &ObservedJobSet) -> Admission {
     let admission = admission_from(workload);
-    match (admission.admitted, pod_sets(workload)) {
-        (true, Some(admitted)) if admitted != jobset_pods(jobset) => Admission {
-            admitted: false,
-            reason: RESIZED.to_string(),
-            message: format!(
-                "Kueue admitted {} broker pods and the JobSet now has {}: \
-                 Kueue stops the brokers and admits the new size as a new Workload",
-                total(&admitted),
-                total(&jobset_pods(jobset))
-            ),
-            admitted_at: None,
-        },
-        _ => admission,
+    let Some(admitted) = pod_sets(workload).filter(|_| admission.admitted) else {
+        return admission;
+    };
+    let wanted = jobset_pods(jobset);
+    if admitted == wanted {
+        return admission;
+    }
+    Admission {
+        admitted: false,
+        reason: RESIZED.to_string(),
+        message: format!(
+            "Kueue admitted {} broker pods and the JobSet now has {}: \
+             Kueue stops the brokers and admits the new size as a new Workload",
+            total(&admitted),
+            total(&wanted)
+        ),
+        admitted_at: None,
     }
 }
 
