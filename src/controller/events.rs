@@ -1,6 +1,15 @@
 //! Kubernetes Events for what a user wants to see in `kubectl describe minicluster`,
 //! derived from the change between the old status and the new one (pure).
 //!
+//! Events are for what a user must look at or would not see otherwise: every condition that
+//! turns true (Warnings), the cluster's end, a step off the way up (Pending again, Suspended),
+//! saves, restores and cleanup. The way up of a new cluster (its objects made, its brokers
+//! starting, then all ready) has none: the status says it, with the JobSet and Secret named
+//! and the times (`startTime`, `readyTime`, `Ready`'s transition), as JobSet's and Kueue's
+//! controllers leave their normal path to the status. Each Event is a write the API server
+//! stores; at a thousand clusters two per cluster that nobody reads cost it more than the
+//! JobSet's own status updates do (docs/benchmarks.md, "Many MiniClusters").
+//!
 //! Deriving them from state, not from actions, makes them survive a crash: the executor
 //! publishes a plan's Events before it writes the status, so if the operator dies in between
 //! (or between an action and its Event) the next run sees the same transition again and
@@ -62,7 +71,7 @@ pub fn transitions(
     old: &MiniClusterStatus,
     new: &MiniClusterStatus,
 ) -> Vec<Note> {
-    let mut notes: Vec<Note> = created(old, new).into_iter().collect();
+    let mut notes = Vec::new();
     let instance_restarted = instance_note(old, new);
     // Conditions that hold the cluster or say something is wrong: a Warning each time one
     // turns true or says something new.
@@ -81,13 +90,13 @@ pub fn transitions(
         }
     }
     notes.extend(instance_restarted);
-    // Phases: each change has its Event, but a new cluster's first phase (Pending): Created,
-    // or the Warning that holds it, already says what happened.
+    // Phases: each change off the way up has its Event; a new cluster's first phase
+    // (Pending) and the way up (Starting, Running) are the status's.
     if old.phase != new.phase
         && old.phase.is_some()
-        && let Some(phase) = new.phase
+        && let Some(note) = new.phase.and_then(phase_note)
     {
-        notes.push(phase_note(mc, phase));
+        notes.push(note);
     }
     if let Some(r) = &new.restore
         && old.restore.as_ref() != Some(r)
@@ -126,24 +135,6 @@ pub fn transitions(
     notes
 }
 
-/// A new cluster: one Event for what was made (the certificate's Secret is made with the
-/// JobSet, and is in the status too).
-fn created(old: &MiniClusterStatus, new: &MiniClusterStatus) -> Option<Note> {
-    if !old.job_set.is_empty() || new.job_set.is_empty() {
-        return None;
-    }
-    let message = if old.curve_secret.is_empty() && !new.curve_secret.is_empty() {
-        format!(
-            "Created JobSet {}; the brokers' CURVE certificate is in Secret {} (made once, \
-             never replaced)",
-            new.job_set, new.curve_secret
-        )
-    } else {
-        format!("Created JobSet {}", new.job_set)
-    };
-    Some(Note::normal("Created", "CreateJobSet", message))
-}
-
 /// A Warning each time a new Flux instance replaced the running one (its lead's Flux
 /// container restarted or its pod was replaced; `status.instance.restarts` went up), with
 /// the `Restarted` condition's account of it, also when the new instance was already up
@@ -164,14 +155,10 @@ fn instance_note(old: &MiniClusterStatus, new: &MiniClusterStatus) -> Option<Not
     Some(Note::warning("InstanceRestarted", "Reconcile", message))
 }
 
-/// The Event of a change to `phase`.
-fn phase_note(mc: &MiniCluster, phase: Phase) -> Note {
-    match phase {
-        Phase::Running => Note::normal(
-            "Running",
-            "Reconcile",
-            format!("All {} brokers are ready", mc.spec.size),
-        ),
+/// The Event of a change to `phase`, if it has one: the way up (Starting, Running) has none.
+fn phase_note(phase: Phase) -> Option<Note> {
+    let note = match phase {
+        Phase::Starting | Phase::Running => return None,
         Phase::Succeeded => Note::normal(
             "Succeeded",
             "Reconcile",
@@ -183,17 +170,13 @@ fn phase_note(mc: &MiniCluster, phase: Phase) -> Note {
             "Reconcile",
             "The cluster is suspended".to_string(),
         ),
-        Phase::Starting => Note::normal(
-            "Starting",
-            "Reconcile",
-            "Broker pods are starting".to_string(),
-        ),
         Phase::Pending => Note::normal(
             "Pending",
             "Reconcile",
             "Waiting for broker pods".to_string(),
         ),
-    }
+    };
+    Some(note)
 }
 
 /// The Event of a save the lead pod reported: what the archive holds now, or why it was not
@@ -293,47 +276,45 @@ mod tests {
     }
 
     #[test]
-    fn a_new_cluster_gets_one_event_and_each_later_phase_one() {
+    fn the_way_up_has_no_event_and_each_step_off_it_one() {
         let none = status(None, "", "");
         let created = status(Some(Phase::Pending), "m", "m-curve");
-        let running = status(Some(Phase::Running), "m", "m-curve");
+        let at = |phase| status(Some(phase), "m", "m-curve");
         // (what it proves, old status, new status, the Events' reasons)
         let cases = [
-            (
-                "created: the JobSet and the certificate in one Event, no Pending of its own",
-                &none,
-                &created,
-                vec!["Created"],
-            ),
+            ("created: the status names the JobSet and Secret", &none, &created, vec![]),
             (
                 "held before anything was made: no Event for the first phase",
                 &none,
                 &status(Some(Phase::Pending), "", ""),
                 vec![],
             ),
-            ("all brokers ready", &created, &running, vec!["Running"]),
+            ("brokers starting", &created, &at(Phase::Starting), vec![]),
+            ("all brokers ready", &created, &at(Phase::Running), vec![]),
             (
-                "the JobSet made again: Pending again is a change",
-                &running,
+                "resumed after a suspension",
+                &at(Phase::Suspended),
+                &at(Phase::Running),
+                vec![],
+            ),
+            (
+                "the JobSet made again: Pending again is a step back",
+                &at(Phase::Running),
                 &created,
                 vec!["Pending"],
             ),
-            ("nothing changed", &running, &running, vec![]),
+            ("suspended", &at(Phase::Running), &at(Phase::Suspended), vec!["Suspended"]),
+            ("finished", &at(Phase::Running), &at(Phase::Succeeded), vec!["Succeeded"]),
+            ("failed", &at(Phase::Running), &at(Phase::Failed), vec!["Failed"]),
+            ("nothing changed", &at(Phase::Running), &at(Phase::Running), vec![]),
         ];
         for (what, old, new, want) in cases {
             let notes = transitions(&mc(), old, new);
             let reasons: Vec<&str> = notes.iter().map(|n| n.reason).collect();
             assert_eq!(reasons, want, "{what}");
         }
-        let notes = transitions(&mc(), &none, &created);
-        assert_eq!(
-            notes[0].message,
-            "Created JobSet m; the brokers' CURVE certificate is in Secret m-curve (made once, \
-             never replaced)"
-        );
-        // A status of an older operator without curveSecret: the Event says only the JobSet.
-        let notes = transitions(&mc(), &none, &status(Some(Phase::Pending), "m", ""));
-        assert_eq!(notes[0].message, "Created JobSet m");
+        let failed = transitions(&mc(), &at(Phase::Running), &at(Phase::Failed));
+        assert!(failed[0].warning, "a failure is a Warning");
     }
 
     #[test]

@@ -197,7 +197,7 @@ fn condition(status: &Value, type_: &str) -> Option<(String, String)> {
 }
 
 #[tokio::test]
-async fn a_new_minicluster_makes_its_secret_and_config_map_together_then_its_jobset_then_one_status_write()
+async fn a_new_minicluster_makes_its_secret_and_config_map_together_then_its_jobset_then_one_status_write_and_no_event()
  {
     let (client, calls) = fake_api(vec![echo_writes()]);
     let (index, _stores) = index();
@@ -208,7 +208,7 @@ async fn a_new_minicluster_makes_its_secret_and_config_map_together_then_its_job
     let calls = calls_of(&calls);
     let writes: Vec<String> = calls
         .iter()
-        .filter(|c| c.method != Method::GET && !c.path.contains("/events"))
+        .filter(|c| c.method != Method::GET)
         .map(|c| {
             format!(
                 "{} {}",
@@ -233,7 +233,7 @@ async fn a_new_minicluster_makes_its_secret_and_config_map_together_then_its_job
     assert_eq!(
         writes[2..],
         ["POST jobsets", "PATCH miniclusters/m/status"],
-        "then the JobSet, then the status once"
+        "then the JobSet, then the status once, and no Event: the status names what was made"
     );
     // No lookup: a create fails if the name is taken, and the pods' subdomain is in the
     // Service watch.
@@ -247,15 +247,7 @@ async fn a_new_minicluster_makes_its_secret_and_config_map_together_then_its_job
     assert_eq!(status["jobSet"], "m");
     assert_eq!(status["curveSecret"], "m-curve");
     assert_eq!(status["phase"], "Pending");
-    // One Event says what was made.
-    let events: Vec<&Value> = calls
-        .iter()
-        .filter(|c| c.is(&Method::POST, "/events"))
-        .map(|c| &c.body)
-        .collect();
-    assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(events[0]["reason"], "Created");
-    // The certificate's secret key goes to the Secret only: never into an Event or status.
+    // The certificate's secret key goes to the Secret only: never into the status.
     let secret = &calls
         .iter()
         .find(|c| c.is(&Method::POST, "/secrets"))
