@@ -282,7 +282,12 @@ mod tests {
         let at = |phase| status(Some(phase), "m", "m-curve");
         // (what it proves, old status, new status, the Events' reasons)
         let cases = [
-            ("created: the status names the JobSet and Secret", &none, &created, vec![]),
+            (
+                "created: the status names the JobSet and Secret",
+                &none,
+                &created,
+                vec![],
+            ),
             (
                 "held before anything was made: no Event for the first phase",
                 &none,
@@ -303,10 +308,30 @@ mod tests {
                 &created,
                 vec!["Pending"],
             ),
-            ("suspended", &at(Phase::Running), &at(Phase::Suspended), vec!["Suspended"]),
-            ("finished", &at(Phase::Running), &at(Phase::Succeeded), vec!["Succeeded"]),
-            ("failed", &at(Phase::Running), &at(Phase::Failed), vec!["Failed"]),
-            ("nothing changed", &at(Phase::Running), &at(Phase::Running), vec![]),
+            (
+                "suspended",
+                &at(Phase::Running),
+                &at(Phase::Suspended),
+                vec!["Suspended"],
+            ),
+            (
+                "finished",
+                &at(Phase::Running),
+                &at(Phase::Succeeded),
+                vec!["Succeeded"],
+            ),
+            (
+                "failed",
+                &at(Phase::Running),
+                &at(Phase::Failed),
+                vec!["Failed"],
+            ),
+            (
+                "nothing changed",
+                &at(Phase::Running),
+                &at(Phase::Running),
+                vec![],
+            ),
         ];
         for (what, old, new, want) in cases {
             let notes = transitions(&mc(), old, new);
