@@ -14,6 +14,8 @@
 #   make flux-build   build flux-core and Fluxion from ../shared/vendor (cached)
 #   make bench        side by side on a cluster of its own: this operator, the bare JobSet
 #                     it renders, the Go operator from ../shared/vendor (figures, ~15 min)
+#   make bench-status the apiserver's CPU per MiniCluster status write, by the status's shape and
+#                     by how it is written (apply, merge patch), on the e2e control plane
 #   make bench-cel    the MiniCluster CRD's CEL rules as the apiserver runs them, per status
 #                     write and per create, as they are and changed (Go, ~1 min)
 #   make bench-node   this operator (the view copied, and mounted as an image volume) and the
@@ -48,7 +50,7 @@ SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build e2e-build-background e2e-tests-build up down vendor-crds test test-unit test-e2e test-e2e-harness bench-state bench-large-specs \
         test-e2e-running test-kueue-oldest test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
-        bench bench-cel bench-node bench-hpc bench-autoscaling bench-flux go-operator-build images operator-build test-node test-node-running \
+        bench bench-status bench-cel bench-node bench-hpc bench-autoscaling bench-flux go-operator-build images operator-build test-node test-node-running \
         test-demo
 
 setup:
@@ -161,6 +163,13 @@ bench: e2e-build go-operator-build
 
 # The real-node benchmark (benches/node.rs; not part of `make test`): this operator and the Go
 # operator on a fresh cluster with its real node, real Flux; BENCH_NODE_SIZES, BENCH_NODE_ROUNDS.
+# The apiserver's CPU per MiniCluster status write (benches/status; no operator): what a change
+# to the status's shape or to how it is written saves, measured before it is made.
+bench-status: e2e-build
+	e2e/run-tests.sh sh -c 'kubectl apply -k crds/ >/dev/null && \
+	  kubectl wait --for condition=established crd/miniclusters.flux-framework.org >/dev/null && \
+	  python3 benches/status/status_writes.py'
+
 # The MiniCluster CRD's CEL rules as the apiserver runs them, per status write and per create,
 # as the CRD is and with rules or defaults changed (benches/cel; Go modules from the proxy).
 bench-cel:
