@@ -7,8 +7,8 @@
 //! starting, then all ready) has none: the status says it, with the JobSet and Secret named
 //! and the times (`startTime`, `readyTime`, `Ready`'s transition), as JobSet's and Kueue's
 //! controllers leave their normal path to the status. Each Event is a write the API server
-//! stores; at a thousand clusters two per cluster that nobody reads cost it more than the
-//! JobSet's own status updates do (docs/benchmarks.md, "Many MiniClusters").
+//! stores: at a thousand clusters, those two per cluster were two of the operator's five
+//! requests per cluster beyond the bare JobSet's (docs/benchmarks.md, "Many MiniClusters").
 //!
 //! Deriving them from state, not from actions, makes them survive a crash: the executor
 //! publishes a plan's Events before it writes the status, so if the operator dies in between
