@@ -161,8 +161,6 @@ bench: e2e-build go-operator-build
 	E2E_STATE=$(BENCH_STATE) E2E_CLUSTER=$(BENCH_CLUSTER) E2E_NODES=$(BENCH_NODES) \
 	  e2e/run-tests.sh cargo bench --bench operators
 
-# The real-node benchmark (benches/node.rs; not part of `make test`): this operator and the Go
-# operator on a fresh cluster with its real node, real Flux; BENCH_NODE_SIZES, BENCH_NODE_ROUNDS.
 # The apiserver's CPU per MiniCluster status write (benches/status; no operator): what a change
 # to the status's shape or to how it is written saves, measured before it is made.
 bench-status: e2e-build
@@ -176,6 +174,8 @@ bench-cel:
 	cd benches/cel && CRD=$(CURDIR)/crds/flux-framework.org_miniclusters.yaml \
 	  MC=$(CURDIR)/benches/cel/minicluster.yaml go test -run '^$$' -bench . -benchtime 3000x -count 3
 
+# The real-node benchmark (benches/node.rs; not part of `make test`): this operator and the Go
+# operator on a fresh cluster with its real node, real Flux; BENCH_NODE_SIZES, BENCH_NODE_ROUNDS.
 bench-node: e2e-build images go-operator-build
 	cargo bench --bench node --no-run
 	E2E_REAL_NODE=1 e2e/run-tests.sh cargo bench --bench node

@@ -278,8 +278,8 @@ mod tests {
     #[test]
     fn the_way_up_has_no_event_and_each_step_off_it_one() {
         let none = status(None, "", "");
-        let created = status(Some(Phase::Pending), "m", "m-curve");
         let at = |phase| status(Some(phase), "m", "m-curve");
+        let created = at(Phase::Pending);
         // (what it proves, old status, new status, the Events' reasons)
         let cases = [
             (
