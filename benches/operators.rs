@@ -32,7 +32,7 @@
 //!
 //! - one MiniCluster of size N for each N in `BENCH_SIZES` (default `8,64,256`): seconds
 //!   from the first apply request until a pod watch (opened before it) has seen N pods Ready;
-//!   also when the first pod appeared and when all N existed; then its teardown: the
+//!   also when the first JobSet and the first pod appeared and when all N existed; then its teardown: the
 //!   operators' MiniCluster deleted, or the bare arm's JobSet and then its Secret, ConfigMap
 //!   and Services (background propagation, as kubectl deletes), seconds from the first
 //!   delete request until a pod watch has seen the last pod deleted from the API (a KWOK pod
@@ -77,7 +77,9 @@
 //!
 //! `BENCH_ROUNDS` (default 3) rounds, each with every size and the resize; the first
 //! `BENCH_MANY_ROUNDS` (default 1, to stay near 15 minutes in all) of them include the
-//! many-clusters scenario. Every table gives min / median / max over the rounds and, for
+//! many-clusters scenario. With `BENCH_WARMUP=1` (default 0), round 1's scenarios run once
+//! under each arm before the rounds and are not kept (a fresh cluster's first runs are
+//! then in no round). Every table gives min / median / max over the rounds and, for
 //! each pair of arms (operator / bare JobSet, operator / Go), the ratio in each round (the
 //! runs of one round paired) beside the ratio of the medians. Needs `KUBECONFIG`,
 //! `E2E_STATE` and `E2E_CLUSTER` as `e2e/run-tests.sh` exports them.
@@ -106,7 +108,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams, PostParams,
+};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -188,6 +192,17 @@ struct Config {
     end: Vec<usize>,
     /// `BENCH_MIRROR`: every scenario's arms twice a round, A B then B A.
     mirror: bool,
+    /// `BENCH_WARMUP`: round 1's scenarios once under each arm before the rounds, discarded.
+    warmup: bool,
+}
+
+/// A 0-or-1 knob.
+fn env_flag(name: &str) -> Result<bool> {
+    match env_or(name, 0u8)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => bail!("{name}={other}: 0 or 1"),
+    }
 }
 
 /// `BENCH_RESIZE`, "A:B" (default 8:64; empty or 0: none).
@@ -229,11 +244,8 @@ impl Config {
                 .into_iter()
                 .filter(|&n: &usize| n > 0)
                 .collect(),
-            mirror: match env_or("BENCH_MIRROR", 0u8)? {
-                0 => false,
-                1 => true,
-                other => bail!("BENCH_MIRROR={other}: 0 or 1"),
-            },
+            mirror: env_flag("BENCH_MIRROR")?,
+            warmup: env_flag("BENCH_WARMUP")?,
         };
         ensure!(!config.arms.is_empty(), "BENCH_ARMS is empty");
         ensure!(rounds > 0, "BENCH_ROUNDS must be at least 1");
@@ -269,15 +281,21 @@ async fn bench() -> Result<()> {
         resize,
         end,
         mirror,
+        warmup,
     } = &config;
     eprintln!(
         "bench: sizes {sizes:?}, {rounds} rounds, {many} MiniClusters of size 2 in {many_rounds} \
          of them over {connections} connections, idle {} s, resize {}, batch end {end:?}, arms \
-         {:?}{}; load average {}",
+         {:?}{}{}; load average {}",
         idle.as_secs(),
         resize.map_or("none".into(), |(a, b)| format!("{a} -> {b}")),
         arms.iter().map(|a| a.key()).collect::<Vec<_>>(),
         if *mirror { " mirrored (A B B A)" } else { "" },
+        if *warmup {
+            ", after a discarded warm-up"
+        } else {
+            ""
+        },
         load_start.trim()
     );
 
@@ -314,22 +332,17 @@ async fn bench() -> Result<()> {
 }
 
 /// Every round: each scenario (the sizes, the resize, then the many clusters in the first
-/// `many_rounds`) under each arm, the arms' order rotating from one scenario and round to the next. On
-/// a failure the runs before it are printed, then the error returned.
+/// `many_rounds`) under each arm, the arms' order rotating from one scenario and round to the
+/// next; with `warmup`, round 1's scenarios once under each arm before them, not kept. On a
+/// failure the runs before it are printed, then the error returned.
 async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result<Vec<Run>> {
+    if config.warmup {
+        warm_up(bench, config, started).await?;
+    }
     let arms = &config.arms;
     let mut runs = Vec::new();
     for round in 1..=config.rounds {
-        let mut scenarios: Vec<Scenario> =
-            config.sizes.iter().map(|&n| Scenario::Single(n)).collect();
-        if let Some((a, b)) = config.resize {
-            scenarios.push(Scenario::Resize(a, b));
-        }
-        scenarios.extend(config.end.iter().map(|&n| Scenario::End(n)));
-        if config.many > 0 && round <= config.many_rounds {
-            scenarios.push(Scenario::Many(config.many));
-        }
-        for (s, sc) in scenarios.into_iter().enumerate() {
+        for (s, sc) in scenarios(config, round).into_iter().enumerate() {
             // Rotate the arms' order from one scenario to the next and, for each scenario,
             // from one round to the next (a count that only went up by scenario gave a
             // scenario the same order in every round when the scenarios were as many as
@@ -359,6 +372,36 @@ async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result
     Ok(runs)
 }
 
+/// The scenarios of `round`: the sizes, the resize, the batch end, and the many clusters in
+/// the first `many_rounds`.
+fn scenarios(config: &Config, round: usize) -> Vec<Scenario> {
+    let mut scenarios: Vec<Scenario> = config.sizes.iter().map(|&n| Scenario::Single(n)).collect();
+    if let Some((a, b)) = config.resize {
+        scenarios.push(Scenario::Resize(a, b));
+    }
+    scenarios.extend(config.end.iter().map(|&n| Scenario::End(n)));
+    if config.many > 0 && round <= config.many_rounds {
+        scenarios.push(Scenario::Many(config.many));
+    }
+    scenarios
+}
+
+/// Round 1's scenarios once under each arm, in the listed order, logged and dropped: a fresh
+/// cluster's first runs (an empty etcd, a CRD just installed, controllers' caches cold) are
+/// then no round's, and every timed run follows runs of the same size.
+async fn warm_up(bench: &mut Bench, config: &Config, started: Instant) -> Result<()> {
+    for sc in scenarios(config, 1) {
+        for &arm in config.arms.iter().filter(|&&a| runs_in(sc, a)) {
+            let run = bench
+                .run(sc, arm, 0)
+                .await
+                .map_err(|e| e.context(format!("warm-up, {sc:?}, {}", arm.title())))?;
+            log_run(&run, 0, config.rounds, started);
+        }
+    }
+    Ok(())
+}
+
 /// Whether `arm` runs `sc`: the batch end only where the lead's end ends the JobSet (this
 /// operator and the bare JobSet).
 fn runs_in(sc: Scenario, arm: Arm) -> bool {
@@ -370,12 +413,21 @@ fn log_run(run: &Run, round: usize, rounds: usize, started: Instant) {
     let what = match run.scenario {
         Scenario::End(_) => "from the lead's success to no other pod".to_string(),
         _ => format!(
-            "to Ready (first pod {:.2} s, all created {:.2} s)",
-            run.first_pod, run.all_created
+            "to Ready ({}first pod {:.2} s, all created {:.2} s)",
+            run.first_jobset
+                .map(|t| format!("first JobSet {t:.2} s, "))
+                .unwrap_or_default(),
+            run.first_pod,
+            run.all_created
         ),
     };
+    let label = if round == 0 {
+        "warm-up, not kept".to_string()
+    } else {
+        format!("round {round}/{rounds}")
+    };
     eprintln!(
-        "[round {round}/{rounds}] {:>5} {:<24} {:7.2} s {what}{}{}{}; load {:.2}; {:.0} s elapsed",
+        "[{label}] {:>5} {:<24} {:7.2} s {what}{}{}{}; load {:.2}; {:.0} s elapsed",
         run.scenario.tag(),
         run.arm.title(),
         run.secs,

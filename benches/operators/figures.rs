@@ -106,6 +106,8 @@ pub(crate) struct Run {
     pub(crate) secs: f64,
     /// Apply -> first pod seen.
     pub(crate) first_pod: f64,
+    /// Apply -> first JobSet seen (None: the arm makes none).
+    pub(crate) first_jobset: Option<f64>,
     /// Apply -> every pod seen.
     pub(crate) all_created: f64,
     /// CPU seconds during apply -> all Ready ("operator" is the operator's, when it runs).

@@ -605,6 +605,16 @@ pub(crate) fn many_rows(m: usize) -> Vec<Row> {
     vec![
         ("seconds to all pods Ready", Box::new(|r| Some(r.secs)), 2),
         (
+            "seconds to the first JobSet",
+            Box::new(|r| r.first_jobset),
+            2,
+        ),
+        (
+            "seconds to the first pod",
+            Box::new(|r| Some(r.first_pod)),
+            2,
+        ),
+        (
             "seconds to all MiniClusters Running (status)",
             Box::new(|r| r.running),
             2,

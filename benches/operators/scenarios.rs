@@ -191,6 +191,29 @@ impl Bench {
         Ok(watch)
     }
 
+    /// A metadata watch of `ns`'s JobSets until the first one new since its list, returned
+    /// once it has listed: when the first JobSet reached the API server's watch, to tell the
+    /// operator's hop (a MiniCluster to its JobSet) from what follows it (JobSet's and the
+    /// Job controller's, to the first pod).
+    pub(crate) async fn first_jobset_watch(
+        &self,
+        ns: &str,
+    ) -> Result<tokio::task::JoinHandle<Option<Instant>>> {
+        let gvk = kube::api::GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet");
+        let resource = kube::api::ApiResource::from_gvk(&gvk);
+        let api = Api::<PartialObjectMeta<DynamicObject>>::namespaced_with(
+            self.client.clone(),
+            ns,
+            &resource,
+        );
+        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+        let watch = tokio::spawn(watch_first_new(api, synced_tx));
+        synced_rx
+            .await
+            .context("the JobSet watch ended before it synced")?;
+        Ok(watch)
+    }
+
     /// Before the clock (a resize's starting size): apply `objects`, wait until `pods` pods
     /// are Ready and (this operator) its status says Running, then [`SETTLE`], so that the
     /// clock times the change alone.
@@ -260,6 +283,7 @@ impl Bench {
         let op_pid = operator.as_ref().map(|p| p.pid());
         // The pod watch is open (listed, watching) before the first request.
         let watch = self.pod_watch(ns, pods).await?;
+        let jobset_watch = self.first_jobset_watch(ns).await?;
         let ctl0 = self.controllers();
         let api0 = self.api_stats().await?;
         let cpu0 = self.cpu(op_pid)?;
@@ -279,6 +303,14 @@ impl Bench {
         let cpu1 = self.cpu(op_pid)?;
         let api1 = self.api_stats().await?;
         let ctl1 = self.controllers();
+        // The first JobSet came before the first pod, if any came (the Go operator and the
+        // `job` arm make none).
+        let first_jobset = if jobset_watch.is_finished() {
+            jobset_watch.await.ok().flatten()
+        } else {
+            jobset_watch.abort();
+            None
+        };
         if let Some(p) = &operator {
             self.check_status_writers(ns, p.arm).await?;
         }
@@ -314,6 +346,7 @@ impl Bench {
             round: 0, // set by the caller
             secs: secs(timeline.all_ready),
             first_pod: secs(timeline.first_pod),
+            first_jobset: first_jobset.map(secs),
             all_created: secs(timeline.all_created),
             cpu: cpu_minus(&cpu1, &cpu0),
             peak_rss_mib: op_pid.and_then(peak_rss_mib),
@@ -383,6 +416,7 @@ impl Bench {
             round: 0, // set by the caller
             secs,
             first_pod: 0.0,
+            first_jobset: None,
             all_created: 0.0,
             cpu: cpu_minus(&cpu1, &cpu0),
             peak_rss_mib: op_pid.and_then(peak_rss_mib),
@@ -599,6 +633,39 @@ pub(crate) async fn watch_pods(
         }
     }
     bail!("the pod watch ended")
+}
+
+/// Watch (metadata only) until the first object new since the list; tell `synced` once the
+/// watch has listed. When it came (None: the watch ended first).
+pub(crate) async fn watch_first_new(
+    api: Api<PartialObjectMeta<DynamicObject>>,
+    synced: tokio::sync::oneshot::Sender<()>,
+) -> Option<Instant> {
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut synced = Some(synced);
+    let mut listed = HashSet::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::InitApply(o)) if synced.is_some() => {
+                listed.insert(o.name_any());
+            }
+            Ok(watcher::Event::InitDone) => {
+                if let Some(tx) = synced.take() {
+                    let _ = tx.send(());
+                }
+            }
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))
+                if synced.is_none() && !listed.contains(&o.name_any()) =>
+            {
+                return Some(Instant::now());
+            }
+            Ok(_) => {}
+            Err(e) => eprintln!("  JobSet watch: {e} (retrying)"),
+        }
+    }
+    None
 }
 
 /// Watch the namespace's pods until none is left but `except`, each deleted from the API (a
