@@ -32,11 +32,11 @@
 //!
 //! - one MiniCluster of size N for each N in `BENCH_SIZES` (default `8,64,256`): seconds
 //!   from the first apply request until a pod watch (opened before it) has seen N pods Ready;
-//!   also when the first JobSet and the first pod appeared and when all N existed; then its teardown: the
-//!   operators' MiniCluster deleted, or the bare arm's JobSet and then its Secret, ConfigMap
-//!   and Services (background propagation, as kubectl deletes), seconds from the first
-//!   delete request until a pod watch has seen the last pod deleted from the API (a KWOK pod
-//!   being deleted is stopped first by `e2e/stages/pod-stop-on-delete.yaml`);
+//!   also when the first JobSet and the first pod appeared and when all N existed; then its
+//!   teardown: the operators' MiniCluster deleted, or the bare arm's JobSet and then its
+//!   Secret, ConfigMap and Services (background propagation, as kubectl deletes), seconds
+//!   from the first delete request until a pod watch has seen the last pod deleted from the
+//!   API (a KWOK pod being deleted is stopped first by `e2e/stages/pod-stop-on-delete.yaml`);
 //! - resize (`BENCH_RESIZE`, `A:B`, default `8:64`; empty or 0 skips it): one MiniCluster
 //!   of size A and `maxSize: B` (the same file for every arm), its A pods Ready (and this
 //!   operator's status Running), then grown to B: seconds from the change request until a
