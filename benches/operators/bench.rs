@@ -214,8 +214,10 @@ impl Bench {
             )?,
             ..Default::default()
         };
+        // A scrape without the line reads as not known (NaN), not as 0: a 0 made a run's
+        // difference the whole count so far, negative.
         let queue = |name: &str| {
-            sum_samples(&jobset, name, &[("controller", "jobset")]).unwrap_or_default()
+            sum_samples(&jobset, name, &[("controller", "jobset")]).unwrap_or(f64::NAN)
         };
         c.jobset_queue_wait_secs = queue("workqueue_queue_duration_seconds_sum");
         c.jobset_queue_items = queue("workqueue_queue_duration_seconds_count");

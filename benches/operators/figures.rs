@@ -61,7 +61,8 @@ pub(crate) fn cpu_minus(after: &Cpu, before: &Cpu) -> Cpu {
 pub(crate) struct Controllers {
     pub(crate) jobset_reconciles: f64,
     /// JobSet's one worker: seconds its items waited in the queue, how many it took out, and
-    /// seconds it spent on them (controller-runtime's `workqueue_*_duration_seconds`).
+    /// seconds it spent on them (controller-runtime's `workqueue_*_duration_seconds`; NaN
+    /// when a scrape lacked the line).
     pub(crate) jobset_queue_wait_secs: f64,
     pub(crate) jobset_queue_items: f64,
     pub(crate) jobset_work_secs: f64,
@@ -198,12 +199,16 @@ impl Run {
     /// Mean seconds a JobSet waited in JobSet's queue before its worker took it.
     pub(crate) fn jobset_queue_wait(&self) -> Option<f64> {
         let c = self.controllers.as_ref()?;
-        (c.jobset_queue_items > 0.0).then(|| c.jobset_queue_wait_secs / c.jobset_queue_items)
+        (c.jobset_queue_items > 0.0)
+            .then(|| c.jobset_queue_wait_secs / c.jobset_queue_items)
+            .filter(|w| w.is_finite())
     }
 
     /// The share of the run JobSet's one worker was busy (1: all through it).
     pub(crate) fn jobset_busy(&self) -> Option<f64> {
         let c = self.controllers.as_ref()?;
-        (self.secs > 0.0).then(|| c.jobset_work_secs / self.secs)
+        (self.secs > 0.0)
+            .then(|| c.jobset_work_secs / self.secs)
+            .filter(|b| b.is_finite())
     }
 }
