@@ -179,16 +179,8 @@ impl Bench {
         ns: &str,
         pods: usize,
     ) -> Result<tokio::task::JoinHandle<Result<Timeline>>> {
-        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
-        let watch = tokio::spawn(watch_pods(
-            Api::namespaced(self.client.clone(), ns),
-            pods,
-            synced_tx,
-        ));
-        synced_rx
-            .await
-            .context("the pod watch ended before it synced")?;
-        Ok(watch)
+        let api = Api::namespaced(self.client.clone(), ns);
+        spawn_synced("pod", |synced| watch_pods(api, pods, synced)).await
     }
 
     /// A metadata watch of `ns`'s JobSets until the first one new since its list, returned
@@ -206,12 +198,7 @@ impl Bench {
             ns,
             &resource,
         );
-        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
-        let watch = tokio::spawn(watch_first_new(api, synced_tx));
-        synced_rx
-            .await
-            .context("the JobSet watch ended before it synced")?;
-        Ok(watch)
+        spawn_synced("JobSet", |synced| watch_first_new(api, synced)).await
     }
 
     /// Before the clock (a resize's starting size): apply `objects`, wait until `pods` pods
@@ -244,15 +231,8 @@ impl Bench {
     /// the first delete request until the pod watch has seen no pod left in `ns` (each one
     /// deleted from the API, not only terminating).
     pub(crate) async fn teardown(&self, ns: &str, objects: &[Apply], pods: usize) -> Result<f64> {
-        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
-        let watch = tokio::spawn(watch_no_pods(
-            Api::namespaced(self.client.clone(), ns),
-            None,
-            synced_tx,
-        ));
-        synced_rx
-            .await
-            .context("the pod watch ended before it synced")?;
+        let api = Api::namespaced(self.client.clone(), ns);
+        let watch = spawn_synced("pod", |synced| watch_no_pods(api, None, synced)).await?;
         let (workload, rest): (Vec<&Apply>, Vec<&Apply>) =
             objects.iter().partition(|a| a.is_workload());
         let t0 = Instant::now();
@@ -384,11 +364,10 @@ impl Bench {
             .first()
             .map(|p| p.name_any())
             .context("no lead pod")?;
-        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
-        let watch = tokio::spawn(watch_no_pods(api.clone(), Some(lead.clone()), synced_tx));
-        synced_rx
-            .await
-            .context("the pod watch ended before it synced")?;
+        let watch = spawn_synced("pod", |synced| {
+            watch_no_pods(api.clone(), Some(lead.clone()), synced)
+        })
+        .await?;
         let ctl0 = self.controllers();
         let api0 = self.api_stats().await?;
         let cpu0 = self.cpu(op_pid)?;
@@ -576,6 +555,24 @@ pub(crate) struct Timeline {
     pub(crate) first_pod: Instant,
     pub(crate) all_created: Instant,
     pub(crate) all_ready: Instant,
+}
+
+/// Spawn `watch`, given the sender it tells once it has listed, and return it when it has
+/// (so it sees every object made after this returns). `what`: the watched kind, for the error.
+pub(crate) async fn spawn_synced<T, F>(
+    what: &str,
+    watch: impl FnOnce(tokio::sync::oneshot::Sender<()>) -> F,
+) -> Result<tokio::task::JoinHandle<T>>
+where
+    F: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+    let handle = tokio::spawn(watch(synced_tx));
+    synced_rx
+        .await
+        .with_context(|| format!("the {what} watch ended before it synced"))?;
+    Ok(handle)
 }
 
 /// Watch the namespace's pods until `target` of them are Ready; tell `synced` once the
