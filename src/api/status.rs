@@ -3,15 +3,20 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::{Deserialize, Serialize};
 
-/// Observed state of a MiniCluster.
+/// Observed state of a MiniCluster. Until the operator first writes it: `phase: Pending`.
+// The CRD's defaults, applied by the API server to the absent status as it reads the
+// object: a new cluster is Pending from its create on, as a Pod is, and the operator writes
+// the first status only when it says more (`MiniClusterStatus::is_unwritten`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("default" = serde_json::json!({})))]
 pub struct MiniClusterStatus {
     /// The generation of the spec this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// Coarse state for humans and printer columns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Pending"))]
     pub phase: Option<Phase>,
     /// Current size (brokers the JobSet is asked to run): the scale subresource's status.
     #[serde(default)]
@@ -70,6 +75,22 @@ pub struct MiniClusterStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+impl MiniClusterStatus {
+    /// The status the API server shows of a MiniCluster no reconcile has written a status
+    /// for: the CRD's defaults, applied to an absent status when it is read.
+    pub fn unwritten() -> Self {
+        Self {
+            phase: Some(Phase::Pending),
+            ..Self::default()
+        }
+    }
+
+    /// Whether this is [`Self::unwritten`], or empty: no reconcile has written it.
+    pub fn is_unwritten(&self) -> bool {
+        *self == Self::unwritten() || *self == Self::default()
+    }
 }
 
 /// The lead broker behind the Flux instance. Its pod replaced or its Flux container

@@ -156,7 +156,13 @@ impl Context {
 
     /// Remember that this process made `object` for `mc`.
     pub(super) fn made(&self, mc: &MiniCluster, object: Object) {
-        self.memory(mc, |m| m.made.push((object, Instant::now())));
+        let now = Instant::now();
+        self.memory(mc, |m| {
+            if let (Object::JobSet(_), Some(seen)) = (&object, m.seen.as_mut()) {
+                seen.made_jobset(now);
+            }
+            m.made.push((object, now));
+        });
     }
 
     /// Complete `observed` with what this process made for `mc` that the watches do not show

@@ -34,6 +34,9 @@ pub(super) fn seconds_between(from: &Timestamp, to: &Timestamp) -> f64 {
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Seen {
     created: Option<Instant>,
+    /// When this process's create of the JobSet succeeded: the status may name the JobSet
+    /// only later (a new cluster's first status is written when its pods are up).
+    jobset_made: Option<Instant>,
     admitted: Option<Instant>,
     completed: Option<Instant>,
 }
@@ -52,6 +55,11 @@ impl Seen {
             created: (untouched && fresh).then_some(at),
             ..Seen::default()
         }
+    }
+
+    /// This process made the MiniCluster's JobSet at `at`.
+    pub(super) fn made_jobset(&mut self, at: Instant) {
+        self.jobset_made = Some(at);
     }
 }
 
@@ -136,10 +144,11 @@ impl Observer<'_> {
                 .jobset
                 .and_then(|j| j.metadata.creation_timestamp.as_ref());
             let api = || self.since_created(made.map(|t| &t.0));
-            self.observe(
-                &self.metrics.jobset_created,
-                self.since(self.live.created, api),
-            );
+            let secs = match self.live.jobset_made {
+                Some(at) => duration(self.live.created, at, api),
+                None => api(),
+            };
+            self.observe(&self.metrics.jobset_created, secs);
         }
         if old.lead_ready_time.is_none()
             && let Some(t) = &new.lead_ready_time
@@ -268,6 +277,32 @@ mod tests {
         observe_at(&mc, &metrics, &mut live, &old, &new, seen);
         let up = sum(&metrics, "up").expect("observed");
         assert!((up - 0.35).abs() < 1e-9, "{up}");
+    }
+
+    #[test]
+    fn the_jobset_made_counts_to_its_create_when_a_later_status_names_it() {
+        let created: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mc = mc(created);
+        let metrics = Metrics::new();
+        let t0 = Instant::now();
+        let mut live = Seen::first_look(&mc, t0, created + SignedDuration::from_millis(200));
+        live.made_jobset(t0 + Duration::from_millis(80));
+        // The first status, written when all brokers are ready 2 s later, names the JobSet.
+        let new = MiniClusterStatus {
+            job_set: "m".into(),
+            ..Default::default()
+        };
+        let old = MiniClusterStatus::default();
+        observe_at(
+            &mc,
+            &metrics,
+            &mut live,
+            &old,
+            &new,
+            t0 + Duration::from_secs(2),
+        );
+        let made = sum(&metrics, "jobset_created").expect("observed");
+        assert!((made - 0.08).abs() < 1e-9, "{made}");
     }
 
     #[test]

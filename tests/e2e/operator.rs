@@ -10,13 +10,16 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use kube::{CustomResourceExt, ResourceExt};
 use serde_json::json;
 
-use flux_operator::api::{MiniCluster, NAME_LABEL, Phase, ROLE_LABEL};
+use flux_operator::api::{MiniCluster, MiniClusterStatus, NAME_LABEL, Phase, ROLE_LABEL};
 use flux_operator::jobset::JobSet;
 
 use crate::common::{
@@ -660,6 +663,72 @@ async fn an_orphaning_delete_of_a_minicluster_leaves_its_jobset_and_pods() -> Re
 
 /// Done-when 4: an operator killed mid-creation and started again leaves no duplicate, no
 /// orphan, and the same certificate.
+/// A new MiniCluster reads Pending from its create on, before any operator has seen it (the
+/// CRD's default for an absent status), and the operator's first status write says more:
+/// none of the versions a watch sees from the create to Running is a written status that says
+/// only Pending.
+#[tokio::test]
+async fn a_new_cluster_is_pending_from_its_create_and_no_status_write_says_only_that() -> Result<()>
+{
+    let ns = TestNamespace::create("first-status").await?;
+    install_crd(&ns.client).await?;
+    let mcs: Api<MiniCluster> = ns.api();
+    let created = mcs
+        .create(&PostParams::default(), &hello(&ns.name, 2)?)
+        .await?;
+    let name = created.name_any();
+    let read = mcs
+        .get(&name)
+        .await?
+        .status
+        .context("a status, the CRD's default")?;
+    assert_eq!(
+        read,
+        MiniClusterStatus::unwritten(),
+        "no operator yet: Pending and nothing else"
+    );
+
+    let version = created.resource_version().context("resourceVersion")?;
+    let watch = WatchParams::default().fields(&format!("metadata.name={name}"));
+    let mut events = mcs.watch(&watch, &version).await?.boxed();
+    let _operator = Operator::start(&ns.name)?;
+    let seen = tokio::time::timeout(TIMEOUT, async {
+        let mut seen = Vec::new();
+        while let Some(event) = events.try_next().await? {
+            let WatchEvent::Modified(mc) = event else {
+                continue;
+            };
+            let status = mc.status.unwrap_or_default();
+            let running = status.phase == Some(Phase::Running);
+            seen.push(status);
+            if running {
+                return anyhow::Ok(seen);
+            }
+        }
+        bail!("the watch ended before Running")
+    })
+    .await
+    .context("Running within the timeout")??;
+    for status in &seen {
+        assert!(
+            status.is_unwritten() || status.phase != Some(Phase::Pending),
+            "a status write that says only Pending: {status:?}"
+        );
+    }
+    let running = seen.last().context("Running")?;
+    assert_eq!(
+        (
+            running.job_set.as_str(),
+            running.curve_secret.as_str(),
+            running.ready_brokers
+        ),
+        (name.as_str(), format!("{name}-curve").as_str(), 2),
+        "the first status names what was made"
+    );
+    ns.cleanup().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn operator_restart_mid_creation_is_harmless() -> Result<()> {
     let ns = TestNamespace::create("restart").await?;

@@ -23,6 +23,9 @@
 //! - A JobSet deleted under a cluster that had not finished is recreated, loudly: a Warning,
 //!   the `Restarted` condition, and the lifecycle timestamps start again. Every other object
 //!   made again after a deletion says so with a `Recreated` Warning.
+//! - A new cluster's first status is written when it says more than the API server's default
+//!   for an unwritten status, `phase: Pending` ([`status::to_write`]): its objects made and its
+//!   JobSet's pods not there yet cost no write.
 //! - Events come from state transitions (old status to new), so a crash between an action
 //!   and its Event loses nothing: the next run sees the same transition and publishes it.
 
@@ -92,7 +95,8 @@ pub(super) struct Lifecycle<'a> {
     over: bool,
     /// The Secret, ConfigMap and Services were made before: they are made before the JobSet,
     /// and a status naming a JobSet was written after a run that made them all (then a
-    /// missing one was deleted, and making it again says so).
+    /// missing one was deleted, and making it again says so). Before the first status write
+    /// (the JobSet with no pods yet, [`status::to_write`]) only the JobSet tells.
     made_before: bool,
 }
 
@@ -247,6 +251,7 @@ pub fn plan(input: &Inputs<'_>) -> Result<Plan, Error> {
             restarted: jobset.restarted,
         },
     );
+    let status = status::to_write(input.old, status);
     let steps = (certificate.step.into_iter())
         .chain(config_map.step)
         .chain(services)

@@ -11,7 +11,7 @@ use crate::controller::watches::kept::BrokerPod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
 
 use super::*;
-use crate::api::{LEAD_JOB, Phase, ROLE_LABEL, condition};
+use crate::api::{LEAD_JOB, MiniClusterStatus, Phase, ROLE_LABEL, condition};
 use crate::jobset::{JobSetStatus, ObservedJobSet};
 use crate::render;
 use kube::ResourceExt;
@@ -40,6 +40,10 @@ impl Mc {
     }
     pub(super) fn max_size(mut self, n: i32) -> Self {
         self.0.spec.max_size = Some(n);
+        self
+    }
+    pub(super) fn suspend(mut self) -> Self {
+        self.0.spec.suspend = true;
         self
     }
     pub(super) fn cleanup(mut self) -> Self {
@@ -331,7 +335,7 @@ struct Case {
 fn a_cluster_is_made_once_runs_and_an_invalid_spec_makes_nothing() {
     check_plans(vec![
         Case {
-            name: "a new MiniCluster gets its Secret, ConfigMap and JobSet; its status says so",
+            name: "a new MiniCluster gets its Secret, ConfigMap and JobSet; Pending, unwritten",
             seen: Seen::nothing(&Mc::new(2)),
             steps: vec!["create Secret", "create ConfigMap", "create JobSet"],
             phase: Phase::Pending,
@@ -363,6 +367,69 @@ fn a_cluster_is_made_once_runs_and_an_invalid_spec_makes_nothing() {
             conditions_true: vec!["InvalidSpec"],
         },
     ]);
+}
+
+#[test]
+fn a_new_clusters_first_status_waits_until_it_says_more_than_pending() {
+    let not_ready = |mut seen: Seen| {
+        seen.observed.pods = seen
+            .observed
+            .pods
+            .iter()
+            .map(|p| {
+                let mut p = (**p).clone();
+                p.status.as_mut().unwrap().conditions = Some(vec![]);
+                Arc::new(p)
+            })
+            .collect();
+        seen
+    };
+    // (what it proves, what the watches hold, whether the plan writes a status)
+    let cases = [
+        (
+            "nothing made yet: its objects are made, no status",
+            Seen::nothing(&Mc::new(2)),
+            false,
+        ),
+        (
+            "everything made, no pod yet: no status",
+            Seen::everything(&Mc::new(2), 0),
+            false,
+        ),
+        (
+            "its pods exist, not ready: Starting is written",
+            not_ready(Seen::everything(&Mc::new(2), 2)),
+            true,
+        ),
+        (
+            "all brokers ready: Running is written",
+            Seen::everything(&Mc::new(2), 2),
+            true,
+        ),
+        (
+            "suspended by its spec: Suspended is written",
+            Seen::nothing(&Mc::new(2).suspend()),
+            true,
+        ),
+        (
+            "an invalid spec: InvalidSpec is written",
+            Seen::nothing(&Mc::new(2).bad_env()),
+            true,
+        ),
+        (
+            "someone else's Secret of its name: Blocked is written",
+            Seen::nothing(&Mc::new(2)).secret(Presence::Foreign),
+            true,
+        ),
+    ];
+    for (what, seen, writes) in cases {
+        let plan = seen.plan();
+        let old = seen.mc.status.clone().unwrap_or_default();
+        assert_eq!(plan.status != old, writes, "{what}: {:?}", plan.status);
+        if !writes && old.is_unwritten() {
+            assert_eq!(plan.status, MiniClusterStatus::default(), "{what}");
+        }
+    }
 }
 
 #[test]
@@ -479,7 +546,13 @@ fn check_plans(cases: Vec<Case>) {
     for case in cases {
         let plan = case.seen.plan();
         assert_eq!(steps(&plan), case.steps, "{}: steps", case.name);
-        assert_eq!(plan.status.phase, Some(case.phase), "{}: phase", case.name);
+        // A status never written shows the CRD's default phase, Pending.
+        let shown = if plan.status.is_unwritten() {
+            Some(Phase::Pending)
+        } else {
+            plan.status.phase
+        };
+        assert_eq!(shown, Some(case.phase), "{}: phase", case.name);
         assert_eq!(events(&plan), case.events, "{}: events", case.name);
         for type_ in [
             "Ready",

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{
 };
 use kube::api::{DynamicObject, PartialObjectMeta};
 
-use crate::api::{MiniCluster, NAME_LABEL, ROLE_LABEL};
+use crate::api::{MiniCluster, MiniClusterStatus, NAME_LABEL, ROLE_LABEL};
 use crate::jobset::ObservedJobSet;
 
 use super::kept::BrokerPod;
@@ -116,10 +116,19 @@ pub fn trim_jobset(js: &mut ObservedJobSet) {
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// A MiniCluster as the controller keeps it: all of it but the copy of itself that
-/// `kubectl apply` keeps in an annotation ([`LAST_APPLIED`]), which nothing here reads.
+/// `kubectl apply` keeps in an annotation ([`LAST_APPLIED`]), which nothing here reads. A
+/// status that is only the CRD's default (no reconcile wrote one,
+/// [`MiniClusterStatus::is_unwritten`]) is kept as none, as the API server stores it.
 pub fn trim_minicluster(mc: &mut MiniCluster) {
     if let Some(annotations) = mc.metadata.annotations.as_mut() {
         annotations.remove(LAST_APPLIED);
+    }
+    if mc
+        .status
+        .as_ref()
+        .is_some_and(MiniClusterStatus::is_unwritten)
+    {
+        mc.status = None;
     }
 }
 
@@ -176,6 +185,29 @@ mod tests {
     use crate::controller::kueue;
     use crate::controller::watches::kept::Kept;
     use crate::jobset::JobSet;
+
+    #[test]
+    fn a_status_that_is_only_the_crds_default_is_kept_as_none_and_a_written_one_whole() {
+        let mut mc = crate::fixtures::with_command("m", 2, "app");
+        mc.status = Some(
+            serde_json::from_value(serde_json::json!({
+                "phase": "Pending", "readyBrokers": 0, "maximumSize": 0, "size": 0
+            }))
+            .unwrap(),
+        );
+        trim_minicluster(&mut mc);
+        assert_eq!(
+            mc.status, None,
+            "the API server's default for an absent status"
+        );
+        let written = MiniClusterStatus {
+            job_set: "m".into(),
+            ..MiniClusterStatus::unwritten()
+        };
+        mc.status = Some(written.clone());
+        trim_minicluster(&mut mc);
+        assert_eq!(mc.status, Some(written), "a status a reconcile wrote");
+    }
 
     fn rendered() -> (MiniCluster, JobSet) {
         let mut mc = crate::fixtures::with_command("m", 3, "app");

@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 pub(in crate::controller) use conditions::Conditions;
 
 use super::Inputs;
-use crate::api::{MiniCluster, MiniClusterStatus, WORKERS_JOB};
+use crate::api::{MiniCluster, MiniClusterStatus, Phase, WORKERS_JOB};
 use crate::controller::instance;
 use crate::controller::status::{Admission, count_pods, lead_restore, lead_save};
 use crate::controller::watches::kept::BrokerPod;
@@ -100,6 +100,33 @@ pub(super) fn status(input: &Inputs<'_>, mut decided: Decided<'_>) -> MiniCluste
     new.instance = instance;
     conditions::found(&mut new, mc, &decided, restart.as_ref(), now);
     new
+}
+
+/// The status to write: `new`, unless no status was written yet (`old` is the API server's
+/// default, `phase: Pending`) and `new` says no more than that: Pending, no condition true,
+/// no broker seen. Then nothing is written yet, and the API server goes on showing Pending.
+/// A new cluster whose objects are made and whose JobSet has no pods yet costs no status
+/// write; its first status says what happened next (its brokers starting or all ready,
+/// suspended, queued, a condition true). Names and counts the unwritten status lacks
+/// (`jobSet`, `curveSecret`, `observedGeneration`) are the MiniCluster's name plus a fixed
+/// suffix, or come with that first write.
+pub(super) fn to_write(old: &MiniClusterStatus, new: MiniClusterStatus) -> MiniClusterStatus {
+    if old.is_unwritten() && only_pending(&new) {
+        old.clone()
+    } else {
+        new
+    }
+}
+
+/// Whether `status` says only that the cluster is Pending and nothing is wrong.
+fn only_pending(status: &MiniClusterStatus) -> bool {
+    status.phase == Some(Phase::Pending)
+        && status.conditions.iter().all(|c| c.status != "True")
+        && status.ready_brokers == 0
+        && status.instance.is_none()
+        && status.restore.is_none()
+        && status.last_save.is_none()
+        && status.start_time.is_none()
 }
 
 /// The status the last reconcile wrote, as the new status starts from it: when the JobSet
