@@ -148,6 +148,10 @@ EOF
 } > "$stages"
 
 phase "kwokctl create cluster (etcd, apiserver, controller-manager, scheduler, kwok)"
+# E2E_AUDIT=1: the API server logs every request's metadata (benches/audit/policy.yaml) to
+# $KWOK_WORKDIR/clusters/$E2E_CLUSTER/logs/audit.log, for benches/audit/by_client.py.
+audit=()
+[ "${E2E_AUDIT:-0}" != 1 ] || audit=(--kube-audit-policy "$root/benches/audit/policy.yaml")
 # The *-binary flags point at local files, so kwokctl downloads nothing.
 KWOK_KUBECTL_BINARY=$E2E_BIN/kubectl KWOK_KUBE_VERSION=$KUBE_VERSION \
 "$E2E_BIN/kwokctl" create cluster \
@@ -162,6 +166,7 @@ KWOK_KUBECTL_BINARY=$E2E_BIN/kubectl KWOK_KUBE_VERSION=$KUBE_VERSION \
   --kube-authorization=true \
   --kube-admission=true \
   --disable-qps-limits \
+  "${audit[@]}" \
   --quiet-pull \
   --kubeconfig "$E2E_STATE/kwokctl-kubeconfig" \
   --wait 3m \
