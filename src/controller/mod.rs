@@ -102,10 +102,28 @@ pub struct Config {
     pub max_concurrent_reconciles: u16,
 }
 
+/// Every request's `User-Agent`: the API server's audit log (and anyone reading it) tells
+/// the operator's requests from other clients' by it. kube's client sends none of its own.
+pub const USER_AGENT: &str = concat!("flux-operator/", env!("CARGO_PKG_VERSION"));
+
+/// The client of the cluster the process runs in (or its kubeconfig's), naming itself.
+async fn client() -> anyhow::Result<Client> {
+    named(kube::Config::infer().await?)
+}
+
+/// A client of `config` that sends [`USER_AGENT`] with every request.
+fn named(mut config: kube::Config) -> anyhow::Result<Client> {
+    config.headers.push((
+        hyper::header::USER_AGENT,
+        hyper::header::HeaderValue::from_static(USER_AGENT),
+    ));
+    Ok(Client::try_from(config)?)
+}
+
 /// Run the controller until SIGTERM/SIGINT (or until leadership is lost).
 pub async fn run(config: Config) -> anyhow::Result<()> {
     crate::telemetry::init(config.log_format);
-    let client = Client::try_default().await?;
+    let client = client().await?;
     let env = environment(&config)?;
     let metrics = Arc::new(Metrics::new());
     let health = Health::default();

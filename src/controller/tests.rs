@@ -988,3 +988,34 @@ async fn wait_for_calls(calls: &Arc<Mutex<Vec<Call>>>, n: usize) -> Vec<Call> {
     }
     calls_of(calls)
 }
+
+#[tokio::test]
+async fn the_operators_client_names_itself_in_every_request() {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let client = super::named(kube::Config::new(url.parse().unwrap())).unwrap();
+    // The request's head as it arrives; then the connection closes unanswered.
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let (mut head, mut buf) = (Vec::new(), [0u8; 1024]);
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match socket.read(&mut buf).await.unwrap() {
+                0 => break,
+                n => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        String::from_utf8_lossy(&head).to_lowercase()
+    });
+    let answer = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        client.apiserver_version(),
+    );
+    assert!(
+        answer.await.is_ok(),
+        "the request ended when its connection closed"
+    );
+    let head = server.await.unwrap();
+    let expected = format!("user-agent: {}\r\n", super::USER_AGENT);
+    assert!(head.contains(&expected), "{head}");
+}
