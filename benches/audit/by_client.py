@@ -6,12 +6,13 @@ started with E2E_AUDIT=1, e2e/up.sh and benches/audit/policy.yaml) names the cli
 one (its user agent). Each benchmark run has a namespace of its own, so a namespace's rows
 are one run's requests, whoever made them:
 
-    benches/audit/by_client.py AUDIT_LOG [--per N] [--min COUNT] [NAMESPACE ...]
+    benches/audit/by_client.py AUDIT_LOG [--per N] [--min COUNT] [--teardown] [NAMESPACE ...]
 
 With no namespace, every namespace in the log; with two, a third table of the second minus
 the first (the operator's run against the bare JobSet's, say). `--per N` divides by N (the
 run's MiniClusters). Requests that name no namespace (cluster-scoped, or a list across
 namespaces) are left out, except a namespace object's own, which counts in that namespace.
+A namespace's requests end with its delete (the run's teardown after it), unless --teardown.
 """
 
 import argparse
@@ -53,8 +54,12 @@ def namespace_of(event):
     return None
 
 
-def read(path):
+def read(path, teardown):
+    """Requests by namespace and key; without `teardown`, those of a namespace end with the
+    delete of the namespace (the benchmark deletes a run's namespace after its idle window:
+    what the garbage collector does then is the teardown's, not the run's)."""
     counts = collections.defaultdict(collections.Counter)
+    deleted = set()
     with open(path, encoding="utf-8") as log:
         for line in log:
             try:
@@ -64,8 +69,12 @@ def read(path):
             if event.get("stage") != "ResponseComplete":
                 continue
             ns = namespace_of(event)
-            if ns:
-                counts[ns][key(event)] += 1
+            if not ns or (ns in deleted and not teardown):
+                continue
+            counts[ns][key(event)] += 1
+            ref = event.get("objectRef") or {}
+            if event.get("verb") == "delete" and ref.get("resource") == "namespaces":
+                deleted.add(ns)
     return counts
 
 
@@ -87,8 +96,9 @@ def main():
     args.add_argument("namespaces", nargs="*")
     args.add_argument("--per", type=float, default=1.0)
     args.add_argument("--min", type=int, default=1, help="leave out rows below this count")
-    opts = args.parse_args()
-    counts = read(opts.log)
+    args.add_argument("--teardown", action="store_true", help="count requests after the namespace's delete too")
+    opts = args.parse_intermixed_args()
+    counts = read(opts.log, opts.teardown)
     names = opts.namespaces or sorted(counts)
     for ns in names:
         if ns not in counts:
