@@ -118,11 +118,11 @@ pub(super) fn to_write(old: &MiniClusterStatus, new: MiniClusterStatus) -> MiniC
     }
 }
 
-/// Whether `status` says only that the cluster is Pending and nothing is wrong.
+/// Whether `status` says only that the cluster is Pending and nothing is wrong (Pending has
+/// no live broker pod, so none ready: [`phase::of`]).
 fn only_pending(status: &MiniClusterStatus) -> bool {
     status.phase == Some(Phase::Pending)
         && status.conditions.iter().all(|c| c.status != "True")
-        && status.ready_brokers == 0
         && status.instance.is_none()
         && status.restore.is_none()
         && status.last_save.is_none()
