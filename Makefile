@@ -16,6 +16,8 @@
 #                     it renders, the Go operator from ../shared/vendor (figures, ~15 min)
 #   make bench-status the apiserver's CPU per MiniCluster status write, by the status's shape and
 #                     by how it is written (apply, merge patch), on the e2e control plane
+#   make bench-writes the apiserver's CPU per MiniCluster create and status write, the CRD as
+#                     committed against the CRD at BASE (a git revision), on the e2e control plane
 #   make bench-cel    the MiniCluster CRD's CEL rules as the apiserver runs them, per status
 #                     write and per create, as they are and changed (Go, ~1 min)
 #   make bench-node   this operator (the view copied, and mounted as an image volume) and the
@@ -50,7 +52,7 @@ SCRIPTS := $(wildcard e2e/*.sh) .ci/run
 
 .PHONY: setup e2e-build e2e-build-background e2e-tests-build up down vendor-crds test test-unit test-e2e test-e2e-harness bench-state bench-large-specs \
         test-e2e-running test-kueue-oldest test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
-        bench bench-status bench-cel bench-node bench-hpc bench-autoscaling bench-flux go-operator-build images operator-build test-node test-node-running \
+        bench bench-status bench-writes bench-cel bench-node bench-hpc bench-autoscaling bench-flux go-operator-build images operator-build test-node test-node-running \
         test-demo
 
 setup:
@@ -167,6 +169,15 @@ bench-status: e2e-build
 	e2e/run-tests.sh sh -c 'kubectl apply -k crds/ >/dev/null && \
 	  kubectl wait --for condition=established crd/miniclusters.flux-framework.org >/dev/null && \
 	  python3 benches/status/status_writes.py'
+
+# The apiserver's CPU per MiniCluster create and status apply, with the CRD at BASE and with
+# the CRD as committed (benches/status/crd_writes.py, no operator): what a change to the CRD
+# costs or saves each MiniCluster's two writes.
+BASE ?= HEAD
+bench-writes: e2e-build
+	git show $(BASE):crds/flux-framework.org_miniclusters.yaml > $(cache)/miniclusters-at-base.yaml
+	e2e/run-tests.sh python3 benches/status/crd_writes.py $(cache)/miniclusters-at-base.yaml \
+	  crds/flux-framework.org_miniclusters.yaml
 
 # The MiniCluster CRD's CEL rules as the apiserver runs them, per status write and per create,
 # as the CRD is and with rules or defaults changed (benches/cel; Go modules from the proxy).

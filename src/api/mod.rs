@@ -8,6 +8,7 @@
 //! in `crds/` is generated from these types.
 
 pub mod bounds;
+mod defaults;
 pub mod immutable;
 mod spec;
 mod status;

@@ -60,6 +60,7 @@ pub const DEFAULT_DEADLINE_SECONDS: i64 = 31_500_000;
 #[serde(rename_all = "camelCase")]
 #[garde(allow_unvalidated)]
 #[schemars(transform = crate::api::bounds::bound)]
+#[schemars(transform = crate::api::defaults::meaningful_only)]
 #[x_kube(
     validation = kube::core::Rule::new("!has(self.maxSize) || self.size <= self.maxSize")
         .message("spec.size must not exceed spec.maxSize").field_path(".size"),

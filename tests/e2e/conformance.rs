@@ -796,56 +796,109 @@ fn mismatched_certificate() -> Result<String> {
     Ok(Certificate::from_keys("pair", other.public_key(), one.secret_key())?.to_text())
 }
 
-/// Every default the Go operator's CRD declares (e.g. the flux view image) is this CRD's
-/// default for the same field too, so a manifest that leaves a field out means the same.
+/// Every default the Go operator's CRD declares (e.g. the flux view image) means the same
+/// here, so a manifest that leaves a field out means the same: this CRD states the same
+/// default, or states none (a zero value, which the CRD leaves unstated: `api::defaults`) and
+/// the operator's types read the field left out as that value.
 /// Needs no cluster: both schemas are read from files.
 #[test]
-fn go_crd_defaults_are_ours() -> Result<()> {
+fn go_crd_defaults_mean_the_same_here() -> Result<()> {
     use kube::CustomResourceExt;
     let dir = tempfile::tempdir()?;
     let top = unpack(dir.path())?;
     let go = go_schema(&top)?;
     let crd = serde_json::to_value(MiniCluster::crd())?;
     let ours = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
-    fn walk(go: &Value, ours: &Value, path: &str, checked: &mut usize, wrong: &mut Vec<String>) {
-        if !go["default"].is_null() {
-            *checked += 1;
-            if go["default"] != ours["default"] {
-                wrong.push(format!(
-                    "{path}: Go {} here {}",
-                    go["default"], ours["default"]
-                ));
+    let mut found = Vec::new();
+    go_defaults(&go, ours, "", &mut found);
+    assert!(
+        found.len() >= 10,
+        "only {} Go defaults found: is the schema read?",
+        found.len()
+    );
+    let mut wrong = Vec::new();
+    let mut unstated = 0;
+    for (path, go, stated) in &found {
+        let here = match stated {
+            Value::Null => {
+                unstated += 1;
+                read_when_left_out(path)?
             }
-        }
-        for (k, sub) in go["properties"].as_object().into_iter().flatten() {
-            if !ours["properties"][k].is_null() {
-                walk(
-                    sub,
-                    &ours["properties"][k],
-                    &format!("{path}.{k}"),
-                    checked,
-                    wrong,
-                );
-            }
-        }
-        for (key, suffix) in [("items", "[]"), ("additionalProperties", "{}")] {
-            if go[key].is_object() && ours[key].is_object() {
-                walk(
-                    &go[key],
-                    &ours[key],
-                    &format!("{path}{suffix}"),
-                    checked,
-                    wrong,
-                );
-            }
+            stated => stated.clone(),
+        };
+        if &here != go {
+            wrong.push(format!("{path}: Go {go}, here {here} (stated: {stated})"));
         }
     }
-    let (mut checked, mut wrong) = (0, Vec::new());
-    walk(&go, ours, "", &mut checked, &mut wrong);
     assert!(
-        checked >= 10,
-        "only {checked} Go defaults found: is the schema read?"
+        unstated > 0,
+        "every Go default is stated here: the left-out reading is not tested"
     );
     assert!(wrong.is_empty(), "defaults differ:\n{}", wrong.join("\n"));
     Ok(())
+}
+
+/// Each default of the Go schema `go`: its path (`.spec.containers[].pullAlways`), the
+/// value, and this schema's default for the same field (null where it states none).
+fn go_defaults(go: &Value, ours: &Value, path: &str, found: &mut Vec<(String, Value, Value)>) {
+    if !go["default"].is_null() {
+        found.push((
+            path.to_string(),
+            go["default"].clone(),
+            ours["default"].clone(),
+        ));
+    }
+    for (k, sub) in go["properties"].as_object().into_iter().flatten() {
+        if !ours["properties"][k].is_null() {
+            go_defaults(sub, &ours["properties"][k], &format!("{path}.{k}"), found);
+        }
+    }
+    for (key, suffix) in [("items", "[]"), ("additionalProperties", "{}")] {
+        if go[key].is_object() && ours[key].is_object() {
+            go_defaults(&go[key], &ours[key], &format!("{path}{suffix}"), found);
+        }
+    }
+}
+
+/// What the operator's types read for the field at `path` (`.spec.containers[].pullAlways`)
+/// when a MiniCluster has every object on the way to it but not the field itself.
+fn read_when_left_out(path: &str) -> Result<Value> {
+    let mut mc = serde_json::json!({
+        "apiVersion": "flux-framework.org/v1alpha2", "kind": "MiniCluster",
+        "metadata": {"name": "m"},
+        "spec": {"containers": [{"image": "app"}]},
+    });
+    let segments: Vec<&str> = path.trim_start_matches('.').split('.').collect();
+    let (field, parents) = segments.split_last().context("an empty path")?;
+    let mut pointer = String::new();
+    let mut node = &mut mc;
+    for seg in parents {
+        let (name, inner) = match (seg.strip_suffix("[]"), seg.strip_suffix("{}")) {
+            (Some(name), _) => (name, Some(("0", serde_json::json!([{"image": "app"}])))),
+            (_, Some(name)) => (name, Some(("v", serde_json::json!({"v": {}})))),
+            _ => (*seg, None),
+        };
+        let fresh = inner
+            .as_ref()
+            .map_or(serde_json::json!({}), |(_, v)| v.clone());
+        node = node
+            .as_object_mut()
+            .context("not an object")?
+            .entry(name)
+            .or_insert(fresh);
+        pointer += &format!("/{name}");
+        if let Some((key, _)) = inner {
+            node = node
+                .pointer_mut(&format!("/{key}"))
+                .context("no inner item")?;
+            pointer += &format!("/{key}");
+        }
+    }
+    let read: MiniCluster = serde_json::from_value(mc.clone())
+        .with_context(|| format!("{path}: the operator's types refuse {mc}"))?;
+    let back = serde_json::to_value(read)?;
+    Ok(back
+        .pointer(&format!("{pointer}/{field}"))
+        .cloned()
+        .unwrap_or(Value::Null))
 }

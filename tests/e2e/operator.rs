@@ -580,6 +580,135 @@ async fn policy_in_force(mcs: &Api<MiniCluster>, name: &str) -> Result<()> {
     .await
 }
 
+/// A user's file as `kubectl apply` sends it: `size` brokers (up to 4), one container.
+fn users_file(ns: &str, name: &str, size: i32) -> serde_json::Value {
+    json!({
+        "apiVersion": "flux-framework.org/v1alpha2", "kind": "MiniCluster",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"size": size, "maxSize": 4,
+                 "containers": [{"image": "rockylinux:9", "command": "sleep infinity"}]},
+    })
+}
+
+/// The namespace's MiniClusters as JSON, not through the operator's types.
+fn minicluster_json(ns: &TestNamespace) -> Api<kube::api::DynamicObject> {
+    let kind = kube::api::ApiResource::erase::<MiniCluster>(&());
+    Api::namespaced_with(ns.client.clone(), &ns.name, &kind)
+}
+
+/// MiniCluster `name` as the API server stores it.
+async fn stored_json(ns: &TestNamespace, name: &str) -> Result<serde_json::Value> {
+    Ok(serde_json::to_value(minicluster_json(ns).get(name).await?)?)
+}
+
+/// `kubectl ARGS -f FILE` with `doc` as the file; its output, failing on a refusal.
+fn kubectl_with(doc: &serde_json::Value, args: &[&str]) -> Result<String> {
+    let file = tempfile::NamedTempFile::new()?;
+    std::fs::write(file.path(), serde_json::to_vec(doc)?)?;
+    let path = file.path().to_str().context("a temporary path")?;
+    let out = Command::new(kubectl())
+        .args(args)
+        .args(["-f", path])
+        .output()?;
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    if !out.status.success() {
+        bail!(
+            "kubectl {args:?} refused: {}{said}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(said)
+}
+
+/// The stored spec is what the file said and the defaults that are values of their own; a
+/// switch or a section left out stays out (api::defaults), and a container keeps its
+/// defaults.
+#[tokio::test]
+async fn a_new_minicluster_stores_what_was_written_and_only_defaults_that_say_something()
+-> Result<()> {
+    let ns = TestNamespace::create("stored-spec").await?;
+    install_crd(&ns.client).await?;
+    kubectl_with(&users_file(&ns.name, "plain", 2), &["apply"])?;
+    let stored = stored_json(&ns, "plain").await?;
+    let spec = stored["spec"].as_object().context("a stored spec")?;
+    let keys: Vec<&str> = spec.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "containers",
+            "deadlineSeconds",
+            "maxSize",
+            "size",
+            "startupOrder",
+            "tasks"
+        ],
+        "stored: {}",
+        stored["spec"]
+    );
+    let container = &stored["spec"]["containers"][0];
+    assert_eq!(container["batch"], false, "{container}");
+    assert_eq!(container["commands"], json!({}), "{container}");
+    Ok(())
+}
+
+/// A MiniCluster stored by an older CRD, which wrote every default (`false`, `{}`, the whole
+/// `flux` section) into it, takes its file applied again with a new size after the upgrade,
+/// client-side and server-side: the containers list an apply sends whole still defaults to
+/// what that CRD stored, so the immutability policy sees no change; what it stored stays.
+#[tokio::test]
+async fn a_file_applied_again_to_a_minicluster_an_older_crd_stored_is_taken() -> Result<()> {
+    let ns = TestNamespace::create("older-crd").await?;
+    install_crd(&ns.client).await?;
+    let file = users_file(&ns.name, "older", 2);
+    let mut stored = file.clone();
+    let last_applied = serde_json::to_string(&file)?;
+    stored["metadata"]["annotations"] =
+        json!({"kubectl.kubernetes.io/last-applied-configuration": last_applied});
+    let older = json!({
+        "archive": {}, "cleanup": false, "interactive": false, "shareProcessNamespace": false,
+        "suspend": false,
+        "flux": {"bursting": {}, "completeWorkers": false, "connectTimeout": "5s",
+                 "container": {"disable": false,
+                               "image": "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble",
+                               "mountPath": "/mnt/flux", "name": "flux-view", "pullAlways": false},
+                 "disableSocket": false, "logLevel": 6, "minimalService": false,
+                 "noWaitSocket": false, "scheduler": {"simple": false}},
+        "logging": {"debug": false, "quiet": false, "strict": false, "timed": false,
+                    "zeromq": false},
+        "network": {"disableAffinity": false}, "pod": {"hostIPC": false, "hostPID": false},
+    });
+    for (k, v) in older.as_object().context("the older defaults")? {
+        stored["spec"][k] = v.clone();
+    }
+    stored["spec"]["containers"][0] = json!({
+        "image": "rockylinux:9", "command": "sleep infinity", "batch": false,
+        "batchRaw": false, "commands": {}, "launcher": false, "lifeCycle": {},
+        "noWrapEntrypoint": false, "pullAlways": false, "runFlux": false,
+    });
+    // Through the API, not `kubectl create`, which writes its own body as the last applied.
+    minicluster_json(&ns)
+        .create(&PostParams::default(), &serde_json::from_value(stored)?)
+        .await?;
+    let mcs: Api<MiniCluster> = ns.api();
+    policy_in_force(&mcs, "older").await?;
+
+    kubectl_with(&users_file(&ns.name, "older", 3), &["apply"])?;
+    let after = stored_json(&ns, "older").await?;
+    assert_eq!(after["spec"]["size"], 3);
+    kubectl_with(
+        &users_file(&ns.name, "older", 4),
+        &["apply", "--server-side", "--force-conflicts"],
+    )?;
+    let after = stored_json(&ns, "older").await?;
+    assert_eq!(after["spec"]["size"], 4);
+    assert_eq!(
+        after["spec"]["logging"], older["logging"],
+        "what it stored stays"
+    );
+    assert_eq!(after["spec"]["flux"], older["flux"], "what it stored stays");
+    Ok(())
+}
+
 /// Done-when 3: deleting a MiniCluster removes everything it owned.
 #[tokio::test]
 async fn deleting_a_minicluster_removes_what_it_owned() -> Result<()> {
