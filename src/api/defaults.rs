@@ -5,7 +5,7 @@
 //! server writes each stated default into every stored MiniCluster: `false` for each switch,
 //! `{}` or the whole default object for each section. Those mean nothing an absent field does
 //! not (the operator reads an absent field as the same default, through the same serde
-//! attribute), but they made up a third of the stored object, and the API server decodes,
+//! attribute), but they made up about a quarter of the stored object, and the API server decodes,
 //! defaults, validates and merges the whole object on every write of it, the status's too
 //! (docs/benchmarks.md, "A MiniCluster's writes"). So the CRD states a default only where it
 //! is a value of its own (`size: 1`, `tasks: 1`, `flux.connectTimeout: 5s`, the view's image,
