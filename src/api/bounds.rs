@@ -55,29 +55,7 @@ fn bound_value(object: &mut serde_json::Map<String, Value>) {
         }
         _ => {}
     }
-    for key in ["properties"] {
-        if let Some(Value::Object(children)) = object.get_mut(key) {
-            for child in children.values_mut() {
-                descend(child);
-            }
-        }
-    }
-    for key in ["items", "additionalProperties"] {
-        if let Some(child) = object.get_mut(key) {
-            descend(child);
-        }
-    }
-    for key in ["allOf", "anyOf", "oneOf"] {
-        if let Some(Value::Array(children)) = object.get_mut(key) {
-            children.iter_mut().for_each(descend);
-        }
-    }
-}
-
-fn descend(value: &mut Value) {
-    if let Value::Object(object) = value {
-        bound_value(object);
-    }
+    super::schema_walk::each_subschema(object, bound_value);
 }
 
 /// The CEL rule on the spec: its programs together are at most [`MAX_PROGRAMS`] bytes

@@ -37,7 +37,11 @@ pub fn meaningful_only(schema: &mut Schema) {
         fields
             .iter_mut()
             .filter(|(name, _)| !KEPT.contains(&name.as_str()))
-            .for_each(|(_, field)| descend(field));
+            .for_each(|(_, field)| {
+                if let Value::Object(field) = field {
+                    prune(field);
+                }
+            });
     }
 }
 
@@ -45,25 +49,7 @@ fn prune(object: &mut serde_json::Map<String, Value>) {
     if object.get("default").is_some_and(says_nothing) {
         object.remove("default");
     }
-    if let Some(Value::Object(fields)) = object.get_mut("properties") {
-        fields.values_mut().for_each(descend);
-    }
-    for key in ["items", "additionalProperties"] {
-        if let Some(child) = object.get_mut(key) {
-            descend(child);
-        }
-    }
-    for key in ["allOf", "anyOf", "oneOf"] {
-        if let Some(Value::Array(children)) = object.get_mut(key) {
-            children.iter_mut().for_each(descend);
-        }
-    }
-}
-
-fn descend(schema: &mut Value) {
-    if let Value::Object(object) = schema {
-        prune(object);
-    }
+    super::schema_walk::each_subschema(object, prune);
 }
 
 /// A default an absent field already means: a zero value, or an object (its members that

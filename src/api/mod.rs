@@ -10,6 +10,7 @@
 pub mod bounds;
 mod defaults;
 pub mod immutable;
+mod schema_walk;
 mod spec;
 mod status;
 pub mod validation;
