@@ -75,6 +75,11 @@
 //! by path with `go tool pprof`: watch events sent, writes (with the custom resources'
 //! status writes and CEL rules apart), gets and lists, Go's garbage collector, the rest.
 //!
+//! A many-clusters run prints a second line: CPU by process, requests, watch events and bytes
+//! per MiniCluster, the requests answered other than 2xx, the profile's split; and keeps its
+//! requests (by verb and resource, and the not-2xx ones by code) in
+//! `requests-<arm>-<namespace>.tsv` beside the bench logs.
+//!
 //! `BENCH_ROUNDS` (default 3) rounds, each with every size and the resize; the first
 //! `BENCH_MANY_ROUNDS` (default 1, to stay near 15 minutes in all) of them include the
 //! many-clusters scenario. With `BENCH_WARMUP=1` (default 0), round 1's scenarios run once
@@ -448,4 +453,55 @@ fn log_run(run: &Run, round: usize, rounds: usize, started: Instant) {
         run.load,
         started.elapsed().as_secs_f64()
     );
+    if let Scenario::Many(m) = run.scenario {
+        eprintln!("    {}", run_detail(run, m));
+    }
+}
+
+/// A many-clusters run's own figures, per MiniCluster where they grow with the count: CPU
+/// by process, requests, watch events and bytes, the API server's profile split. The tables
+/// give each arm's spread; this line lets an outlier round be split by who did more.
+fn run_detail(run: &Run, m: usize) -> String {
+    let per = |x: f64| x / m as f64;
+    let cpu = run
+        .cpu
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.1}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let events: f64 = run.api.watch_events.values().sum();
+    let bytes: f64 = run.api.watch_bytes.values().sum();
+    let mut line = format!(
+        "CPU s: {cpu}; per MC: {:.1} requests, {:.1} watch events, {:.1} KiB sent",
+        per(run.api.total_requests()),
+        per(events),
+        per(bytes) / 1024.0
+    );
+    // Folded from 0.0: an empty f64 sum is -0.0, printed "-0.00".
+    let failed = run.api.failed.values().fold(0.0, |a, b| a + b);
+    let mut most: Vec<_> = run.api.failed.iter().collect();
+    most.sort_by(|a, b| b.1.total_cmp(a.1));
+    let most = most
+        .iter()
+        .take(3)
+        .map(|(k, v)| format!("{k} {:.2}", per(**v)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let _ = write!(line, "; not 2xx per MC {:.2} ({most})", per(failed));
+    if let Some(p) = &run.profile {
+        let _ = write!(
+            line,
+            "; profile s: all {:.1}, watch {:.1}, writes {:.1} (CR status {:.1}, CEL {:.1}), \
+             reads {:.1}, GC {:.1}, rest {:.1}",
+            p.total,
+            p.watch,
+            p.writes,
+            p.cr_status,
+            p.cel,
+            p.reads,
+            p.gc,
+            p.rest()
+        );
+    }
+    line
 }

@@ -6,6 +6,9 @@ use super::*;
 pub(crate) struct ApiStats {
     /// `apiserver_request_total` by "VERB resource[.group][/subresource]".
     pub(crate) requests: BTreeMap<String, f64>,
+    /// The requests answered with other than 2xx, by "CODE VERB resource..." (conflicts,
+    /// not-founds, throttling): the retries a loaded control plane makes its clients send.
+    pub(crate) failed: BTreeMap<String, f64>,
     /// Admission webhook time and calls by webhook name (Kueue's and JobSet's pod webhooks
     /// share the names `mpod.kb.io` and `vpod.kb.io`).
     pub(crate) webhook_secs: BTreeMap<String, f64>,
@@ -32,6 +35,7 @@ impl ApiStats {
     pub(crate) fn minus(&self, before: &ApiStats) -> ApiStats {
         ApiStats {
             requests: sub(&self.requests, &before.requests),
+            failed: sub(&self.failed, &before.failed),
             webhook_secs: sub(&self.webhook_secs, &before.webhook_secs),
             webhook_calls: sub(&self.webhook_calls, &before.webhook_calls),
             pod_create_secs: self.pod_create_secs - before.pod_create_secs,

@@ -183,6 +183,10 @@ pub(crate) fn api_stats_from(text: &str) -> ApiStats {
                     }
                     k
                 };
+                let code = label(&labels, "code");
+                if !code.starts_with('2') {
+                    *s.failed.entry(format!("{code} {key}")).or_default() += value;
+                }
                 *s.requests.entry(key).or_default() += value;
             }
             "apiserver_watch_events_total" => {

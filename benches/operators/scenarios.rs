@@ -319,6 +319,10 @@ impl Bench {
             Some(task) => task.await??,
             None => None,
         };
+        let api = api1.minus(&api0);
+        if let Scenario::Many(_) = scenario {
+            self.keep_requests(arm, ns, &api)?;
+        }
         let secs = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
         Ok(Run {
             scenario,
@@ -333,7 +337,7 @@ impl Bench {
             reconciles,
             reconcile_ms,
             decide_ms,
-            api: api1.minus(&api0),
+            api,
             controllers: ctl0.zip(ctl1).map(|(a, b)| b.minus(&a)),
             idle,
             running,
@@ -341,6 +345,21 @@ impl Bench {
             load: load_average(),
             profile,
         })
+    }
+
+    /// A run's requests by verb and resource, and those not answered 2xx by code, kept
+    /// beside the bench logs (`requests-<arm>-<namespace>.tsv`): the tables give each arm's
+    /// medians, this file one run's, to tell which requests an outlier run made more of.
+    fn keep_requests(&self, arm: Arm, ns: &str, api: &ApiStats) -> Result<()> {
+        let mut text = String::new();
+        for (k, v) in &api.requests {
+            let _ = writeln!(text, "{v}\t{k}");
+        }
+        for (k, v) in &api.failed {
+            let _ = writeln!(text, "{v}\tnot 2xx: {k}");
+        }
+        let file = self.logs.join(format!("requests-{}-{ns}.tsv", arm.key()));
+        std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))
     }
 
     /// The end of a batch cluster of `pods` pods, Ready (issue 32): its lead pod's status set
