@@ -477,8 +477,6 @@ fn run_detail(run: &Run, m: usize) -> String {
         per(events),
         per(bytes) / 1024.0
     );
-    // Folded from 0.0: an empty f64 sum is -0.0, printed "-0.00".
-    let failed = run.api.failed.values().fold(0.0, |a, b| a + b);
     let mut most: Vec<_> = run.api.failed.iter().collect();
     most.sort_by(|a, b| b.1.total_cmp(a.1));
     let most = most
@@ -487,7 +485,11 @@ fn run_detail(run: &Run, m: usize) -> String {
         .map(|(k, v)| format!("{k} {:.2}", per(**v)))
         .collect::<Vec<_>>()
         .join(", ");
-    let _ = write!(line, "; not 2xx per MC {:.2} ({most})", per(failed));
+    let _ = write!(
+        line,
+        "; not 2xx per MC {:.2} ({most})",
+        per(run.api.failed_requests())
+    );
     if let Some(p) = &run.profile {
         let _ = write!(
             line,

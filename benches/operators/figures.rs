@@ -48,6 +48,12 @@ impl ApiStats {
     pub(crate) fn total_requests(&self) -> f64 {
         self.requests.values().sum()
     }
+
+    /// The requests not answered 2xx. Folded from 0.0: an empty f64 sum is -0.0, printed
+    /// "-0.00".
+    pub(crate) fn failed_requests(&self) -> f64 {
+        self.failed.values().fold(0.0, |a, b| a + b)
+    }
 }
 
 /// CPU seconds by process name.
