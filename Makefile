@@ -96,7 +96,7 @@ test: setup e2e-build-background test-unit test-flux images e2e-tests-build test
 
 # The operator binary the operator image carries: the release build, but the debug build
 # (debug assertions on) under `make test`, whose unit and e2e tiers build it anyway; a cold
-# machine's release build (linked whole: fat LTO, Cargo.toml) takes 15.5 minutes of the CI
+# machine's release build (linked whole: fat LTO, Cargo.toml) takes 8 to 16 minutes of the CI
 # budget and would test no other code.
 # `make demo`, `make up` and the benchmarks carry the release build.
 OPERATOR_PROFILE ?= release
