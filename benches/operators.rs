@@ -78,7 +78,10 @@
 //! A many-clusters run prints a second line: CPU by process, requests, watch events and bytes
 //! per MiniCluster, the requests answered other than 2xx, the profile's split; and keeps its
 //! requests (by verb and resource, and the not-2xx ones by code) in
-//! `requests-<arm>-<namespace>.tsv` beside the bench logs.
+//! `requests-<arm>-<namespace>.tsv` beside the bench logs. The report gives, per round, the
+//! ratios of the seconds to Ready, of the apiserver's CPU and of the scheduler's: the
+//! scheduler places the same pods with the same requests in every arm, so its CPU tells how
+//! fast the machine ran each run of a round.
 //!
 //! `BENCH_ROUNDS` (default 3) rounds, each with every size and the resize; the first
 //! `BENCH_MANY_ROUNDS` (default 1, to stay near 15 minutes in all) of them include the

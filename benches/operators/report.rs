@@ -439,11 +439,18 @@ impl Report<'_> {
         }
         let secs: Figure<'_> = &|r| Some(r.secs);
         let api_cpu: Figure<'_> = &|r| r.cpu.get("kube-apiserver").copied();
+        // The scheduler places the same pods in every arm and sends the same requests: its
+        // CPU per run says how fast the machine ran that run, beside the ratios it explains.
+        let scheduler_cpu: Figure<'_> = &|r| r.cpu.get("kube-scheduler").copied();
         let _ = writeln!(o);
         for (a, b, title) in self.pairs() {
             for (what, f) in [
                 ("seconds to all pods Ready", secs),
                 ("kube-apiserver CPU s", api_cpu),
+                (
+                    "kube-scheduler CPU s (the same pods in both arms: the machine's speed)",
+                    scheduler_cpu,
+                ),
             ] {
                 let med = |arm: Arm| median(&self.vals(sc, arm, f));
                 let _ = writeln!(
