@@ -435,7 +435,7 @@ fn log_run(run: &Run, round: usize, rounds: usize, started: Instant) {
         format!("round {round}/{rounds}")
     };
     eprintln!(
-        "[{label}] {:>5} {:<24} {:7.2} s {what}{}{}{}; load {:.2}; {:.0} s elapsed",
+        "[{label}] {:>5} {:<24} {:7.2} s {what}{}{}{}{}; load {:.2}; {:.0} s elapsed",
         run.scenario.tag(),
         run.arm.title(),
         run.secs,
@@ -443,10 +443,14 @@ fn log_run(run: &Run, round: usize, rounds: usize, started: Instant) {
             .map(|t| format!("; teardown {t:.2} s"))
             .unwrap_or_default(),
         // Each run's own, so that runs of two builds alternated by `BENCH_WRAP` can be told
-        // apart (the tables give an arm's spread only).
+        // apart (the tables give an arm's spread only), and kept when a bench is stopped
+        // before its tables.
         run.cpu
             .get("operator")
             .map(|c| format!("; operator CPU {c:.2} s"))
+            .unwrap_or_default(),
+        run.peak_rss_mib
+            .map(|m| format!(", peak RSS {m:.1} MiB"))
             .unwrap_or_default(),
         run.idle
             .as_ref()
