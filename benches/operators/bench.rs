@@ -111,6 +111,10 @@ impl Bench {
         if let Some(pid) = operator {
             out.insert("operator", cpu_secs(pid, self.ticks)?);
         }
+        if let Some((steal, idle)) = machine_cpu(self.ticks) {
+            out.insert("machine steal", steal);
+            out.insert("machine idle", idle);
+        }
         Ok(out)
     }
 

@@ -141,6 +141,10 @@ pub(crate) struct Run {
     /// One MiniCluster, after the figures above: its delete request -> no pod of it left.
     pub(crate) teardown: Option<f64>,
     pub(crate) load: f64,
+    /// Milliseconds the machine took, just before the run, for a fixed piece of
+    /// single-threaded work (`helpers::pace_ms`): how fast this machine ran then, taken the same way
+    /// before every run of every arm (set by the caller).
+    pub(crate) pace_ms: Option<f64>,
     /// The API server's CPU profile over the run, by path (`BENCH_PPROF_SECS`).
     pub(crate) profile: Option<ProfileSplit>,
 }

@@ -56,6 +56,50 @@ pub(crate) fn cpu_secs(pid: u32, ticks: f64) -> Result<f64> {
     Ok((utime + stime) / ticks)
 }
 
+/// The whole machine's CPU seconds so far, from the first line of `/proc/stat` (in clock
+/// ticks): (stolen by the hypervisor, idle with I/O wait). Over a run, the stolen seconds say
+/// whether the host took cycles from this machine; the idle ones whether the run used it all.
+pub(crate) fn machine_cpu(ticks: f64) -> Option<(f64, f64)> {
+    parse_machine_cpu(&std::fs::read_to_string("/proc/stat").ok()?, ticks)
+}
+
+fn parse_machine_cpu(stat: &str, ticks: f64) -> Option<(f64, f64)> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal ...
+    let (idle, iowait, steal) = (*v.get(3)?, *v.get(4)?, *v.get(7)?);
+    Some((steal / ticks, (idle + iowait) / ticks))
+}
+
+/// Milliseconds, the median of five, that a fixed piece of single-threaded work takes now:
+/// random updates over 8 MiB (memory as well as the core). Taken before each run, with the
+/// cluster quiet, it reads this machine's pace the same way for every arm, so that a run the
+/// machine slowed can be told from what its arm did.
+pub(crate) fn pace_ms() -> f64 {
+    let mut buf = vec![0u64; 1 << 20];
+    let mut times: Vec<f64> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+            for i in 0..(1u64 << 24) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let j = (x as usize) & (buf.len() - 1);
+                buf[j] = buf[j].wrapping_add(i);
+            }
+            std::hint::black_box(&buf);
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    times[2]
+}
+
 /// Peak resident set size (VmHWM) in MiB.
 pub(crate) fn peak_rss_mib(pid: u32) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

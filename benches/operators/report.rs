@@ -442,6 +442,10 @@ impl Report<'_> {
         // The scheduler places the same pods in every arm and sends the same requests: its
         // CPU per run says how fast the machine ran that run, beside the ratios it explains.
         let scheduler_cpu: Figure<'_> = &|r| r.cpu.get("kube-scheduler").copied();
+        // Read the same way before and during every run: a round whose arms ran at two paces
+        // shows here, beside the ratios above.
+        let pace: Figure<'_> = &|r| r.pace_ms;
+        let steal: Figure<'_> = &|r| r.cpu.get("machine steal").copied();
         let _ = writeln!(o);
         for (a, b, title) in self.pairs() {
             for (what, f) in [
@@ -451,6 +455,8 @@ impl Report<'_> {
                     "kube-scheduler CPU s (the same pods in both arms: the machine's speed)",
                     scheduler_cpu,
                 ),
+                ("the machine's pace probe before the run, ms", pace),
+                ("CPU s stolen by the host", steal),
             ] {
                 let med = |arm: Arm| median(&self.vals(sc, arm, f));
                 let _ = writeln!(
@@ -727,6 +733,21 @@ pub(crate) fn many_rows(m: usize) -> Vec<Row> {
             "JobSet's queue: mean wait s",
             Box::new(|r| r.jobset_queue_wait()),
             2,
+        ),
+        (
+            "the machine's pace before the run: ms for a fixed piece of work",
+            Box::new(|r| r.pace_ms),
+            0,
+        ),
+        (
+            "the machine: CPU s stolen by its host during the run",
+            Box::new(|r| r.cpu.get("machine steal").copied()),
+            1,
+        ),
+        (
+            "the machine: CPU s idle during the run (of 2 per second)",
+            Box::new(|r| r.cpu.get("machine idle").copied()),
+            1,
         ),
     ]
 }

@@ -343,6 +343,7 @@ impl Bench {
             running,
             teardown: None, // measured after
             load: load_average(),
+            pace_ms: None, // set by the caller
             profile,
         })
     }
@@ -427,6 +428,7 @@ impl Bench {
             running: None,
             teardown: None,
             load: load_average(),
+            pace_ms: None, // set by the caller
             profile: None,
         })
     }
