@@ -362,7 +362,7 @@ async fn run_all(bench: &mut Bench, config: &Config, started: Instant) -> Result
                 order.extend(order.clone().into_iter().rev());
             }
             for arm in order.into_iter().filter(|&a| runs_in(sc, a)) {
-                let run = match paced_run(bench, sc, arm, round).await {
+                let run = match bench.run(sc, arm, round).await {
                     Ok(run) => run,
                     Err(e) => {
                         if !runs.is_empty() {
@@ -400,21 +400,14 @@ fn scenarios(config: &Config, round: usize) -> Vec<Scenario> {
 async fn warm_up(bench: &mut Bench, config: &Config, started: Instant) -> Result<()> {
     for sc in scenarios(config, 1) {
         for &arm in config.arms.iter().filter(|&&a| runs_in(sc, a)) {
-            let run = paced_run(bench, sc, arm, 0)
+            let run = bench
+                .run(sc, arm, 0)
                 .await
                 .map_err(|e| e.context(format!("warm-up, {sc:?}, {}", arm.title())))?;
             log_run(&run, 0, config.rounds, started);
         }
     }
     Ok(())
-}
-
-/// One run, the machine's pace read just before it ([`pace_ms`]).
-async fn paced_run(bench: &mut Bench, sc: Scenario, arm: Arm, round: usize) -> Result<Run> {
-    let pace = tokio::task::spawn_blocking(pace_ms).await?;
-    let mut run = bench.run(sc, arm, round).await?;
-    run.pace_ms = Some(pace);
-    Ok(run)
 }
 
 /// Whether `arm` runs `sc`: the batch end only where the lead's end ends the JobSet (this

@@ -143,7 +143,7 @@ pub(crate) struct Run {
     pub(crate) load: f64,
     /// Milliseconds the machine took, just before the run, for a fixed piece of
     /// single-threaded work (`helpers::pace_ms`): how fast this machine ran then, taken the same way
-    /// before every run of every arm (set by the caller).
+    /// before every run of every arm, once the last run's namespace is gone.
     pub(crate) pace_ms: Option<f64>,
     /// The API server's CPU profile over the run, by path (`BENCH_PPROF_SECS`).
     pub(crate) profile: Option<ProfileSplit>,
