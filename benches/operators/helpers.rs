@@ -60,10 +60,7 @@ pub(crate) fn cpu_secs(pid: u32, ticks: f64) -> Result<f64> {
 /// ticks): (stolen by the hypervisor, idle with I/O wait). Over a run, the stolen seconds say
 /// whether the host took cycles from this machine; the idle ones whether the run used it all.
 pub(crate) fn machine_cpu(ticks: f64) -> Option<(f64, f64)> {
-    parse_machine_cpu(&std::fs::read_to_string("/proc/stat").ok()?, ticks)
-}
-
-fn parse_machine_cpu(stat: &str, ticks: f64) -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().find(|l| l.starts_with("cpu "))?;
     let v: Vec<f64> = line
         .split_whitespace()
