@@ -9,6 +9,10 @@
  *   mpi-check pingpong [ITERATIONS]
  *                        ranks 0 and 1 send messages back and forth (8 bytes, then 1 MiB);
  *                        rank 0 prints "pingpong latency_us L bandwidth_MBps B hosts H0,H1".
+ *   mpi-check abort CODE after a barrier, the last rank prints "mpi-check aborting with CODE"
+ *                        and calls MPI_Abort(MPI_COMM_WORLD, CODE) while the others wait in
+ *                        a second barrier: a solver that gives up, as the tests of a failed
+ *                        job's end need one.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -115,13 +119,26 @@ static int pingpong(int rank, int size, int iterations) {
     return 0;
 }
 
+static int abort_with(int rank, int size, int code) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == size - 1) {
+        printf("mpi-check aborting with %d\n", code);
+        fflush(stdout);
+        MPI_Abort(MPI_COMM_WORLD, code);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int rc;
-    if (argc > 1 && strcmp(argv[1], "pingpong") == 0)
+    if (argc > 2 && strcmp(argv[1], "abort") == 0)
+        rc = abort_with(rank, size, atoi(argv[2]));
+    else if (argc > 1 && strcmp(argv[1], "pingpong") == 0)
         rc = pingpong(rank, size, argc > 2 ? atoi(argv[2]) : 1000);
     else
         rc = check(rank, size);

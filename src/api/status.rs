@@ -66,6 +66,11 @@ pub struct MiniClusterStatus {
     /// it when it ended. Absent until a lead has ended with an archive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_save: Option<SaveStatus>,
+    /// How the cluster's job ended (a command, a batch or a launcher): the exit code of the
+    /// lead's program, and where its output is. Absent until the cluster has finished, and
+    /// for an interactive cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<JobResult>,
     /// The Flux instance's lead broker as last seen, and how often the instance started
     /// again while the MiniCluster ran. Absent until a lead pod exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,6 +115,31 @@ pub struct InstanceStatus {
     /// restarted or its pod was replaced (a suspension and its resumption do not count).
     #[serde(default)]
     pub restarts: i32,
+}
+
+/// How the lead's program (the job of a command, batch or launcher cluster) ended.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobResult {
+    /// The program's exit code: 0 when the job succeeded. A batch's is the largest of its
+    /// jobs'.
+    pub exit_code: i32,
+    /// The lead broker's pod, whose log holds the job's output.
+    pub pod: String,
+    /// Its Flux container.
+    pub container: String,
+    /// The last lines of that log (at most 80 lines or 2 KiB, as the kubelet keeps them) when
+    /// the job failed; empty when it succeeded, or when the container reported a save
+    /// (`spec.archive`) instead.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output: String,
+}
+
+impl JobResult {
+    /// Where to read the whole output.
+    pub fn logs_command(&self) -> String {
+        format!("kubectl logs {} -c {}", self.pod, self.container)
+    }
 }
 
 /// What a lead's save at the end of its instance did.
@@ -236,7 +266,8 @@ pub mod condition {
 }
 
 /// The reasons of the conditions the operator writes, by condition ([`condition`]).
-/// `Admitted` carries Kueue's reason, and `Failed` JobSet's.
+/// `Admitted` carries Kueue's reason, and `Failed` JobSet's unless the job failed
+/// ([`JOB_FAILED`](reason::JOB_FAILED)).
 pub mod reason {
     /// `Ready`: every broker's pod is ready.
     pub const BROKERS_READY: &str = "BrokersReady";
@@ -254,6 +285,8 @@ pub mod reason {
     pub const STABLE: &str = "Stable";
     /// `Succeeded`: the lead broker's Job completed.
     pub const LEAD_BROKER_COMPLETED: &str = "LeadBrokerCompleted";
+    /// `Failed`: the lead's program (the job) exited non-zero.
+    pub const JOB_FAILED: &str = "JobFailed";
     /// `Unsupported` false.
     pub const ALL_SUPPORTED: &str = "AllSupported";
     /// `Unsupported`: fields the operator accepts and ignores.

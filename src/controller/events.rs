@@ -94,7 +94,7 @@ pub fn transitions(
     // (Pending) and the way up (Starting, Running) are the status's.
     if old.phase != new.phase
         && old.phase.is_some()
-        && let Some(note) = new.phase.and_then(phase_note)
+        && let Some(note) = new.phase.and_then(|p| phase_note(p, new))
     {
         notes.push(note);
     }
@@ -156,15 +156,22 @@ fn instance_note(old: &MiniClusterStatus, new: &MiniClusterStatus) -> Option<Not
 }
 
 /// The Event of a change to `phase`, if it has one: the way up (Starting, Running) has none.
-fn phase_note(phase: Phase) -> Option<Note> {
+/// The end says how the job ended (`new.result`), with a failed job's last lines of output.
+fn phase_note(phase: Phase, new: &MiniClusterStatus) -> Option<Note> {
     let note = match phase {
         Phase::Starting | Phase::Running => return None,
         Phase::Succeeded => Note::normal(
             "Succeeded",
             "Reconcile",
-            "The lead broker finished".to_string(),
+            match &new.result {
+                Some(r) => format!(
+                    "The job succeeded (exit code 0; its output: {})",
+                    r.logs_command()
+                ),
+                None => "The lead broker finished".to_string(),
+            },
         ),
-        Phase::Failed => Note::warning("Failed", "Reconcile", "The cluster failed".to_string()),
+        Phase::Failed => Note::warning("Failed", "Reconcile", failed_message(new)),
         Phase::Suspended => Note::normal(
             "Suspended",
             "Reconcile",
@@ -177,6 +184,39 @@ fn phase_note(phase: Phase) -> Option<Note> {
         ),
     };
     Some(note)
+}
+
+/// The `Failed` Event's message: the `Failed` condition's (a failed job's exit code and
+/// where its output is, or JobSet's reason), then the job's last lines of output.
+fn failed_message(new: &MiniClusterStatus) -> String {
+    let why = new
+        .conditions
+        .iter()
+        .find(|c| c.type_ == condition::FAILED && c.status == "True")
+        .map(|c| c.message.as_str())
+        .filter(|m| !m.is_empty());
+    let mut message = match why {
+        Some(why) => format!("The cluster failed: {why}"),
+        None => "The cluster failed".to_string(),
+    };
+    if let Some(r) = new.result.as_ref().filter(|r| !r.output.is_empty()) {
+        message.push_str("; the output ends with:\n");
+        let room = MAX_NOTE.saturating_sub(message.len());
+        message.push_str(last_bytes(r.output.trim_end(), room));
+    }
+    message
+}
+
+/// The longest an Event's note may be (events.k8s.io/v1 refuses longer).
+const MAX_NOTE: usize = 1024;
+
+/// The end of `text`, at most `n` bytes of it, starting on a character.
+fn last_bytes(text: &str, n: usize) -> &str {
+    let mut start = text.len().saturating_sub(n);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
 }
 
 /// The Event of a save the lead pod reported: what the archive holds now, or why it was not

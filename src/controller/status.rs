@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ContainerStatus;
 
 pub use super::watches::kept::BrokerPod;
 
-use crate::api::{LEAD_JOB, ROLE_LABEL, RestoreStatus, SaveStatus};
+use crate::api::{JobResult, LEAD_JOB, ROLE_LABEL, RestoreStatus, SaveStatus};
 
 /// Kueue's verdict on the workload.
 #[derive(Clone, Debug, PartialEq)]
@@ -150,5 +150,37 @@ pub fn lead_save(pods: &[Arc<BrokerPod>], container: &str) -> Option<SaveStatus>
         bytes: manifest.bytes,
         sha256: manifest.sha256,
         error: report.error.unwrap_or_default(),
+    })
+}
+
+/// How the newest lead pod's program ended: its Flux container (`container`) terminated, in
+/// its current run, with the program's exit code (not [`RETRY_EXIT`](crate::flux::RETRY_EXIT),
+/// which is a broker that ended before its job did), and the log's last lines the kubelet
+/// kept as its termination message when it failed (a save's report is not output). `None`
+/// while the container runs, or when the cluster runs no program.
+pub fn lead_result(pods: &[Arc<BrokerPod>], container: &str) -> Option<JobResult> {
+    let lead = newest_lead(pods)?;
+    let status = lead
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == container)?;
+    let ended = status.state.as_ref()?.terminated.as_ref()?;
+    if ended.exit_code == crate::flux::RETRY_EXIT {
+        return None;
+    }
+    let message = ended.message.clone().unwrap_or_default();
+    let output = if ended.exit_code == 0 || crate::flux::SaveReport::parse(&message).is_some() {
+        String::new()
+    } else {
+        message
+    };
+    Some(JobResult {
+        exit_code: ended.exit_code,
+        pod: lead.metadata.name.clone().unwrap_or_default(),
+        container: container.to_string(),
+        output,
     })
 }

@@ -70,6 +70,17 @@ pub enum Role {
     Follower,
 }
 
+/// The exit code of a lead's Flux container whose instance ended before its program did (its
+/// broker crashed, or it was stopped): not the job's outcome, so the lead's Job starts a new
+/// lead pod (`podFailurePolicy`, [`crate::model::Cluster::program_ends_cluster`]). Every other
+/// exit of a lead that runs a program is the program's own: the job's outcome. (Sysexits'
+/// `EX_TEMPFAIL`; a program that exits with it is reported as having exited 1.)
+pub const RETRY_EXIT: i32 = 75;
+
+/// The file in the broker directory where the wrapper of the lead's program writes the
+/// program's exit code when it returns.
+pub const PROGRAM_END: &str = "program-exit-code";
+
 /// The note the lead's save puts on the jobs it cancels (`spec.archive`): the archive report
 /// counts them apart. Plain text: it is also written in a shell script.
 pub const SAVE_CANCEL_NOTE: &str =

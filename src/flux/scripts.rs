@@ -150,6 +150,16 @@ fn job_words(c: &MiniClusterContainer) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The words before the lead's program (then the file [`PROGRAM_END`](super::PROGRAM_END),
+/// then the program's words): run the program, and write its exit code to the file when it
+/// returns. A program killed with its broker writes nothing.
+pub(crate) const PROGRAM_WRAPPER: [&str; 4] = [
+    "bash",
+    "-c",
+    r#"rc=0; "${@:2}" || rc=$?; printf '%s\n' "$rc" >"$1"; exit "$rc""#,
+    "flux-operator-program",
+];
+
 /// Lines of the initial program inside the lead's `start=( ... )` array.
 fn program_lines(cluster: &Cluster<'_>) -> Vec<String> {
     let option_flags = cluster.options.option_flags.clone();
@@ -165,7 +175,10 @@ fn program_lines(cluster: &Cluster<'_>) -> Vec<String> {
         ),
         Mode::Batch | Mode::BatchRaw => ("batch", batch_lines(cluster, option_flags)),
     };
-    let mut lines = Vec::new();
+    let mut lines = vec![
+        "# the program's exit code, written to $program_end when it returns (see above)".into(),
+        format!("{} \"$program_end\"", quote_all(&PROGRAM_WRAPPER)),
+    ];
     if cluster.logging.timed {
         lines.push("# logging.timed: report the wall time of the program".to_string());
         lines.push(format!(
@@ -212,10 +225,12 @@ fn batch_lines(cluster: &Cluster<'_>, option_flags: Vec<String>) -> Vec<String> 
     };
     // logging.quiet: the batch job's id is not printed (its jobs' output goes to
     // files anyway); errors stay on stderr.
+    // `flux job status` waits for the batch job and exits with its exit code (the largest
+    // of its jobs', batch.sh), so the program fails with the code of the job that failed.
     let batch = if cluster.logging.quiet {
-        r#"flux batch "$@" >/dev/null && flux job wait --all"#
+        r#"id=$(flux batch "$@") && flux job status -v "$id""#
     } else {
-        r#"flux batch "$@" && flux job wait --all"#
+        r#"id=$(flux batch "$@") && printf '%s\n' "$id" && flux job status -v "$id""#
     };
     let mut words: Vec<String> = ["bash", "-c", batch, "flux-batch"]
         .map(String::from)
@@ -266,9 +281,7 @@ pub fn batch_script(cluster: &Cluster<'_>) -> Result<Option<String>, Error> {
                 .map(|(job, line)| {
                     let argv = command_argv(line).unwrap_or_default();
                     let flags = [
-                        "flux".to_string(),
-                        "submit".into(),
-                        "--flags=waitable".into(),
+                        "--flags=waitable".to_string(),
                         format!("--output={logs}/job-{job}.out"),
                         format!("--error={logs}/job-{job}.err"),
                     ];
@@ -376,6 +389,10 @@ struct LeadScript {
     prefix: String,
     /// [`program_lines`].
     program: Vec<String>,
+    /// [`PROGRAM_END`](super::PROGRAM_END) when the lead runs a program (not interactive).
+    program_end: Option<&'static str>,
+    /// [`RETRY_EXIT`](super::RETRY_EXIT).
+    retry_exit: i32,
     /// `spec.archive.path`, quoted.
     archive: Option<String>,
     /// Whether the lead saves the queue before the instance stops (`spec.archive`, see
@@ -569,6 +586,8 @@ pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error>
         timed: cluster.logging.timed,
         prefix: quote_all(&cluster.flux.prefix),
         program: program_lines(cluster),
+        program_end: (cluster.flux.mode.runs_program()).then_some(super::PROGRAM_END),
+        retry_exit: super::RETRY_EXIT,
         archive: (cluster.archive.as_ref()).map(|a| quote(a.path).into_owned()),
         save: cluster.archive.is_some(),
         save_script: files::SAVE,

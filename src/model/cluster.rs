@@ -147,6 +147,16 @@ impl<'a> Cluster<'a> {
         all
     }
 
+    /// Whether the lead's program ends the cluster, fail or succeed: the lead's pod does not
+    /// restart its Flux container (`restartPolicy: Never`) and its Job fails at once when the
+    /// program failed ([`crate::flux::RETRY_EXIT`] tells a broker that ended before its job did,
+    /// which the Job retries). Every mode that runs a program, unless `spec.pod.restartPolicy`
+    /// asks for `OnFailure`: the Go operator's default, which runs a failed program again.
+    pub fn program_ends_cluster(&self) -> bool {
+        self.flux.mode.runs_program()
+            && self.pods.pod.restart_policy != Some(crate::api::RestartPolicy::OnFailure)
+    }
+
     /// The containers of `spec.services` (the services pod's), in order.
     pub fn services(&self) -> impl Iterator<Item = &CompanionContainer<'a>> {
         self.companions

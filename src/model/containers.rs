@@ -100,6 +100,12 @@ impl Mode {
     pub fn keeps_state(self) -> bool {
         self == Mode::Interactive
     }
+
+    /// Whether the lead runs a program (the command, the batch, the launcher) whose end is
+    /// the job's outcome: every mode but interactive.
+    pub fn runs_program(self) -> bool {
+        self != Mode::Interactive
+    }
 }
 
 /// The lead's mode when `c` is the Flux container.

@@ -1,7 +1,10 @@
 //! The JobSet of a MiniCluster: a `lead` replicated job (rank 0) and a `workers` replicated
 //! job (ranks 1..), one subdomain, success tied to the lead broker.
 
-use k8s_openapi::api::batch::v1::{JobSpec, JobTemplateSpec};
+use k8s_openapi::api::batch::v1::{
+    JobSpec, JobTemplateSpec, PodFailurePolicy, PodFailurePolicyOnExitCodesRequirement,
+    PodFailurePolicyOnPodConditionsPattern, PodFailurePolicyRule,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{common_labels, owned_meta, pod_template};
@@ -156,9 +159,44 @@ fn replicated_job(cluster: &Cluster<'_>, role: Role, pods: i32, config_map: &str
                 // a lead has saved the queue, so the next broker never races the old one for
                 // its rank or its archive. The brokers' entrypoints exit non-zero when stopped.
                 pod_replacement_policy: Some("Failed".to_string()),
+                pod_failure_policy: (role == Role::Lead && cluster.program_ends_cluster())
+                    .then(|| lead_failure_policy(cluster)),
                 template: pod_template(cluster, role, config_map),
                 ..JobSpec::default()
             }),
         },
+    }
+}
+
+/// How the lead's Job takes a failed lead pod when the lead's program ends the cluster
+/// ([`Cluster::program_ends_cluster`]): a pod the cluster lost (evicted, preempted, its node
+/// gone: the `DisruptionTarget` condition) is replaced without counting against
+/// `backoffLimit`; a Flux container that exited with anything but
+/// [`RETRY_EXIT`](crate::flux::RETRY_EXIT) ended with its job, which failed: the Job fails
+/// at once, and with it the JobSet (`maxRestarts: 0`) and the MiniCluster. A retry exit (the
+/// broker ended before its job did) and any other failure (an init container's) count
+/// against `backoffLimit` as before.
+fn lead_failure_policy(cluster: &Cluster<'_>) -> PodFailurePolicy {
+    let container = crate::model::containers::flux_container_name(cluster.mc);
+    PodFailurePolicy {
+        rules: vec![
+            PodFailurePolicyRule {
+                action: "Ignore".to_string(),
+                on_pod_conditions: Some(vec![PodFailurePolicyOnPodConditionsPattern {
+                    type_: "DisruptionTarget".to_string(),
+                    status: Some("True".to_string()),
+                }]),
+                on_exit_codes: None,
+            },
+            PodFailurePolicyRule {
+                action: "FailJob".to_string(),
+                on_exit_codes: Some(PodFailurePolicyOnExitCodesRequirement {
+                    container_name: Some(container.to_string()),
+                    operator: "NotIn".to_string(),
+                    values: vec![crate::flux::RETRY_EXIT],
+                }),
+                on_pod_conditions: None,
+            },
+        ],
     }
 }

@@ -82,13 +82,7 @@ pub fn pod_template(cluster: &Cluster<'_>, role: Role, config_map: &str) -> PodT
             )
             .filter(|c| !c.is_empty()),
             volumes: Some(volumes),
-            restart_policy: Some(
-                match pod.restart_policy {
-                    Some(crate::api::RestartPolicy::Never) => "Never",
-                    _ => "OnFailure",
-                }
-                .to_string(),
-            ),
+            restart_policy: Some(restart_policy(cluster, role).to_string()),
             termination_grace_period_seconds: crate::flux::termination_grace_seconds(cluster, role),
             share_process_namespace: settings.share_process_namespace.then_some(true),
             service_account_name: non_empty(&pod.service_account_name),
@@ -111,6 +105,18 @@ pub fn pod_template(cluster: &Cluster<'_>, role: Role, config_map: &str) -> PodT
             image_pull_secrets: pull_secrets,
             ..PodSpec::default()
         }),
+    }
+}
+
+/// A broker pod's restart policy: `spec.pod.restartPolicy`, `OnFailure` when unset, except a
+/// lead whose program ends the cluster ([`Cluster::program_ends_cluster`]): `Never`, so that
+/// its job's end is its pod's, and its Job's `podFailurePolicy` tells a failed job (the
+/// cluster fails) from a broker that ended early (a new lead pod).
+fn restart_policy(cluster: &Cluster<'_>, role: Role) -> &'static str {
+    match cluster.pods.pod.restart_policy {
+        _ if role == Role::Lead && cluster.program_ends_cluster() => "Never",
+        Some(crate::api::RestartPolicy::Never) => "Never",
+        _ => "OnFailure",
     }
 }
 
@@ -207,6 +213,12 @@ fn flux_container(cluster: &Cluster<'_>, role: Role) -> Container {
         Role::Lead => Some(flux_pod::lead_readiness_probe(cluster)),
         Role::Follower => flux_pod::follower_readiness_probe(cluster),
     };
+    if role == Role::Lead && cluster.program_ends_cluster() {
+        // A failed job leaves no termination message of its own (a save's report, with
+        // `spec.archive`, is one): the kubelet keeps the log's last lines instead, which the
+        // status shows as the job's output.
+        container.termination_message_policy = Some("FallbackToLogsOnError".to_string());
+    }
     if role == Role::Lead {
         // One entry per port: the spec's own 8052, if listed, gets the name.
         let ports = container.ports.get_or_insert_default();

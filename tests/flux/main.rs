@@ -12,6 +12,7 @@ mod kubelet;
 
 mod emulator;
 
+mod ends;
 mod examples;
 mod features;
 mod lifecycle;

@@ -175,6 +175,19 @@ impl Pod {
         self.config.display().to_string()
     }
 
+    /// The lead's program as `flux start` gets it: the wrapper that records its end, then
+    /// `words`.
+    fn program(&self, words: &[String]) -> Vec<String> {
+        let mut v = strs(&crate::flux::scripts::PROGRAM_WRAPPER);
+        v.push(format!(
+            "{}/broker/{}",
+            self.run.display(),
+            crate::flux::PROGRAM_END
+        ));
+        v.extend(words.iter().cloned());
+        v
+    }
+
     /// `flux start -o --config DIR` with the default broker options, then `extra`.
     fn start(&self, extra: &[&str]) -> Vec<String> {
         let mut v = strs(&["start", "-o", "--config"]);
@@ -220,10 +233,98 @@ fn single_command_submits_and_waits() {
     ]);
     let mut program = vec![s("flux")];
     program.extend(submit.clone());
+    let program = pod.program(&program);
     assert_eq!(
         pod.flux_calls(),
         vec![pod.start(&[]).into_iter().chain(program).collect(), submit]
     );
+}
+
+/// (what, the cluster, the stand-in's environment, the lead's exit code, what it says)
+type ExitCase<'a> = (
+    &'a str,
+    &'a MiniCluster,
+    &'a [(&'a str, &'a str)],
+    i32,
+    &'a str,
+);
+
+/// The lead's exit in every mode that runs a program: the program's exit code when it
+/// ended (the job's outcome, final), 75 when the broker ended before its program did (a
+/// retry), and 1 for a program that itself exited 75.
+#[test]
+fn the_lead_exits_with_its_job_s_code_and_75_when_its_broker_ended_before_the_job() {
+    let code = |mc: &MiniCluster, env: &[(&str, &str)]| {
+        let out = Pod::new(mc).run("lead.sh", env);
+        (out.status.code(), stderr(&out))
+    };
+    let submit = with_command("mc", 2, "hostname");
+    let mut batch = with_command("mc", 2, "hostname\nfalse");
+    batch.spec.containers[0].batch = true;
+    let mut launcher = with_command("mc", 2, "flux my-workflow");
+    launcher.spec.containers[0].launcher = true;
+    // (what, cluster, environment, exit code, what the entrypoint says)
+    let cases: [ExitCase<'_>; 7] = [
+        (
+            "a job that succeeds",
+            &submit,
+            &[],
+            0,
+            "the job ended with exit code 0",
+        ),
+        (
+            "a job that fails",
+            &submit,
+            &[("FAKE_FLUX_RC_submit", "3")],
+            3,
+            "exit code 3",
+        ),
+        (
+            "a batch whose job fails",
+            &batch,
+            &[("FAKE_FLUX_RC_job", "4")],
+            4,
+            "exit code 4",
+        ),
+        (
+            "a launcher that fails",
+            &launcher,
+            &[("FAKE_FLUX_RC_my_workflow", "2")],
+            2,
+            "exit code 2",
+        ),
+        (
+            "a crashed broker",
+            &submit,
+            &[("FAKE_FLUX_START_CRASH", "137")],
+            75,
+            "exiting 75",
+        ),
+        (
+            "a crashed batch broker",
+            &batch,
+            &[("FAKE_FLUX_START_CRASH", "1")],
+            75,
+            "exiting 75",
+        ),
+        (
+            "a job that exits 75",
+            &submit,
+            &[("FAKE_FLUX_RC_submit", "75")],
+            1,
+            "exiting 1",
+        ),
+    ];
+    for (what, mc, env, want, says) in cases {
+        let (got, err) = code(mc, env);
+        assert_eq!(got, Some(want), "{what}:\n{err}");
+        assert!(err.contains(says), "{what}: {says:?} not in\n{err}");
+    }
+    // An interactive lead runs no program: its broker's status is its own.
+    let mut interactive = with_command("mc", 2, "");
+    interactive.spec.interactive = true;
+    let (got, err) = code(&interactive, &[("FAKE_FLUX_START_CRASH", "137")]);
+    assert_eq!(got, Some(137), "{err}");
 }
 
 #[test]
@@ -408,24 +509,27 @@ fn batch_submits_each_line_and_waits_for_all() {
             &strs(argv),
         )
     };
-    let program = strs(&[
+    let program: Vec<String> = strs(&[
         "bash",
         "-c",
-        r#"flux batch "$@" && flux job wait --all"#,
+        r#"id=$(flux batch "$@") && printf '%s\n' "$id" && flux job status -v "$id""#,
         "flux-batch",
     ])
     .into_iter()
-    .chain(batch[1..].to_vec());
+    .chain(batch[1..].to_vec())
+    .collect();
     assert_eq!(
         pod.flux_calls(),
         vec![
-            pod.start(&[]).into_iter().chain(program).collect(),
+            with_tail(pod.start(&[]), &pod.program(&program)),
             batch,
             job(0, &["hostname"]),
             job(1, &["bash", "-c", "  echo 'a b' | wc -c"]),
             job(2, &["sleep", "1"]),
-            strs(&["job", "wait", "--all"]),
-            strs(&["job", "wait", "--all"]),
+            // The batch script waits for its jobs, and the lead for the batch job: each
+            // exits with the largest exit code of what it waited for.
+            strs(&["job", "status", "-v", "fake-job", "fake-job", "fake-job"]),
+            strs(&["job", "status", "-v", "fake-batch"]),
         ]
     );
     assert!(Path::new(&logs).is_dir(), "the logs directory is created");
@@ -459,7 +563,7 @@ fn batch_raw_runs_the_script_verbatim() {
             strs(&["submit", "-N2", "hostname"]),
             strs(&["submit", "echo", "/home/fake-home"]),
             strs(&["queue", "idle"]),
-            strs(&["job", "wait", "--all"]),
+            strs(&["job", "status", "-v", "fake-batch"]),
         ]
     );
 }
@@ -471,7 +575,7 @@ fn launcher_is_the_initial_program() {
     let pod = Pod::new(&mc);
     assert_ok(&pod.run("lead.sh", &[]));
     let tool = strs(&["workflow-tool", "--jobs", "two words"]);
-    let program = with_tail(vec![s("flux")], &tool);
+    let program = pod.program(&with_tail(vec![s("flux")], &tool));
     assert_eq!(
         pod.flux_calls(),
         vec![with_tail(pod.start(&[]), &program), tool]
@@ -545,7 +649,10 @@ fn hooks_run_in_order_around_the_broker() {
             strs(&["hook", "init"]),
             strs(&["hook", "pre"]),
             strs(&["hook", "broker-pre"]),
-            with_tail(pod.start(&["flux"]), &submit),
+            with_tail(
+                pod.start(&[]),
+                &pod.program(&with_tail(vec![s("flux")], &submit))
+            ),
             submit,
             strs(&["hook", "post", "set by pre"]),
         ]
@@ -646,15 +753,16 @@ fn options_prefix_wrap_timed_debug_zeromq_quorum() {
         "-Slocal-uri=local://{}/broker/local",
         pod.run.display()
     ));
-    start.extend(strs(&[
+    let mut program = strs(&[
         "bash",
         "-c",
         r#"TIMEFORMAT="FLUXTIME $1 wall time %3lR"; shift; time "$@""#,
         "flux-operator-time",
         "submit",
         "flux",
-    ]));
-    start.extend(submit.clone());
+    ]);
+    program.extend(submit.clone());
+    start.extend(pod.program(&program));
     assert_eq!(calls, vec![start, submit]);
     assert_eq!(
         pod.env_seen()["PREFIXED"],
@@ -754,8 +862,13 @@ fn quiet_batch_does_not_print_the_batch_job_id() {
     let loud = crate::flux::scripts::broker_script(&crate::fixtures::cluster(&mc), true).unwrap();
     mc.spec.logging.quiet = true;
     let quiet = crate::flux::scripts::broker_script(&crate::fixtures::cluster(&mc), true).unwrap();
-    assert!(loud.contains(r#"'flux batch "$@" && flux job wait --all'"#));
-    assert!(quiet.contains(r#"'flux batch "$@" >/dev/null && flux job wait --all'"#));
+    let loud_line =
+        r#"'id=$(flux batch "$@") && printf '\''%s\n'\'' "$id" && flux job status -v "$id"'"#;
+    assert!(loud.contains(loud_line), "{loud}");
+    assert!(
+        quiet.contains(r#"'id=$(flux batch "$@") && flux job status -v "$id"'"#),
+        "{quiet}"
+    );
 }
 
 #[test]
@@ -784,9 +897,10 @@ fn archive_is_restored_when_it_exists_and_dumped_beside_it() {
         pod.start(&[
             &format!("-Scontent.restore={archive}"),
             &format!("-Scontent.dump={partial}"),
-            "flux",
         ]),
-        &strs(&["submit", "-n1", "--quiet", "--watch", "hostname"]),
+        &pod.program(&strs(&[
+            "flux", "submit", "-n1", "--quiet", "--watch", "hostname",
+        ])),
     );
     // After `flux R encode`: a restored archive's R is another instance's.
     assert_eq!(pod.r_written()[..2], strs(&["R", "encode"]));

@@ -12,7 +12,13 @@
 #       ("env", NAME, VALUE) records; runs PROGRAM if given and exits with its status,
 #       otherwise (a broker without a program) exits with the next status from the
 #       file $FAKE_FLUX_START_RCS (one per line; 0 when the file is missing or used up).
-#   flux batch ... SCRIPT   runs SCRIPT with bash (like the batch job would), exits with its status.
+#       With $FAKE_FLUX_START_CRASH set, it exits with that status at once, running no
+#       program (a broker that crashed).
+#   flux batch ... SCRIPT   runs SCRIPT with bash (like the batch job would; its stdout to
+#                           stderr), then prints the id `fake-batch` and exits 0: a real
+#                           flux batch returns once submitted, `flux job status` tells the end.
+#   flux submit ...         prints the id `fake-job` (unless --quiet), then exits with
+#                           $FAKE_FLUX_RC_submit (default 0).
 #   flux uptime             prints the file $FAKE_FLUX_UPTIME (a broker's summary line) when
 #                           it exists, then exits with $FAKE_FLUX_RC_uptime (default 0).
 #   flux R decode ...       prints $FAKE_FLUX_CORES (default 2: the cores a real flux would
@@ -50,6 +56,9 @@ start)
             record env "$name" "<unset>"
         fi
     done
+    if [ -n "${FAKE_FLUX_START_CRASH-}" ]; then
+        exit "$FAKE_FLUX_START_CRASH"
+    fi
     if [ $# -gt 0 ]; then
         "$@"
         exit $?
@@ -63,8 +72,15 @@ start)
     exit "$rc"
     ;;
 batch)
-    bash "${!#}"
-    exit $?
+    bash "${!#}" >&2
+    echo fake-batch
+    ;;
+submit)
+    case " $* " in
+    *" --quiet "*) ;;
+    *) echo fake-job ;;
+    esac
+    exit "${FAKE_FLUX_RC_submit:-0}"
     ;;
 R)
     if [ "${2-}" = decode ]; then echo "${FAKE_FLUX_CORES:-2}"; fi

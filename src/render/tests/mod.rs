@@ -60,6 +60,87 @@ fn jobset_has_lead_and_followers_in_one_subdomain() {
     }
 }
 
+/// Who restarts what: a lead that runs a program never restarts its Flux container, and its
+/// Job fails at once on any exit but the retry code (a lost pod is replaced, uncounted); an
+/// interactive lead and every follower restart theirs (`OnFailure`), with no policy; an
+/// explicit `restartPolicy: OnFailure` (the Go operator's default) keeps the lead's retries.
+#[test]
+fn a_lead_with_a_program_fails_its_job_on_the_program_s_failure_and_others_restart() {
+    use crate::api::RestartPolicy;
+    let interactive = {
+        let mut mc = hello(3);
+        mc.spec.interactive = true;
+        mc
+    };
+    let batch = {
+        let mut mc = hello(3);
+        mc.spec.containers[0].batch = true;
+        mc
+    };
+    let on_failure = {
+        let mut mc = hello(3);
+        mc.spec.pod.restart_policy = Some(RestartPolicy::OnFailure);
+        mc
+    };
+    let never = {
+        let mut mc = hello(3);
+        mc.spec.pod.restart_policy = Some(RestartPolicy::Never);
+        mc
+    };
+    // (what, cluster, lead's policy and failure policy, followers' policy)
+    let cases = [
+        ("a command", hello(3), "Never", true, "OnFailure"),
+        ("a batch", batch, "Never", true, "OnFailure"),
+        ("a single broker", hello(1), "Never", true, "OnFailure"),
+        ("interactive", interactive, "OnFailure", false, "OnFailure"),
+        (
+            "OnFailure asked",
+            on_failure,
+            "OnFailure",
+            false,
+            "OnFailure",
+        ),
+        ("Never asked", never, "Never", true, "Never"),
+    ];
+    for (what, mc, lead_policy, fails_fast, follower_policy) in cases {
+        let cluster = crate::fixtures::cluster(&mc);
+        let js = jobset(&cluster, "m-flux-0");
+        let lead = rjob(&js, "lead").template.spec.as_ref().unwrap();
+        let pod = lead.template.spec.as_ref().unwrap();
+        assert_eq!(pod.restart_policy.as_deref(), Some(lead_policy), "{what}");
+        let flux = &pod.containers[0];
+        let rules = lead.pod_failure_policy.as_ref().map(|p| &p.rules);
+        assert_eq!(rules.is_some(), fails_fast, "{what}");
+        if let Some(rules) = rules {
+            assert_eq!(rules[0].action, "Ignore", "{what}");
+            let lost = rules[0].on_pod_conditions.as_ref().unwrap();
+            assert_eq!(lost[0].type_, "DisruptionTarget", "{what}");
+            assert_eq!(rules[1].action, "FailJob", "{what}");
+            let codes = rules[1].on_exit_codes.as_ref().unwrap();
+            assert_eq!(codes.container_name.as_ref(), Some(&flux.name), "{what}");
+            assert_eq!(codes.operator, "NotIn", "{what}");
+            assert_eq!(codes.values, [crate::flux::RETRY_EXIT], "{what}");
+            assert_eq!(
+                flux.termination_message_policy.as_deref(),
+                Some("FallbackToLogsOnError"),
+                "{what}: a failed job's last lines are kept"
+            );
+        } else {
+            assert_eq!(flux.termination_message_policy, None, "{what}");
+        }
+        if mc.spec.size > 1 {
+            let workers = rjob(&js, "workers").template.spec.as_ref().unwrap();
+            let pod = workers.template.spec.as_ref().unwrap();
+            assert_eq!(
+                pod.restart_policy.as_deref(),
+                Some(follower_policy),
+                "{what}"
+            );
+            assert!(workers.pod_failure_policy.is_none(), "{what}");
+        }
+    }
+}
+
 #[test]
 fn headless_name_sets_the_subdomain() {
     let mut mc = hello(2);

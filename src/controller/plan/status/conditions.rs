@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::{Decided, JobSetState};
-use crate::api::{MiniCluster, MiniClusterStatus, Phase, condition, reason};
+use crate::api::{JobResult, MiniCluster, MiniClusterStatus, Phase, condition, reason};
 use crate::controller::instance::Restart;
 use crate::controller::status::{Admission, PodCounts};
 
@@ -67,6 +67,8 @@ impl<'a> Conditions<'a> {
 /// What the observed conditions are written from.
 pub(super) struct Observation<'a> {
     pub mc: &'a MiniCluster,
+    /// How the lead's program ended, once the cluster has finished.
+    pub result: Option<&'a JobResult>,
     pub jobset: &'a JobSetState<'a>,
     pub counts: &'a PodCounts,
     pub phase: Phase,
@@ -96,8 +98,25 @@ pub(super) fn observed(c: &mut Conditions<'_>, o: &Observation<'_>) {
         );
     }
     if let Some(failed) = o.jobset.failed {
-        c.set(condition::FAILED, true, &failed.reason, &failed.message);
+        match o.result.filter(|r| r.exit_code != 0) {
+            Some(r) => c.set(
+                condition::FAILED,
+                true,
+                reason::JOB_FAILED,
+                &job_failed_message(r),
+            ),
+            None => c.set(condition::FAILED, true, &failed.reason, &failed.message),
+        }
     }
+}
+
+/// The `Failed` message of a job that failed: its exit code, and where its output is.
+pub(in crate::controller) fn job_failed_message(r: &JobResult) -> String {
+    format!(
+        "the job exited with code {} in the lead broker's pod; its output: {}",
+        r.exit_code,
+        r.logs_command()
+    )
 }
 
 fn ready(c: &mut Conditions<'_>, o: &Observation<'_>) {

@@ -18,9 +18,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 pub(in crate::controller) use conditions::Conditions;
 
 use super::Inputs;
-use crate::api::{MiniCluster, MiniClusterStatus, Phase, WORKERS_JOB};
+use crate::api::{JobResult, MiniCluster, MiniClusterStatus, Phase, WORKERS_JOB};
 use crate::controller::instance;
-use crate::controller::status::{Admission, count_pods, lead_restore, lead_save};
+use crate::controller::status::{Admission, count_pods, lead_restore, lead_result, lead_save};
 use crate::controller::watches::kept::BrokerPod;
 use crate::jobset::ObservedJobSet;
 use crate::render;
@@ -187,12 +187,14 @@ fn observed(
         teardown_time: None,
         restore: lead_restore(pods).or_else(|| old.restore.clone()),
         last_save: lead_save(pods, container).or_else(|| old.last_save.clone()),
+        result: job_result(mc, old, phase, pods, container),
         instance: old.instance.clone(),
         conditions: old.conditions.clone(),
     };
     timestamps::stamp(&mut new, old, &counts, &js, all_ready, now);
     let observation = conditions::Observation {
         mc,
+        result: new.result.as_ref(),
         jobset: &js,
         counts: &counts,
         phase,
@@ -206,4 +208,20 @@ fn observed(
         &observation,
     );
     new
+}
+
+/// The job's result: the first one seen once the cluster has finished, kept from then on. A
+/// cluster that runs no program (interactive) has none.
+fn job_result(
+    mc: &MiniCluster,
+    old: &MiniClusterStatus,
+    phase: Phase,
+    pods: &[Arc<BrokerPod>],
+    container: &str,
+) -> Option<JobResult> {
+    let runs_program = crate::model::containers::mode(mc).is_ok_and(|m| m.runs_program());
+    if !runs_program || !phase.is_finished() {
+        return None;
+    }
+    old.result.clone().or_else(|| lead_result(pods, container))
 }

@@ -602,3 +602,211 @@ fn restore_status_comes_from_the_newest_lead_pods_archive_report() {
     let s = observe(&old, &js, &[pod("lead", "Running", Some(5))], ts(20));
     assert_eq!(s.restore.unwrap().pending_jobs, 4);
 }
+
+/// The lead pod `m-0` of `seen` with its Flux container ended: `exit_code`, and `message` as
+/// its termination message (the kubelet's log tail, or a save's report).
+fn lead_ended(seen: &mut Seen, exit_code: i32, message: &str) {
+    let container = crate::model::containers::flux_container_name(&seen.mc).to_string();
+    let mut lead = (*seen.observed.pods[0]).clone();
+    let status = lead.status.as_mut().unwrap();
+    status.phase = Some(
+        if exit_code == 0 {
+            "Succeeded"
+        } else {
+            "Failed"
+        }
+        .into(),
+    );
+    status.container_statuses = Some(vec![k8s_openapi::api::core::v1::ContainerStatus {
+        name: container,
+        state: Some(k8s_openapi::api::core::v1::ContainerState {
+            terminated: Some(k8s_openapi::api::core::v1::ContainerStateTerminated {
+                exit_code,
+                message: Some(message.to_string()).filter(|m| !m.is_empty()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }]);
+    seen.observed.pods[0] = std::sync::Arc::new(lead);
+}
+
+fn jobset_failed(js: &mut ObservedJobSet) {
+    js.status = Some(JobSetStatus {
+        conditions: vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "Failed".into(),
+            status: "True".into(),
+            reason: "FailedJobs".into(),
+            message: "jobset failed due to one or more job failures".into(),
+            observed_generation: None,
+            last_transition_time: Time(now()),
+        }],
+        ..Default::default()
+    });
+}
+
+/// (what, the JobSet's end, the lead's exit code and message, the result's exit code and
+/// output, the `Failed` condition's reason)
+type EndCase<'a> = (
+    &'a str,
+    fn(&mut ObservedJobSet),
+    i32,
+    &'a str,
+    Option<(i32, &'a str)>,
+    Option<&'a str>,
+);
+
+/// A cluster's end says how its job ended: a failed job's exit code, where its output is and
+/// its last lines, in `status.result`, the `Failed` condition (`JobFailed`) and the `Failed`
+/// Event (its note within the API's 1024 bytes); a success its exit code 0; a lead that
+/// ended before its job (exit 75, retried) is no result, and JobSet's own reason stays.
+#[test]
+fn a_finished_cluster_tells_its_job_s_exit_code_and_output_and_a_retry_is_no_result() {
+    let long_output = format!("{}\nError: input line 7 is wrong\n", "x".repeat(3000));
+    let cases: [EndCase<'_>; 5] = [
+        (
+            "a failed job",
+            jobset_failed,
+            3,
+            "step 1\nError: no such file\n",
+            Some((3, "step 1\nError: no such file\n")),
+            Some("JobFailed"),
+        ),
+        (
+            "a long output",
+            jobset_failed,
+            1,
+            &long_output,
+            Some((1, &long_output)),
+            Some("JobFailed"),
+        ),
+        (
+            "a failed job whose save reported",
+            jobset_failed,
+            2,
+            r#"{"archive": "/a/x.tar", "saved": true, "manifest": {"sha256": "s", "bytes": 1, "jobs": 1}}"#,
+            Some((2, "")),
+            Some("JobFailed"),
+        ),
+        (
+            "a job that succeeded",
+            super::super::tests::completed,
+            0,
+            "",
+            Some((0, "")),
+            None,
+        ),
+        (
+            "a retry, then the JobSet failed",
+            jobset_failed,
+            75,
+            "",
+            None,
+            Some("FailedJobs"),
+        ),
+    ];
+    for (what, end, code, message, want, reason) in cases {
+        let mc = Mc::new(2).running();
+        let mut seen = Seen::everything(&mc, 2).jobset(end);
+        lead_ended(&mut seen, code, message);
+        let old = seen.mc.status.clone().unwrap_or_default();
+        let spec = seen.resolve();
+        let input = seen.inputs(&spec, &seen.observed, &old);
+        let decided = Decided {
+            jobset: seen.observed.jobset.as_deref(),
+            ..Decided::default()
+        };
+        let new = status(&input, decided);
+        let got = new
+            .result
+            .as_ref()
+            .map(|r| (r.exit_code, r.output.as_str()));
+        assert_eq!(got, want, "{what}");
+        if let Some(r) = &new.result {
+            assert_eq!(r.pod, "m-0", "{what}");
+            assert_eq!(
+                r.logs_command(),
+                format!("kubectl logs m-0 -c {}", r.container)
+            );
+        }
+        let failed = new.conditions.iter().find(|c| c.type_ == condition::FAILED);
+        assert_eq!(failed.map(|c| c.reason.as_str()), reason, "{what}");
+        let notes = events::transitions(&seen.mc, &old, &new);
+        let end_note = notes
+            .iter()
+            .find(|n| n.reason == "Failed" || n.reason == "Succeeded")
+            .unwrap_or_else(|| panic!("{what}: no end Event in {notes:?}"));
+        assert!(
+            end_note.message.len() <= 1024,
+            "{what}: {}",
+            end_note.message.len()
+        );
+        if reason == Some("JobFailed") {
+            let f = failed.unwrap();
+            assert!(
+                f.message.contains(&format!("exited with code {code}")),
+                "{what}: {}",
+                f.message
+            );
+            assert!(
+                f.message.contains("kubectl logs m-0 -c "),
+                "{what}: {}",
+                f.message
+            );
+            assert!(
+                end_note.message.contains(&f.message),
+                "{what}: {}",
+                end_note.message
+            );
+        }
+        if !want.is_some_and(|(_, out)| out.is_empty()) && reason == Some("JobFailed") {
+            assert!(
+                end_note.message.ends_with("Error: no such file")
+                    || end_note.message.ends_with("Error: input line 7 is wrong"),
+                "{what}: the output's last line ends the Event: {}",
+                end_note.message
+            );
+        }
+    }
+}
+
+/// Once told, the result stays (the lead pod may go, the JobSet may be deleted by its TTL),
+/// and an interactive cluster, which runs no program, has none.
+#[test]
+fn the_result_is_kept_once_told_and_an_interactive_cluster_has_none() {
+    let mc = Mc::new(2).running();
+    let mut seen = Seen::everything(&mc, 2).jobset(jobset_failed);
+    lead_ended(&mut seen, 3, "boom\n");
+    let old = seen.mc.status.clone().unwrap_or_default();
+    let spec = seen.resolve();
+    let input = seen.inputs(&spec, &seen.observed, &old);
+    let decided = || Decided {
+        jobset: seen.observed.jobset.as_deref(),
+        ..Decided::default()
+    };
+    let first = status(&input, decided());
+    assert_eq!(first.result.as_ref().map(|r| r.exit_code), Some(3));
+    let mut later = Seen::everything(&mc, 2).jobset(jobset_failed);
+    later.observed.pods.clear();
+    let spec = later.resolve();
+    let input = later.inputs(&spec, &later.observed, &first);
+    let decided = Decided {
+        jobset: later.observed.jobset.as_deref(),
+        ..Decided::default()
+    };
+    assert_eq!(status(&input, decided).result, first.result, "kept");
+
+    let mut interactive = Mc::new(2).running();
+    interactive.0.spec.interactive = true;
+    let mut seen = Seen::everything(&interactive, 2).jobset(jobset_failed);
+    lead_ended(&mut seen, 3, "boom\n");
+    let old = seen.mc.status.clone().unwrap_or_default();
+    let spec = seen.resolve();
+    let input = seen.inputs(&spec, &seen.observed, &old);
+    let decided = Decided {
+        jobset: seen.observed.jobset.as_deref(),
+        ..Decided::default()
+    };
+    assert_eq!(status(&input, decided).result, None);
+}
