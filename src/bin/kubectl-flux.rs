@@ -599,12 +599,17 @@ enum Progress {
 fn progress(mc: &MiniCluster) -> Progress {
     let status = mc.status.clone().unwrap_or_default();
     let brokers = format!("{}/{} brokers ready", status.ready_brokers, mc.spec.size);
-    let ready = status
-        .conditions
-        .iter()
-        .any(|c| c.type_ == condition::READY && c.status == "True");
+    // Up means the size asked now: a status written for an older spec (a scale the operator
+    // has not seen yet), or a Running cluster with fewer brokers ready, is not up.
+    let generation = mc.metadata.generation;
+    let current = |g: Option<i64>| generation.is_none() || g == generation;
+    let ready = current(status.observed_generation)
+        && status.ready_brokers >= mc.spec.size
+        && status.conditions.iter().any(|c| {
+            c.type_ == condition::READY && c.status == "True" && current(c.observed_generation)
+        });
     let phase = status.phase;
-    if (ready || phase == Some(Phase::Running)) && !phase.is_some_and(Phase::is_finished) {
+    if ready && !phase.is_some_and(Phase::is_finished) {
         return Progress::Up(brokers);
     }
     let is_true = |t: &str| {
@@ -1611,6 +1616,31 @@ mod tests {
             cond("InvalidSpec", "True", "Invalid", "spec.x: bad")]});
         assert!(
             matches!(progress(&minicluster(json!({}), invalid)), Progress::Never(w) if w.contains("spec.x: bad"))
+        );
+        // Scaled from 2 to 4: until the operator has seen the new generation and 4 brokers
+        // are ready, the cluster is not up, though it is Running with Ready true for 2.
+        let scaled = |status: serde_json::Value| {
+            let mut mc = minicluster(json!({"size": 4}), status);
+            mc.metadata.generation = Some(3);
+            mc
+        };
+        let seen = |generation: i64, ready: i32| {
+            json!({"phase": "Running", "readyBrokers": ready, "observedGeneration": generation,
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "BrokersReady",
+                   "message": "", "observedGeneration": generation,
+                   "lastTransitionTime": "2026-01-01T00:00:00Z"}]})
+        };
+        assert!(matches!(
+            progress(&scaled(seen(2, 2))),
+            Progress::Waiting(w) if w.starts_with("Running, 2/4 brokers ready")
+        ));
+        assert!(matches!(
+            progress(&scaled(seen(3, 2))),
+            Progress::Waiting(_)
+        ));
+        assert_eq!(
+            progress(&scaled(seen(3, 4))),
+            Progress::Up("4/4 brokers ready".into())
         );
         let done = json!({"phase": "Succeeded"});
         assert!(matches!(

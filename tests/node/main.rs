@@ -18,6 +18,7 @@ mod cluster;
 mod archive;
 mod autoscaling;
 mod elastic;
+mod ends;
 mod failure;
 mod go_examples;
 mod image_volume;

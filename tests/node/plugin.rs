@@ -268,3 +268,38 @@ async fn kubectl_flux_says_clearly_when_the_minicluster_is_missing_or_has_no_soc
     ns.cleanup().await;
     Ok(())
 }
+
+/// `kubectl flux wait` right after `kubectl scale` waits for the new size: it returns only
+/// once every broker of it is ready, as the status and Flux both say.
+#[tokio::test]
+async fn kubectl_flux_wait_after_a_scale_up_returns_only_when_the_new_size_is_ready() -> Result<()>
+{
+    let ns = namespace("plugin-wait").await?;
+    let mc = "grow";
+    apply_yaml(
+        &ns.name,
+        &interactive(mc, "").replace("  size: 2\n", "  size: 2\n  maxSize: 4\n"),
+    )?;
+    ok(&ns.name, &["wait", mc, "--timeout", "4m"], None)?;
+    kubectl_in(
+        &ns.name,
+        &["scale", &format!("minicluster/{mc}"), "--replicas=4"],
+    )?;
+    let said = ok(&ns.name, &["wait", mc, "--timeout", "4m"], None)?;
+    ensure!(said.contains("4/4 brokers ready"), "{said}");
+    let status = crate::cluster::get_json(&ns.name, &format!("minicluster/{mc}"))?;
+    ensure!(
+        status["status"]["readyBrokers"] == 4,
+        "{}",
+        status["status"]
+    );
+    let lead = crate::cluster::Lead::of(&ns.name, mc)?;
+    lead.wait(
+        "resource list -s up -no {nnodes}",
+        "4",
+        std::time::Duration::from_secs(10),
+    )
+    .await?;
+    ns.cleanup().await;
+    Ok(())
+}
