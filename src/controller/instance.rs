@@ -134,9 +134,10 @@ pub fn next(
 fn kept_in_pod() -> String {
     format!(
         "its job history and queue are as of its last checkpoint (taken every {}: jobs \
-         submitted or ended after it are lost), and the jobs that were running failed with \
-         the restart",
-        crate::flux::config::KVS_CHECKPOINT_PERIOD
+         submitted or ended after it are lost), and the jobs that were running ended with an \
+         exception of type restart ({:?})",
+        crate::flux::config::KVS_CHECKPOINT_PERIOD,
+        crate::flux::RESTART_NOTE
     )
 }
 

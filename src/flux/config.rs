@@ -254,8 +254,10 @@ pub fn scheduler_toml(cluster: &Cluster<'_>) -> Option<String> {
 
 /// How often an interactive cluster's lead checkpoints its KVS into the state it keeps in
 /// its pod: what a restart of its container (a SIGKILL writes no last checkpoint) loses at
-/// most. Flux's default is no periodic checkpoint.
-pub const KVS_CHECKPOINT_PERIOD: &str = "10s";
+/// most, a job's submission or its end. Flux skips a checkpoint when the KVS did not change,
+/// so an idle instance writes nothing. Flux's default is no periodic checkpoint. (It was
+/// 10 s: a job that ended in the 10 s before a crash came back running, and was failed.)
+pub const KVS_CHECKPOINT_PERIOD: &str = "1s";
 
 /// The text of `kvs.toml` for a cluster whose lead keeps its state across a restart of its
 /// container ([`crate::model::containers::keeps_state`]): `kvs.checkpoint-period`. A file of

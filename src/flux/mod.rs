@@ -86,6 +86,13 @@ pub const PROGRAM_END: &str = "program-exit-code";
 pub const SAVE_CANCEL_NOTE: &str =
     "flux-operator: still running when the instance was saved to the archive";
 
+/// The note of the exception that ends a job that was running when an interactive cluster's
+/// instance started again from the state its lead kept (its broker crashed): the job's
+/// processes died with the old instance, and its end is not known. Plain text: it is also
+/// written in a Python script.
+pub const RESTART_NOTE: &str =
+    "flux-operator: running when the lead broker ended; the instance started again without it";
+
 /// What the archive init container ([`ARCHIVE_INIT`]) found in `spec.archive.path`, as it
 /// writes it (JSON) to its termination message: the jobs the lead broker restores.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]

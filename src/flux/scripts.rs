@@ -116,6 +116,7 @@ const ARCHIVE_WHOLE: &str = include_str!("templates/archive-whole.py.j2");
 const SAVE: &str = include_str!("templates/save.sh.j2");
 const SAVE_ON_CLEANUP: &str = include_str!("templates/save-on-cleanup.py.j2");
 const HOLD_QUEUES: &str = include_str!("templates/hold-queues.py.j2");
+const RESTARTED_JOBS: &str = include_str!("templates/restarted-jobs.py.j2");
 const BATCH: &str = include_str!("templates/batch.sh.j2");
 const RELEASE_QUEUES: &str = include_str!("templates/release-queues.py.j2");
 
@@ -403,6 +404,9 @@ struct LeadScript {
     /// Where the lead broker keeps the instance's state across a restart of its container
     /// (`statedir`; an interactive cluster only, see [`crate::model::containers::keeps_state`]).
     state_dir: Option<&'static str>,
+    /// [`RESTART_NOTE`](super::RESTART_NOTE), for the rc1 task that ends the jobs that were
+    /// running when the instance started again from that state.
+    restart_note: &'static str,
     /// [`files::QUEUE_METRICS`] and the port it serves on ([`QUEUE_METRICS_PORT`]).
     queue_metrics_script: &'static str,
     queue_metrics_port: i32,
@@ -521,6 +525,7 @@ fn parse_templates() -> Environment<'static> {
         ("save.sh.j2", SAVE),
         ("save-on-cleanup.py.j2", SAVE_ON_CLEANUP),
         ("hold-queues.py.j2", HOLD_QUEUES),
+        ("restarted-jobs.py.j2", RESTARTED_JOBS),
         ("batch.sh.j2", BATCH),
         ("release-queues.py.j2", RELEASE_QUEUES),
         ("queue-metrics-task.py.j2", QUEUE_METRICS_TASK),
@@ -592,6 +597,7 @@ pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error>
         save: cluster.archive.is_some(),
         save_script: files::SAVE,
         state_dir: (cluster.flux.mode.keeps_state()).then_some(crate::model::mounts::STATE_MOUNT),
+        restart_note: super::RESTART_NOTE,
         queue_metrics_script: files::QUEUE_METRICS,
         queue_metrics_port: QUEUE_METRICS_PORT,
     };

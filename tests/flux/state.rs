@@ -784,10 +784,12 @@ fn a_lead_killed_in_its_dump_leaves_the_save_before_and_the_next_restore_refuses
 }
 
 /// An interactive cluster's lead keeps the instance's state in its pod (`statedir` on an
-/// emptyDir, a KVS checkpoint every 10 s): its broker killed (`kill -9`, as an OOM kill
+/// emptyDir, a KVS checkpoint every second): its broker killed (`kill -9`, as an OOM kill
 /// does), the kubelet restarts the container and the same instance starts again, with its
-/// job history and its queue (a held job keeps its id and stays pending). The job that was
-/// running fails with the restart. Before, the restart started an empty instance.
+/// job history and its queue (a held job keeps its id and stays pending). A job that
+/// completed two seconds before stays completed; the job that was running ends with an
+/// exception that names the restart. Before, the restart started an empty instance; then,
+/// with a checkpoint every 10 s, a job that had just completed came back failed.
 #[test]
 fn an_interactive_lead_broker_killed_in_its_container_starts_again_with_its_history_and_queue() {
     let yaml = "apiVersion: flux-framework.org/v1alpha2
@@ -850,8 +852,8 @@ fn kept_across_a_restart(run: &MiniClusterRun, before: &[&str]) {
     run.wait_flux(&format!("jobs -no {{state}} {running}"), RUN, |o| {
         o.trim() == "RUN"
     });
-    // Past a KVS checkpoint (every 10 s).
-    std::thread::sleep(Duration::from_secs(12));
+    // Past a KVS checkpoint (every second).
+    std::thread::sleep(Duration::from_secs(2));
 
     run.kill_in_lead(&["flux-broker"], "KILL");
     let c = run.flux_container();
@@ -880,6 +882,12 @@ fn kept_across_a_restart(run: &MiniClusterRun, before: &[&str]) {
         assert_eq!(state_of(id), "INACTIVE,COMPLETED", "{id}: {states}");
     }
     assert_eq!(state_of(&running), "INACTIVE,FAILED", "{states}");
+    let ended = run.flux_ok(&format!("job eventlog {running}"));
+    assert!(
+        ended.contains("type=\"restart\"") && ended.contains(flux_operator::flux::RESTART_NOTE),
+        "the running job's end names the restart:\n{ended}"
+    );
+    assert!(!ended.contains("guest ns"), "{ended}");
     assert_eq!(state_of(&held), "SCHED,", "{states}");
     assert!(
         run.lead_log()
@@ -887,7 +895,13 @@ fn kept_across_a_restart(run: &MiniClusterRun, before: &[&str]) {
         "{}",
         run.lead_log()
     );
-    // The queue still works: the held job runs once released.
+    // The queue still works: the held job runs once released, on the resources the ended
+    // job gave back.
     run.flux_ok(&format!("job urgency {held} default"));
     assert_eq!(run.wait_job_result(&held, RUN), "COMPLETED");
+    let whole = run
+        .flux_ok("submit --wait --exclusive -N1 true")
+        .trim()
+        .replace('ƒ', "f");
+    assert_eq!(run.wait_job_result(&whole, RUN), "COMPLETED");
 }
