@@ -2,7 +2,7 @@
 # What an interactive cluster's kept state costs (`make bench-state`; not part of `make test`).
 #
 # The lead of an interactive MiniCluster runs its broker with a statedir it keeps in the pod
-# (`-Sstatedir`, SQLite with its write-ahead log) and a KVS checkpoint every 10 s (kvs.toml),
+# (`-Sstatedir`, SQLite with its write-ahead log) and a KVS checkpoint every second (kvs.toml),
 # where every other Flux instance uses a temporary statedir (SQLite without journal or sync).
 # This runs the same work on real Flux (e2e/build-flux.sh's build, as host processes), one
 # broker each, both ways, interleaved round by round: BENCH_JOBS jobs (`true`) submitted at
@@ -52,7 +52,7 @@ run_once() {
   mkdir -p "$dir/state" "$dir/config"
   local opts=()
   if [ "$how" = kept ]; then
-    printf '[kvs]\ncheckpoint-period = "10s"\n' >"$dir/config/kvs.toml"
+    printf '[kvs]\ncheckpoint-period = "1s"\n' >"$dir/config/kvs.toml"
     opts=(-Sstatedir="$dir/state")
   fi
   BENCH_N=$jobs BENCH_WORK=$work unshare --mount bash -euo pipefail "$work/in-namespace.sh" \

@@ -124,6 +124,10 @@ pub struct JobResult {
     /// The program's exit code: 0 when the job succeeded. A batch's is the largest of its
     /// jobs'.
     pub exit_code: i32,
+    /// Why the container ended, when the kubelet knows more than an exit code: `OOMKilled`
+    /// (the container passed its memory limit).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
     /// The lead broker's pod, whose log holds the job's output.
     pub pod: String,
     /// Its Flux container.

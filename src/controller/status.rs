@@ -177,8 +177,14 @@ pub fn lead_result(pods: &[Arc<BrokerPod>], container: &str) -> Option<JobResult
     } else {
         message
     };
+    // The kubelet's reason says more than the code only when it is not the plain one.
+    let reason = (ended.reason.as_deref())
+        .filter(|r| !matches!(*r, "Error" | "Completed"))
+        .unwrap_or_default()
+        .to_string();
     Some(JobResult {
         exit_code: ended.exit_code,
+        reason,
         pod: lead.metadata.name.clone().unwrap_or_default(),
         container: container.to_string(),
         output,

@@ -250,8 +250,9 @@ async fn the_lead_broker_killed_in_its_container_starts_the_same_instance_again_
     let job = old.submit("sleep 600")?;
     old.wait(&format!("jobs -no {{state}} {job}"), "RUN", MINUTE)
         .await?;
-    // Past the KVS checkpoint the lead takes every 10 s.
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    // Past the KVS checkpoint the lead takes every second (with the 10 s it took before, a
+    // job that had completed in them came back failed).
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let pod = crate::cluster::lead_pod(&ns.name, mc)?;
     crate::cluster::flux_exec(&ns.name, &pod, mc, "kill -9 $(flux getattr broker.pid)")?;
 
@@ -281,6 +282,11 @@ async fn the_lead_broker_killed_in_its_container_starts_the_same_instance_again_
     ensure!(
         jobs.get(&job).map(String::as_str) == Some("INACTIVE FAILED"),
         "{job}: {jobs:?}"
+    );
+    let ended = lead.flux(&format!("job eventlog {job}"))?;
+    ensure!(
+        ended.contains("type=\"restart\"") && ended.contains(flux_operator::flux::RESTART_NOTE),
+        "the running job's end names the restart:\n{ended}"
     );
     runs_on_every_rank(&lead)?;
     ns.cleanup().await;

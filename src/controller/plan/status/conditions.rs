@@ -112,8 +112,13 @@ pub(super) fn observed(c: &mut Conditions<'_>, o: &Observation<'_>) {
 
 /// The `Failed` message of a job that failed: its exit code, and where its output is.
 pub(in crate::controller) fn job_failed_message(r: &JobResult) -> String {
+    let reason = if r.reason.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", r.reason)
+    };
     format!(
-        "the job exited with code {} in the lead broker's pod; its output: {}",
+        "the job exited with code {}{reason} in the lead broker's pod; its output: {}",
         r.exit_code,
         r.logs_command()
     )

@@ -622,6 +622,13 @@ fn lead_ended(seen: &mut Seen, exit_code: i32, message: &str) {
         state: Some(k8s_openapi::api::core::v1::ContainerState {
             terminated: Some(k8s_openapi::api::core::v1::ContainerStateTerminated {
                 exit_code,
+                // As the kubelet says it: 137 here is the memory limit's kill.
+                reason: Some(match exit_code {
+                    0 => "Completed",
+                    137 => "OOMKilled",
+                    _ => "Error",
+                })
+                .map(String::from),
                 message: Some(message.to_string()).filter(|m| !m.is_empty()),
                 ..Default::default()
             }),
@@ -664,7 +671,15 @@ type EndCase<'a> = (
 #[test]
 fn a_finished_cluster_tells_its_job_s_exit_code_and_output_and_a_retry_is_no_result() {
     let long_output = format!("{}\nError: input line 7 is wrong\n", "x".repeat(3000));
-    let cases: [EndCase<'_>; 5] = [
+    let cases: [EndCase<'_>; 6] = [
+        (
+            "a job killed at its memory limit",
+            jobset_failed,
+            137,
+            "allocating\n",
+            Some((137, "allocating\n")),
+            Some("JobFailed"),
+        ),
         (
             "a failed job",
             jobset_failed,
@@ -754,16 +769,22 @@ fn a_finished_cluster_tells_its_job_s_exit_code_and_output_and_a_retry_is_no_res
                 "{what}: {}",
                 f.message
             );
+            assert_eq!(
+                f.message.contains("code 137 (OOMKilled)"),
+                code == 137,
+                "{what}: {}",
+                f.message
+            );
             assert!(
                 end_note.message.contains(&f.message),
                 "{what}: {}",
                 end_note.message
             );
         }
-        if !want.is_some_and(|(_, out)| out.is_empty()) && reason == Some("JobFailed") {
+        let last_line = want.and_then(|(_, out)| out.trim_end().lines().last());
+        if let Some(line) = last_line.filter(|_| reason == Some("JobFailed")) {
             assert!(
-                end_note.message.ends_with("Error: no such file")
-                    || end_note.message.ends_with("Error: input line 7 is wrong"),
+                end_note.message.ends_with(line),
                 "{what}: the output's last line ends the Event: {}",
                 end_note.message
             );
