@@ -11,6 +11,7 @@ mod common;
 
 mod conformance;
 mod elastic;
+mod ends;
 mod health;
 mod helm;
 mod installed;

@@ -155,7 +155,7 @@ where
         .items)
 }
 
-async fn pods_of_role(ns: &TestNamespace, mc: &str, role: &str) -> Result<Vec<Pod>> {
+pub async fn pods_of_role(ns: &TestNamespace, mc: &str, role: &str) -> Result<Vec<Pod>> {
     let pods: Api<Pod> = ns.api();
     Ok(pods
         .list(&ListParams::default().labels(&format!("{NAME_LABEL}={mc},{ROLE_LABEL}={role}")))
