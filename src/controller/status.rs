@@ -128,17 +128,22 @@ pub fn lead_restore(pods: &[Arc<BrokerPod>]) -> Option<RestoreStatus> {
     })
 }
 
+/// The newest lead pod and the status of its container `container` (its Flux container).
+fn lead_container<'a>(
+    pods: &'a [Arc<BrokerPod>],
+    container: &str,
+) -> Option<(&'a BrokerPod, &'a ContainerStatus)> {
+    let lead = newest_lead(pods)?;
+    let status = (lead.status.as_ref()?.container_statuses.as_ref()?)
+        .iter()
+        .find(|c| c.name == container)?;
+    Some((lead, status))
+}
+
 /// What the newest lead pod's save reported: the termination message its Flux container
 /// (`container`) left when it ended (this run's, or the last one's after a restart).
 pub fn lead_save(pods: &[Arc<BrokerPod>], container: &str) -> Option<SaveStatus> {
-    let lead = newest_lead(pods)?;
-    let status = lead
-        .status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == container)?;
+    let (lead, status) = lead_container(pods, container)?;
     let message = termination_message(status)?;
     let report = crate::flux::SaveReport::parse(&message)?;
     let manifest = report.manifest.unwrap_or_default();
@@ -159,14 +164,7 @@ pub fn lead_save(pods: &[Arc<BrokerPod>], container: &str) -> Option<SaveStatus>
 /// kept as its termination message when it failed (a save's report is not output). `None`
 /// while the container runs, or when the cluster runs no program.
 pub fn lead_result(pods: &[Arc<BrokerPod>], container: &str) -> Option<JobResult> {
-    let lead = newest_lead(pods)?;
-    let status = lead
-        .status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == container)?;
+    let (lead, status) = lead_container(pods, container)?;
     let ended = status.state.as_ref()?.terminated.as_ref()?;
     if ended.exit_code == crate::flux::RETRY_EXIT {
         return None;

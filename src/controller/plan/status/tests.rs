@@ -623,12 +623,11 @@ fn lead_ended(seen: &mut Seen, exit_code: i32, message: &str) {
             terminated: Some(k8s_openapi::api::core::v1::ContainerStateTerminated {
                 exit_code,
                 // As the kubelet says it: 137 here is the memory limit's kill.
-                reason: Some(match exit_code {
+                reason: Some(String::from(match exit_code {
                     0 => "Completed",
                     137 => "OOMKilled",
                     _ => "Error",
-                })
-                .map(String::from),
+                })),
                 message: Some(message.to_string()).filter(|m| !m.is_empty()),
                 ..Default::default()
             }),
@@ -726,13 +725,7 @@ fn a_finished_cluster_tells_its_job_s_exit_code_and_output_and_a_retry_is_no_res
         let mut seen = Seen::everything(&mc, 2).jobset(end);
         lead_ended(&mut seen, code, message);
         let old = seen.mc.status.clone().unwrap_or_default();
-        let spec = seen.resolve();
-        let input = seen.inputs(&spec, &seen.observed, &old);
-        let decided = Decided {
-            jobset: seen.observed.jobset.as_deref(),
-            ..Decided::default()
-        };
-        let new = status(&input, decided);
+        let new = status_after(&seen, &old);
         let got = new
             .result
             .as_ref()
@@ -799,35 +792,27 @@ fn the_result_is_kept_once_told_and_an_interactive_cluster_has_none() {
     let mc = Mc::new(2).running();
     let mut seen = Seen::everything(&mc, 2).jobset(jobset_failed);
     lead_ended(&mut seen, 3, "boom\n");
-    let old = seen.mc.status.clone().unwrap_or_default();
-    let spec = seen.resolve();
-    let input = seen.inputs(&spec, &seen.observed, &old);
-    let decided = || Decided {
-        jobset: seen.observed.jobset.as_deref(),
-        ..Decided::default()
-    };
-    let first = status(&input, decided());
+    let first = status_after(&seen, &seen.mc.status.clone().unwrap_or_default());
     assert_eq!(first.result.as_ref().map(|r| r.exit_code), Some(3));
     let mut later = Seen::everything(&mc, 2).jobset(jobset_failed);
     later.observed.pods.clear();
-    let spec = later.resolve();
-    let input = later.inputs(&spec, &later.observed, &first);
-    let decided = Decided {
-        jobset: later.observed.jobset.as_deref(),
-        ..Decided::default()
-    };
-    assert_eq!(status(&input, decided).result, first.result, "kept");
+    assert_eq!(status_after(&later, &first).result, first.result, "kept");
 
     let mut interactive = Mc::new(2).running();
     interactive.0.spec.interactive = true;
     let mut seen = Seen::everything(&interactive, 2).jobset(jobset_failed);
     lead_ended(&mut seen, 3, "boom\n");
     let old = seen.mc.status.clone().unwrap_or_default();
+    assert_eq!(status_after(&seen, &old).result, None);
+}
+
+/// The status built from what `seen` holds, after `old`, with only its JobSet decided.
+fn status_after(seen: &Seen, old: &MiniClusterStatus) -> MiniClusterStatus {
     let spec = seen.resolve();
-    let input = seen.inputs(&spec, &seen.observed, &old);
+    let input = seen.inputs(&spec, &seen.observed, old);
     let decided = Decided {
         jobset: seen.observed.jobset.as_deref(),
         ..Decided::default()
     };
-    assert_eq!(status(&input, decided).result, None);
+    status(&input, decided)
 }
