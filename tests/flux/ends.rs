@@ -94,3 +94,37 @@ fn a_lead_broker_killed_before_its_job_ended_exits_with_the_retry_code() {
         run.debug()
     );
 }
+
+/// After the retry code, the lead's Job starts a new lead pod (here by hand, as the Job
+/// would): the follower's broker, which lost its lead, restarts and joins the new instance,
+/// and the job, which needs both brokers, runs again there to its end.
+#[test]
+fn after_a_retry_the_new_lead_pod_runs_the_job_again_with_the_follower_rejoined() {
+    let mc = yaml(
+        "retried",
+        2,
+        "bash -c 'sleep 8; echo done on $(hostname)'",
+        "",
+    )
+    .replace("  size: 2\n", "  size: 2\n  tasks: 2\n");
+    let mut run = MiniClusterRun::start(minicluster(&mc), Start::default());
+    run.wait_flux("jobs -no {state}", RUN, |o| o.trim() == "RUN");
+    run.kill_in_lead(&["flux-broker"], "KILL");
+    assert_eq!(
+        run.wait_lead(RUN),
+        flux_operator::flux::RETRY_EXIT,
+        "{}",
+        run.debug()
+    );
+
+    run.start_lead();
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+    let log = run.lead_log();
+    for host in ["retried-lead-0-0", "retried-workers-0-0"] {
+        assert!(
+            log.contains(&format!("done on {host}")),
+            "no task on {host}:\n{}",
+            run.debug()
+        );
+    }
+}
