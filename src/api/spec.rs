@@ -48,6 +48,13 @@ pub const DEFAULT_DEADLINE_SECONDS: i64 = 31_500_000;
     printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyBrokers"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Restarts", type_ = "integer", json_path = ".status.instance.restarts"),
+    printcolumn(
+        name = "Exit",
+        type_ = "integer",
+        json_path = ".status.result.exitCode",
+        description = "the job's exit code, once it ended (kubectl get -o wide)",
+        priority = "1",
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     doc = "A MiniCluster is an on-demand Flux Framework cluster: a lead broker and followers run as one JobSet.",
     validation = kube::core::Rule::new(

@@ -89,6 +89,20 @@ async fn a_lead_that_exits_75_is_replaced_and_one_that_exits_3_fails_the_miniclu
         warned.iter().any(|w| w.contains("exited with code 3")),
         "{warned:?}"
     );
+    // `kubectl get -o wide` shows the exit code.
+    let out = std::process::Command::new(crate::operator::kubectl())
+        .args(["get", "minicluster", &name, "-n", &ns.name, "-o", "wide"])
+        .output()?;
+    let table = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let exit = lines
+        .first()
+        .and_then(|h| h.iter().position(|c| *c == "EXIT"));
+    let shown = exit.and_then(|i| lines.get(1)?.get(i).copied());
+    ensure!(shown == Some("3"), "the EXIT column: {table}");
     // The JobSet stops the followers' Job: no broker pod is left running.
     let pods: Api<Pod> = ns.api();
     wait_for("every broker pod stopped", TIMEOUT, || async {
