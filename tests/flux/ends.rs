@@ -71,20 +71,21 @@ fn a_launcher_that_fails_and_one_that_succeeds_end_the_lead_with_their_codes() {
     }
 }
 
+/// Once the job runs, `kill -9` of the lead broker: its container exits with the retry code.
+fn kill_the_lead_broker_under_its_job(run: &MiniClusterRun) {
+    run.wait_flux("jobs -no {state}", RUN, |o| o.trim() == "RUN");
+    run.kill_in_lead(&["flux-broker"], "KILL");
+    let code = run.wait_lead(RUN);
+    assert_eq!(code, flux_operator::flux::RETRY_EXIT, "{}", run.debug());
+}
+
 /// The lead broker killed under a running job: the job did not end, so this is no outcome:
 /// the container exits with the retry code, and the lead's Job would start a new lead.
 #[test]
 fn a_lead_broker_killed_before_its_job_ended_exits_with_the_retry_code() {
     let mc = yaml("killed", 1, "sleep 600", "");
     let run = MiniClusterRun::start(minicluster(&mc), Start::default());
-    run.wait_flux("jobs -no {state}", RUN, |o| o.trim() == "RUN");
-    run.kill_in_lead(&["flux-broker"], "KILL");
-    assert_eq!(
-        run.wait_lead(RUN),
-        flux_operator::flux::RETRY_EXIT,
-        "{}",
-        run.debug()
-    );
+    kill_the_lead_broker_under_its_job(&run);
     let c = run.flux_container();
     assert_eq!(run.lead().restarts(&c), 0, "{}", run.debug());
     assert!(
@@ -108,14 +109,7 @@ fn after_a_retry_the_new_lead_pod_runs_the_job_again_with_the_follower_rejoined(
     )
     .replace("  size: 2\n", "  size: 2\n  tasks: 2\n");
     let mut run = MiniClusterRun::start(minicluster(&mc), Start::default());
-    run.wait_flux("jobs -no {state}", RUN, |o| o.trim() == "RUN");
-    run.kill_in_lead(&["flux-broker"], "KILL");
-    assert_eq!(
-        run.wait_lead(RUN),
-        flux_operator::flux::RETRY_EXIT,
-        "{}",
-        run.debug()
-    );
+    kill_the_lead_broker_under_its_job(&run);
 
     run.start_lead();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());

@@ -67,7 +67,8 @@ fn events(ns: &str, mc: &str) -> Result<Vec<(String, String)>> {
 /// condition is `JobFailed` and names the exit code and the `kubectl logs` command, it
 /// came within 15 s of the lead's Flux container ending, no container of the cluster was
 /// restarted, every pod of it has stopped, and a Warning Event says the same with the output.
-async fn failed_as_told(ns: &str, mc: &str, code: Option<i64>, last_line: &str) -> Result<()> {
+/// The output in the status.
+async fn failed_as_told(ns: &str, mc: &str, code: Option<i64>, last_line: &str) -> Result<String> {
     let obj = wait_phase(ns, mc, "Failed").await?;
     let status = &obj["status"];
     let result = &status["result"];
@@ -162,7 +163,7 @@ async fn failed_as_told(ns: &str, mc: &str, code: Option<i64>, last_line: &str) 
         "{mc}: the Failed Event: {}",
         said.1
     );
-    Ok(())
+    Ok(output.to_string())
 }
 
 #[tokio::test]
@@ -197,26 +198,16 @@ async fn a_command_and_a_launcher_that_fail_fail_and_their_output_is_in_the_stat
         &ns.name,
         &yaml("launcher", 2, "ubuntu:noble", launcher, extra, ""),
     )?;
-    failed_as_told(
-        &ns.name,
-        "command",
-        Some(2),
-        "the job ended with exit code 2",
-    )
-    .await?;
-    failed_as_told(
-        &ns.name,
-        "launcher",
-        Some(5),
-        "the job ended with exit code 5",
-    )
-    .await?;
-    for (mc, line) in [
+    let mut outputs = Vec::new();
+    for (mc, code) in [("command", 2), ("launcher", 5)] {
+        let last = format!("the job ended with exit code {code}");
+        outputs.push(failed_as_told(&ns.name, mc, Some(code), &last).await?);
+    }
+    let lines = [
         ("command", "no such input"),
         ("launcher", "workflow step 2 failed"),
-    ] {
-        let status = get_json(&ns.name, &format!("minicluster/{mc}"))?["status"].clone();
-        let output = status["result"]["output"].as_str().unwrap_or_default();
+    ];
+    for ((mc, line), output) in lines.into_iter().zip(outputs) {
         ensure!(
             output.contains(line),
             "{mc}: {line:?} not in the output:\n{output}"
@@ -235,9 +226,7 @@ async fn an_mpi_program_that_calls_mpi_abort_fails_the_minicluster() -> Result<(
         &ns.name,
         &yaml("abort", 2, "mpi-apps:bookworm", command, "", spec),
     )?;
-    failed_as_told(&ns.name, "abort", None, "").await?;
-    let status = get_json(&ns.name, "minicluster/abort")?["status"].clone();
-    let output = status["result"]["output"].as_str().unwrap_or_default();
+    let output = failed_as_told(&ns.name, "abort", None, "").await?;
     ensure!(output.contains("mpi-check aborting with 7"), "{output}");
     ns.cleanup().await;
     Ok(())
@@ -262,9 +251,7 @@ async fn the_go_operators_lammps_example_with_a_broken_input_fails_with_lammps_s
     )?;
     let ns = namespace("ends-lammps").await?;
     apply(&ns.name, &file)?;
-    failed_as_told(&ns.name, "flux-sample", None, "").await?;
-    let status = get_json(&ns.name, "minicluster/flux-sample")?["status"].clone();
-    let output = status["result"]["output"].as_str().unwrap_or_default();
+    let output = failed_as_told(&ns.name, "flux-sample", None, "").await?;
     ensure!(
         output.contains("in.missing.hns"),
         "LAMMPS names its input:\n{output}"

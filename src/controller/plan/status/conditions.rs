@@ -111,7 +111,7 @@ pub(super) fn observed(c: &mut Conditions<'_>, o: &Observation<'_>) {
 }
 
 /// The `Failed` message of a job that failed: its exit code, and where its output is.
-pub(in crate::controller) fn job_failed_message(r: &JobResult) -> String {
+fn job_failed_message(r: &JobResult) -> String {
     let reason = if r.reason.is_empty() {
         String::new()
     } else {
