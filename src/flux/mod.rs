@@ -161,6 +161,45 @@ impl SaveReport {
     }
 }
 
+/// The jobs an instance held when it ended, as the lead counts them (`count-jobs.py`, from
+/// the job-manager's own records) and writes them under `jobs` in its Flux container's
+/// termination message (alone, or beside a [`SaveReport`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct JobsReport {
+    /// Whose records were counted.
+    pub source: JobsSource,
+    /// Jobs not yet running (held ones too).
+    pub pending: i32,
+    /// Jobs running or ending: their processes die with the instance.
+    pub running: i32,
+    /// Inactive jobs: the job history.
+    pub ended: i32,
+}
+
+/// Whose records a [`JobsReport`] counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobsSource {
+    /// The state a crashed instance left in the lead's pod, read by a broker of its own:
+    /// what the next run of the container starts again with.
+    #[default]
+    Checkpoint,
+    /// The live instance, as the lead's pod was being stopped.
+    Instance,
+}
+
+impl JobsReport {
+    /// The report in a termination message; `None` if it has none.
+    pub fn parse(message: &str) -> Option<Self> {
+        #[derive(Deserialize)]
+        struct Message {
+            jobs: JobsReport,
+        }
+        let message: Message = serde_json::from_str(message.trim()).ok()?;
+        Some(message.jobs)
+    }
+}
+
 /// Seconds the lead broker's pod gets, after the jobs' grace, to stop the instance and write
 /// the archive (`flux shutdown` with the content dump, then the atomic rename).
 pub const SAVE_SECONDS: i32 = 30;

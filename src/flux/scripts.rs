@@ -48,6 +48,9 @@ pub mod files {
     /// The lead's queue metrics exporter (`flux python`, started by an rc1 task that
     /// `lead.sh` writes; see [`super::super::QUEUE_METRICS_PORT`]).
     pub const QUEUE_METRICS: &str = "queue-metrics.py";
+    /// What the lead counts of the instance's jobs when it ends (`flux python`, see
+    /// [`JobsReport`](super::super::JobsReport)).
+    pub const COUNT_JOBS: &str = "count-jobs.py";
     /// The flux view init container's script.
     pub const VIEW_INIT: &str = "view-init.sh";
     /// A person's shell environment for Flux in a broker pod (`. flux-view.sh`).
@@ -108,6 +111,7 @@ const LEAD: &str = include_str!("templates/lead.sh.j2");
 const FOLLOWER: &str = include_str!("templates/follower.sh.j2");
 const JOINED: &str = include_str!("templates/joined.py");
 const QUEUE_METRICS: &str = include_str!("templates/queue-metrics.py");
+const COUNT_JOBS: &str = include_str!("templates/count-jobs.py");
 const QUEUE_METRICS_TASK: &str = include_str!("templates/queue-metrics-task.py.j2");
 const COMPANION: &str = include_str!("templates/companion.sh.j2");
 const VIEW_INIT: &str = include_str!("templates/view-init.sh.j2");
@@ -410,6 +414,8 @@ struct LeadScript {
     /// [`files::QUEUE_METRICS`] and the port it serves on ([`QUEUE_METRICS_PORT`]).
     queue_metrics_script: &'static str,
     queue_metrics_port: i32,
+    /// [`files::COUNT_JOBS`].
+    count_script: &'static str,
 }
 
 /// What only the followers' entrypoint (`follower.sh`) is made from, beside [`BrokerScript`].
@@ -600,6 +606,7 @@ pub fn broker_script(cluster: &Cluster<'_>, lead: bool) -> Result<String, Error>
         restart_note: super::RESTART_NOTE,
         queue_metrics_script: files::QUEUE_METRICS,
         queue_metrics_port: QUEUE_METRICS_PORT,
+        count_script: files::COUNT_JOBS,
     };
     render("lead.sh.j2", &ctx)
 }
@@ -905,6 +912,7 @@ pub fn script_files(cluster: &Cluster<'_>) -> Result<BTreeMap<String, String>, E
         out.insert(files::JOINED.to_string(), JOINED.to_string());
     }
     out.insert(files::QUEUE_METRICS.to_string(), QUEUE_METRICS.to_string());
+    out.insert(files::COUNT_JOBS.to_string(), COUNT_JOBS.to_string());
     if let Some(script) = view_init_script(cluster)? {
         out.insert(files::VIEW_INIT.to_string(), script);
     }

@@ -674,6 +674,11 @@ impl Pod {
         // host's, bound), so the bind has somewhere to go.
         let message_file = self.termination_message_file(&c.name);
         fs::create_dir_all(message_file.parent().unwrap()).map_err(|e| e.to_string())?;
+        // The last run's message stays readable, as `lastState.terminated.message`.
+        if message_file.exists() {
+            fs::rename(&message_file, message_file.with_extension("last"))
+                .map_err(|e| e.to_string())?;
+        }
         fs::write(&message_file, "").map_err(|e| e.to_string())?;
         fs::set_permissions(&message_file, fs::Permissions::from_mode(0o666))
             .map_err(|e| e.to_string())?;
@@ -725,6 +730,15 @@ impl Pod {
     /// reports it in `state.terminated.message`.
     pub fn termination_message(&self, container: &str) -> String {
         fs::read_to_string(self.termination_message_file(container)).unwrap_or_default()
+    }
+
+    /// What the container's run before the last wrote to its termination message, as the
+    /// kubelet reports it in `lastState.terminated.message` after a restart.
+    pub fn last_termination_message(&self, container: &str) -> String {
+        let file = self
+            .termination_message_file(container)
+            .with_extension("last");
+        fs::read_to_string(file).unwrap_or_default()
     }
 
     fn log_path(&self, container: &str) -> PathBuf {

@@ -895,6 +895,23 @@ fn kept_across_a_restart(run: &MiniClusterRun, before: &[&str]) {
         "{}",
         run.lead_log()
     );
+    // The crashed run counted, in the state it left, what the new instance holds: the
+    // operator's status.instance.lastRestart (kept, resumed, lost) comes from this.
+    let message = run.lead().last_termination_message(&c);
+    let counted = flux_operator::flux::JobsReport::parse(&message).unwrap_or_else(|| {
+        panic!(
+            "no job count in the crashed run's message {message:?}\n{}",
+            run.lead_log()
+        )
+    });
+    let ended = states.lines().filter(|l| l.contains(",INACTIVE,")).count() - 1;
+    let expected = flux_operator::flux::JobsReport {
+        source: flux_operator::flux::JobsSource::Checkpoint,
+        pending: 1,
+        running: 1,
+        ended: i32::try_from(ended).unwrap(),
+    };
+    assert_eq!(counted, expected, "{states}");
     // The queue still works: the held job runs once released, on the resources the ended
     // job gave back.
     run.flux_ok(&format!("job urgency {held} default"));
@@ -904,4 +921,49 @@ fn kept_across_a_restart(run: &MiniClusterRun, before: &[&str]) {
         .trim()
         .replace('ƒ', "f");
     assert_eq!(run.wait_job_result(&whole, RUN), "COMPLETED");
+}
+
+/// An interactive cluster without an archive whose lead pod is deleted (by hand, evicted):
+/// before its broker stops, the lead counts what its instance holds (a completed, a running
+/// and a held job) into its termination message, from which the operator says how many jobs
+/// the replacement has no record of. The new lead's instance, joined by the follower, holds
+/// none of them.
+#[test]
+fn a_deleted_lead_pod_without_an_archive_counts_the_jobs_its_instance_held() {
+    let yaml = "apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata:
+  name: counted
+spec:
+  size: 2
+  interactive: true
+  containers:
+    - image: rockylinux:9
+";
+    let mut run = MiniClusterRun::start(minicluster(yaml), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    run.flux_ok("submit --wait true");
+    let running = run.flux_ok("submit sleep 600").trim().replace('ƒ', "f");
+    run.flux_ok("submit --urgency=hold true");
+    run.wait_flux(&format!("jobs -no {{state}} {running}"), RUN, |o| {
+        o.trim() == "RUN"
+    });
+
+    let old = run.lead().clone();
+    old.delete(old.termination_grace());
+    let c = run.flux_container();
+    let message = old.termination_message(&c);
+    let counted = flux_operator::flux::JobsReport::parse(&message)
+        .unwrap_or_else(|| panic!("no job count in {message:?}\n{}", run.debug()));
+    let expected = flux_operator::flux::JobsReport {
+        source: flux_operator::flux::JobsSource::Instance,
+        pending: 1,
+        running: 1,
+        ended: 1,
+    };
+    assert_eq!(counted, expected);
+
+    run.start_lead();
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    assert_eq!(run.flux_ok("jobs -a -no {id}").trim(), "", "a new instance");
 }
