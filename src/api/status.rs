@@ -115,6 +115,59 @@ pub struct InstanceStatus {
     /// restarted or its pod was replaced (a suspension and its resumption do not count).
     #[serde(default)]
     pub restarts: i32,
+    /// What the last of those restarts did with the old instance's jobs, counted from
+    /// Flux's own records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_restart: Option<RestartJobs>,
+}
+
+/// What a restart did with the old instance's jobs: each of them is counted once, by the
+/// state it was in when the old instance ended.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RestartJobs {
+    /// The lead broker pod of the new instance.
+    pub pod: String,
+    /// Whose records were counted: `Checkpoint` (the state the crashed instance left in
+    /// its pod, which the new one started from), `Archive` (`spec.archive` as the new lead
+    /// restored it), `StoppedInstance` (the old instance, counted as its pod was stopped;
+    /// the new one holds none of its jobs). Unset while or when nothing could be counted
+    /// (`uncounted` says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counted_from: Option<CountedFrom>,
+    /// Jobs that had ended: in the new instance's job history with their results.
+    #[serde(default)]
+    pub kept: i32,
+    /// Jobs that were pending: the new instance runs them, with their ids.
+    #[serde(default)]
+    pub resumed: i32,
+    /// Jobs that were running: their processes died with the old instance. In the new
+    /// instance's history they ended with an exception of type `restart` (`Checkpoint`) or
+    /// were canceled by the save (`Archive`); after `StoppedInstance` they have no record.
+    #[serde(default)]
+    pub lost: i32,
+    /// Pending jobs the new instance cannot run: they ask for more nodes than the cluster
+    /// can ever have, and Fluxion fails them as unsatisfiable.
+    #[serde(default)]
+    pub failed: i32,
+    /// Pending and ended jobs the new instance has no record of (`StoppedInstance`: no
+    /// archive): never run, or their history gone.
+    #[serde(default)]
+    pub forgotten: i32,
+    /// What the counts cannot include, or why there are none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uncounted: String,
+}
+
+/// Whose records [`RestartJobs`] counted.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub enum CountedFrom {
+    /// The state the crashed instance left in the lead's pod.
+    Checkpoint,
+    /// `spec.archive`, as the new lead restored it.
+    Archive,
+    /// The old instance itself, as its pod was stopped.
+    StoppedInstance,
 }
 
 /// How the lead's program (the job of a command, batch or launcher cluster) ended.

@@ -32,6 +32,7 @@ use super::kueue;
 use super::owned::controlled_by;
 use super::plan::{Observed, OwnedObject, Presence};
 use super::watches::kept::BrokerPod;
+use super::watches::lead_ends::LeadEnds;
 use crate::api::{MiniCluster, NAME_LABEL};
 use crate::jobset::ObservedJobSet;
 
@@ -49,6 +50,8 @@ pub struct Index {
     pub(super) services: Store<PartialObjectMeta<Service>>,
     /// `None` when Kueue's Workload API is not served.
     pub(super) workloads: Option<Store<DynamicObject>>,
+    /// How each MiniCluster's last ended lead pod ended, also once it is gone.
+    pub(super) lead_ends: LeadEnds,
 }
 
 /// The objects of a metadata store that `mine` selects and `mc` controls, with the hash
@@ -175,6 +178,7 @@ impl Index {
             mc,
         );
         let archive_sharers = self.archive_sharers(mc, &ns);
+        let lead_end = self.lead_ends.of(&ns, name);
         Observed {
             jobset,
             services_job,
@@ -185,6 +189,7 @@ impl Index {
             services,
             subdomain,
             archive_sharers,
+            lead_end,
         }
     }
 }

@@ -7,9 +7,11 @@
 
 use std::sync::Arc;
 
+use super::restart_jobs::{self, Evidence, How};
 use super::watches::kept::BrokerPod;
 
 use crate::api::{InstanceStatus, MiniCluster, reason};
+use crate::flux::JobsReport;
 
 /// The lead broker's pod as seen now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,6 +22,8 @@ pub struct LeadSeen {
     pub restarts: i32,
     /// How that container last ended (`OOMKilled, exit code 137`), if it restarted.
     pub ended: Option<String>,
+    /// The jobs its last run counted as it ended (its termination message).
+    pub counted: Option<JobsReport>,
 }
 
 /// A new instance replaced the running one.
@@ -40,16 +44,17 @@ pub fn lead_seen(mc: &MiniCluster, pods: &[Arc<BrokerPod>]) -> Option<LeadSeen> 
         .as_ref()
         .and_then(|s| s.container_statuses.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.name == container));
-    let ended = status
-        .and_then(|c| c.last_state.as_ref()?.terminated.as_ref())
-        .map(|t| match &t.reason {
-            Some(reason) => format!("{reason}, exit code {}", t.exit_code),
-            None => format!("exit code {}", t.exit_code),
-        });
+    let last = status.and_then(|c| c.last_state.as_ref()?.terminated.as_ref());
+    let ended = last.map(|t| match &t.reason {
+        Some(reason) => format!("{reason}, exit code {}", t.exit_code),
+        None => format!("exit code {}", t.exit_code),
+    });
+    let counted = last.and_then(|t| JobsReport::parse(t.message.as_deref()?));
     Some(LeadSeen {
         pod: lead.metadata.name.clone().unwrap_or_default(),
         restarts: status.map_or(0, |c| c.restart_count),
         ended,
+        counted,
     })
 }
 
@@ -63,18 +68,21 @@ pub struct Keeps<'a> {
     pub state_in_pod: bool,
 }
 
-/// The instance status after `seen`, and the restart it shows, if any. `suspended`: the
-/// JobSet is suspended, so its pods go and the next lead is a resumption, not a restart.
+/// The instance status after `seen`, and the restart it shows, if any, with what it did
+/// with the old instance's jobs as far as `evidence` tells ([`restart_jobs`]). `suspended`:
+/// the JobSet is suspended, so its pods go and the next lead is a resumption, not a restart.
 pub fn next(
     old: Option<&InstanceStatus>,
     seen: Option<&LeadSeen>,
     suspended: bool,
     keeps: Keeps<'_>,
+    evidence: Evidence<'_>,
 ) -> (Option<InstanceStatus>, Option<Restart>) {
     let old = old.cloned();
     if suspended {
         let kept = old.map(|o| InstanceStatus {
             restarts: o.restarts,
+            last_restart: o.last_restart,
             ..InstanceStatus::default()
         });
         return (kept, None);
@@ -106,37 +114,53 @@ pub fn next(
         );
         (1 + seen.restarts, (reason::LEAD_POD_REPLACED, what))
     };
+    let how = if same_pod {
+        How::SamePod
+    } else {
+        How::NewPod {
+            old: &before.lead_pod,
+        }
+    };
+    let evidence = Evidence {
+        crashed_run: seen.counted,
+        ..evidence
+    };
+    let last_restart = if added > 0 {
+        Some(restart_jobs::at_restart(how, &seen.pod, keeps, evidence))
+    } else {
+        (before.last_restart.clone()).map(|last| restart_jobs::later(last, keeps, evidence))
+    };
+    let restart = (added > 0).then(|| {
+        let fate = if same_pod && keeps.state_in_pod {
+            format!(
+                "the Flux instance started again from the state it keeps in its pod; {}",
+                kept_in_pod()
+            )
+        } else {
+            format!("a new Flux instance started; {}", queue_fate(keeps.archive))
+        };
+        let counted = (last_restart.as_ref())
+            .map(|j| restart_jobs::summary(j, keeps.archive.is_some() && !same_pod))
+            .unwrap_or_default();
+        Restart {
+            reason: what.0,
+            message: format!("{}: {fate}; {counted}", what.1),
+        }
+    });
     let now = InstanceStatus {
         lead_pod: seen.pod.clone(),
         lead_container_restarts: seen.restarts,
         restarts: before.restarts + added,
+        last_restart,
     };
-    let restart = (added > 0).then(|| Restart {
-        reason: what.0,
-        message: if same_pod && keeps.state_in_pod {
-            format!(
-                "{}: the Flux instance started again from the state it keeps in its pod; {}",
-                what.1,
-                kept_in_pod()
-            )
-        } else {
-            format!(
-                "{}: a new Flux instance started; {}",
-                what.1,
-                queue_fate(keeps.archive)
-            )
-        },
-    });
     (Some(now), restart)
 }
 
 /// What a restart in the same pod means for the jobs of an instance that keeps its state.
 fn kept_in_pod() -> String {
     format!(
-        "its job history and queue are as of its last checkpoint (taken every {}: jobs \
-         submitted or ended after it are lost), and the jobs that were running ended with an \
-         exception of type restart ({:?})",
-        crate::flux::config::KVS_CHECKPOINT_PERIOD,
+        "its job history and queue are as of its last checkpoint, and the jobs that were \
+         running ended with an exception of type restart ({:?})",
         crate::flux::RESTART_NOTE
     )
 }
@@ -206,6 +230,7 @@ mod tests {
                 pod: "m-lead-0-0-b".into(),
                 restarts: 2,
                 ended: Some("OOMKilled, exit code 137".into()),
+                counted: None,
             })
         );
         // Another container's restarts are not the instance's.
@@ -219,6 +244,7 @@ mod tests {
             lead_pod: pod.into(),
             lead_container_restarts: container_restarts,
             restarts,
+            last_restart: None,
         }
     }
 
@@ -227,6 +253,7 @@ mod tests {
             pod: pod.into(),
             restarts,
             ended: (restarts > 0).then(|| "Error, exit code 137".to_string()),
+            counted: None,
         }
     }
 
@@ -303,7 +330,17 @@ mod tests {
             ),
         ];
         for (case, old, now, suspended, want, reason) in cases {
-            let (got, restart) = next(old.as_ref(), now.as_ref(), suspended, Keeps::default());
+            let (got, restart) = next(
+                old.as_ref(),
+                now.as_ref(),
+                suspended,
+                Keeps::default(),
+                Evidence::default(),
+            );
+            let got = got.map(|g| InstanceStatus {
+                last_restart: None,
+                ..g
+            });
             assert_eq!(got, want, "{case}");
             assert_eq!(restart.map(|r| r.reason), reason, "{case}");
         }
@@ -312,7 +349,13 @@ mod tests {
     #[test]
     fn the_restart_message_says_what_happened_to_the_queue() {
         let old = status("a", 0, 0);
-        let (_, without) = next(Some(&old), Some(&seen("a", 1)), false, Keeps::default());
+        let (_, without) = next(
+            Some(&old),
+            Some(&seen("a", 1)),
+            false,
+            Keeps::default(),
+            Evidence::default(),
+        );
         let without = without.unwrap().message;
         assert!(
             without.contains("pod a restarted (Error, exit code 137)"),
@@ -326,14 +369,26 @@ mod tests {
             archive: Some("/state/f.tar"),
             state_in_pod: true,
         };
-        let (_, with) = next(Some(&old), Some(&seen("b", 0)), false, archive);
+        let (_, with) = next(
+            Some(&old),
+            Some(&seen("b", 0)),
+            false,
+            archive,
+            Evidence::default(),
+        );
         let with = with.unwrap().message;
         assert!(with.contains("pod a was replaced by b"), "{with}");
         assert!(
             with.contains("restores spec.archive.path /state/f.tar"),
             "a new pod keeps nothing of the old one's state: {with}"
         );
-        let (_, kept) = next(Some(&old), Some(&seen("a", 1)), false, archive);
+        let (_, kept) = next(
+            Some(&old),
+            Some(&seen("a", 1)),
+            false,
+            archive,
+            Evidence::default(),
+        );
         let kept = kept.unwrap().message;
         assert!(
             kept.contains("started again from the state it keeps in its pod")

@@ -26,6 +26,7 @@ mod observe;
 mod owned;
 pub mod plan;
 mod reconcile;
+mod restart_jobs;
 pub mod status;
 mod teardown;
 #[cfg(test)]

@@ -146,6 +146,7 @@ fn index() -> (Index, Stores) {
             config_maps,
             services,
             workloads: None,
+            lead_ends: Default::default(),
         },
         Stores {
             miniclusters: mw,

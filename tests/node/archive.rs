@@ -136,3 +136,51 @@ async fn a_deleted_cluster_saves_its_queue_on_a_pvc_and_a_smaller_one_runs_every
     ns.cleanup().await;
     Ok(())
 }
+
+/// An interactive cluster with an archive whose lead pod is deleted (by hand, evicted): the
+/// old lead saves as it stops (the running job canceled by the save), the new lead pod
+/// restores the archive, and `status.instance.lastRestart` counts, from the archive, what
+/// `flux jobs -a` of the new instance shows: the completed job kept, the held one resumed,
+/// the running one lost (canceled by the save), nothing uncounted (the old lead saved last).
+#[tokio::test]
+async fn a_deleted_lead_pod_with_an_archive_counts_what_the_new_instance_restored() -> Result<()> {
+    let mut ns = namespace("archive-lead").await?;
+    claim_on_the_node(&mut ns, "flux-state")?;
+    let yaml = minicluster(2).replace("runningJobs: Finish", "runningJobs: Cancel");
+    apply_yaml(&ns.name, &yaml)?;
+    wait_phase(&ns.name, MC, "Running").await?;
+    let old = Lead::of(&ns.name, MC)?;
+    let done = old.submit("true")?;
+    old.wait(&format!("jobs -no {{result}} {done}"), "COMPLETED", MINUTE)
+        .await?;
+    let job = old.submit("sleep 600")?;
+    let held = old.submit("--urgency=hold true")?;
+    old.wait(&format!("jobs -no {{state}} {job}"), "RUN", MINUTE)
+        .await?;
+    let old_pod = crate::cluster::lead_pod(&ns.name, MC)?;
+    kubectl_in(&ns.name, &["delete", "pod", &old_pod, "--wait=false"])?;
+    let new_pod = wait_for("a new lead pod", 2 * MINUTE, || async {
+        let pod = crate::cluster::lead_pod(&ns.name, MC)?;
+        Ok((pod != old_pod).then_some(pod))
+    })
+    .await?;
+
+    let (from, counted, last) = crate::failure::last_restart(&ns.name, MC).await?;
+    ensure!(last["pod"] == new_pod.as_str(), "{last}");
+    ensure!(
+        last["uncounted"].is_null(),
+        "the old lead saved last: {last}"
+    );
+    let lead = Lead::of(&ns.name, MC)?;
+    let jobs = lead.jobs()?;
+    let state = |id: &str| jobs.get(id).map(String::as_str).unwrap_or("gone");
+    ensure!(state(&done) == "INACTIVE COMPLETED", "{jobs:?}");
+    ensure!(state(&job) == "INACTIVE CANCELED", "{jobs:?}");
+    ensure!(state(&held) == "SCHED", "{jobs:?}");
+    ensure!(
+        from == "Archive" && counted == [1, 1, 1, 0, 0],
+        "{last} {jobs:?}"
+    );
+    ns.cleanup().await;
+    Ok(())
+}

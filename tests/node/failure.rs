@@ -124,6 +124,26 @@ async fn restart_is_told(
     Ok(())
 }
 
+/// `status.instance.lastRestart` once it is counted: whose records, and the counts
+/// (kept, resumed, lost, failed, forgotten).
+pub async fn last_restart(ns: &str, mc: &str) -> Result<(String, [i64; 5], Value)> {
+    let last = wait_for("status.instance.lastRestart counted", MINUTE, || async {
+        let obj = get_json(ns, &format!("minicluster/{mc}"))?;
+        let last = obj["status"]["instance"]["lastRestart"].clone();
+        Ok(last["countedFrom"].is_string().then_some(last))
+    })
+    .await?;
+    let count = |k: &str| last[k].as_i64().unwrap_or(0);
+    let counts = ["kept", "resumed", "lost", "failed", "forgotten"].map(count);
+    let from = last["countedFrom"].as_str().unwrap_or_default().to_string();
+    Ok((from, counts, last))
+}
+
+/// The jobs of `jobs` (`Lead::jobs`) whose state and result are `state`.
+fn in_state(jobs: &std::collections::BTreeMap<String, String>, state: &str) -> i64 {
+    jobs.values().filter(|s| s.as_str() == state).count() as i64
+}
+
 /// Three distinct hosts answer a job across every rank.
 fn runs_on_every_rank(lead: &Lead) -> Result<()> {
     let hosts = lead.flux("run -N3 -n3 hostname")?;
@@ -189,6 +209,14 @@ async fn the_lead_pod_deleted_starts_a_new_lead_that_every_follower_rejoins() ->
     let old = Lead::of(&ns.name, mc)?;
     runs_on_every_rank(&old)?;
     let followers = names(&pods(&ns.name, mc, "workers")?);
+    // A completed, a running and a held job, which the new instance will not have.
+    let done = old.submit("true")?;
+    old.wait(&format!("jobs -no {{result}} {done}"), "COMPLETED", MINUTE)
+        .await?;
+    let job = old.submit("sleep 600")?;
+    old.submit("--urgency=hold true")?;
+    old.wait(&format!("jobs -no {{state}} {job}"), "RUN", MINUTE)
+        .await?;
     let old_pod = crate::cluster::lead_pod(&ns.name, mc)?;
     kubectl_in(&ns.name, &["delete", "pod", &old_pod, "--wait=false"])?;
 
@@ -218,6 +246,10 @@ async fn the_lead_pod_deleted_starts_a_new_lead_that_every_follower_rejoins() ->
     )?;
     ensure!(log.contains("rejoining its replacement"), "{log}");
     ensure!(new_pod != old_pod);
+    // The old lead counted its instance's jobs as it stopped: the running one lost, the
+    // held and the completed one forgotten; the new instance has none.
+    let counts = "(counted as its pod stopped): 0 kept, 0 resumed, 1 lost, 0 failed, 2 forgotten";
+    restart_is_told(&ns.name, mc, 1, "LeadPodReplaced", counts).await?;
     restart_is_told(
         &ns.name,
         mc,
@@ -226,6 +258,17 @@ async fn the_lead_pod_deleted_starts_a_new_lead_that_every_follower_rejoins() ->
         "a new Flux instance started; the old instance's queue, running jobs and job history are gone",
     )
     .await?;
+    let (from, counted, last) = last_restart(&ns.name, mc).await?;
+    ensure!(
+        from == "StoppedInstance" && counted == [0, 0, 1, 0, 2],
+        "{last}"
+    );
+    ensure!(last["pod"] == new_pod.as_str(), "{last}");
+    let jobs = lead.jobs()?;
+    ensure!(
+        !jobs.contains_key(&done) && !jobs.contains_key(&job),
+        "{jobs:?}"
+    );
     ns.cleanup().await;
     Ok(())
 }
@@ -248,6 +291,7 @@ async fn the_lead_broker_killed_in_its_container_starts_the_same_instance_again_
     old.wait(&format!("jobs -no {{result}} {done}"), "COMPLETED", MINUTE)
         .await?;
     let job = old.submit("sleep 600")?;
+    let held = old.submit("--urgency=hold true")?;
     old.wait(&format!("jobs -no {{state}} {job}"), "RUN", MINUTE)
         .await?;
     // Past the KVS checkpoint the lead takes every second (with the 10 s it took before, a
@@ -288,6 +332,28 @@ async fn the_lead_broker_killed_in_its_container_starts_the_same_instance_again_
         ended.contains("type=\"restart\"") && ended.contains(flux_operator::flux::RESTART_NOTE),
         "the running job's end names the restart:\n{ended}"
     );
+    ensure!(
+        jobs.get(&held).map(String::as_str) == Some("SCHED"),
+        "{held}: {jobs:?}"
+    );
+    // The counts, from the state the crashed instance left, are what `flux jobs -a` shows:
+    // the completed job kept, the held one resumed, the running one lost.
+    let (from, counted, last) = last_restart(&ns.name, mc).await?;
+    let shown = [
+        in_state(&jobs, "INACTIVE COMPLETED"),
+        in_state(&jobs, "SCHED"),
+        in_state(&jobs, "INACTIVE FAILED"),
+        0,
+        0,
+    ];
+    ensure!(
+        from == "Checkpoint" && counted == shown && shown == [1, 1, 1, 0, 0],
+        "{last} {jobs:?}"
+    );
+    let counts =
+        "(counted from the state it left): 1 kept, 1 resumed, 1 lost, 0 failed, 0 forgotten";
+    restart_is_told(&ns.name, mc, 1, "LeadBrokerRestarted", counts).await?;
+    lead.flux(&format!("cancel {held}"))?;
     runs_on_every_rank(&lead)?;
     ns.cleanup().await;
     Ok(())

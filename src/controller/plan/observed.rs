@@ -8,6 +8,7 @@ use k8s_openapi::api::batch::v1::Job;
 use super::super::owned::controlled_by;
 use super::super::status::Admission;
 use super::super::watches::kept::BrokerPod;
+use super::super::watches::lead_ends::LeadEnd;
 use crate::api::MiniCluster;
 use crate::jobset::ObservedJobSet;
 
@@ -34,6 +35,8 @@ pub struct Observed {
     /// The other MiniClusters of the namespace whose archive is where this one's is
     /// ([`crate::model::archive::place`]), as the watch holds them.
     pub archive_sharers: Vec<Arc<MiniCluster>>,
+    /// How the last of its lead pods that ended ended, also once the pod is gone.
+    pub lead_end: Option<LeadEnd>,
 }
 
 /// Whether an object of a given name exists, and whose it is.

@@ -13,6 +13,7 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Client, ResourceExt};
 
 pub mod kept;
+pub mod lead_ends;
 pub mod stream;
 pub mod trim;
 
@@ -46,6 +47,15 @@ pub async fn start(client: &Client, ns: Option<&str>, own: trigger::OwnWrites) -
         "Kueue Workload API served"
     );
     let (mc_store, mc_events) = stream::watch_events(scoped::<MiniCluster>(client, ns));
+    let lead_ends = lead_ends::LeadEnds::default();
+    let mc_events = mc_events.inspect({
+        let lead_ends = lead_ends.clone();
+        move |event| {
+            if let watcher::Event::Delete(mc) = event {
+                lead_ends.forget(&mc.namespace().unwrap_or_default(), &mc.name_any());
+            }
+        }
+    });
     let (jobs, job_stream) = stream::watch_with(
         scoped::<Job>(client, ns),
         stream::services_jobs(),
@@ -95,7 +105,15 @@ pub async fn start(client: &Client, ns: Option<&str>, own: trigger::OwnWrites) -
         trigger::of_labelled(secret_stream).boxed(),
         trigger::of_labelled(config_map_stream).boxed(),
         trigger::of_labelled(service_stream).boxed(),
-        trigger::of_labelled(pod_stream).boxed(),
+        trigger::of_labelled(pod_stream.inspect({
+            let lead_ends = lead_ends.clone();
+            move |pod| {
+                if let Ok(pod) = pod {
+                    lead_ends.record(pod);
+                }
+            }
+        }))
+        .boxed(),
     ];
     let workloads = workload_version.map(|version| {
         let (store, triggers) = workload_watch(client, ns, version);
@@ -115,6 +133,7 @@ pub async fn start(client: &Client, ns: Option<&str>, own: trigger::OwnWrites) -
             config_maps,
             services,
             workloads,
+            lead_ends,
         },
     }
 }

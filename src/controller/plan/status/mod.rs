@@ -19,9 +19,9 @@ pub(in crate::controller) use conditions::Conditions;
 
 use super::Inputs;
 use crate::api::{JobResult, MiniCluster, MiniClusterStatus, Phase, WORKERS_JOB};
-use crate::controller::instance;
 use crate::controller::status::{Admission, count_pods, lead_restore, lead_result, lead_save};
 use crate::controller::watches::kept::BrokerPod;
+use crate::controller::{instance, restart_jobs};
 use crate::jobset::ObservedJobSet;
 use crate::render;
 
@@ -95,8 +95,18 @@ pub(super) fn status(input: &Inputs<'_>, mut decided: Decided<'_>) -> MiniCluste
     };
     let suspended = JobSetState::of(decided.jobset).suspended;
     let seen = instance::lead_seen(mc, pods);
-    let (instance, restart) =
-        instance::next(old.instance.as_ref(), seen.as_ref(), suspended, keeps);
+    let evidence = restart_jobs::Evidence {
+        crashed_run: None,
+        old_lead: input.observed.lead_end.as_ref(),
+        restore: new.restore.as_ref(),
+    };
+    let (instance, restart) = instance::next(
+        old.instance.as_ref(),
+        seen.as_ref(),
+        suspended,
+        keeps,
+        evidence,
+    );
     new.instance = instance;
     conditions::found(&mut new, mc, &decided, restart.as_ref(), now);
     new
