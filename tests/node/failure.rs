@@ -217,6 +217,12 @@ async fn the_lead_pod_deleted_starts_a_new_lead_that_every_follower_rejoins() ->
     old.submit("--urgency=hold true")?;
     old.wait(&format!("jobs -no {{state}} {job}"), "RUN", MINUTE)
         .await?;
+    // What the old instance holds, as `flux jobs -a` shows it: the one running job, and
+    // the others (the held one, the completed ones, `runs_on_every_rank`'s among them).
+    let held_then = old.jobs()?;
+    let running = in_state(&held_then, "RUN");
+    let others = held_then.len() as i64 - running;
+    ensure!(running == 1 && others == 3, "{held_then:?}");
     let old_pod = crate::cluster::lead_pod(&ns.name, mc)?;
     kubectl_in(&ns.name, &["delete", "pod", &old_pod, "--wait=false"])?;
 
@@ -247,8 +253,8 @@ async fn the_lead_pod_deleted_starts_a_new_lead_that_every_follower_rejoins() ->
     ensure!(log.contains("rejoining its replacement"), "{log}");
     ensure!(new_pod != old_pod);
     // The old lead counted its instance's jobs as it stopped: the running one lost, the
-    // held and the completed one forgotten; the new instance has none.
-    let counts = "(counted as its pod stopped): 0 kept, 0 resumed, 1 lost, 0 failed, 2 forgotten";
+    // others forgotten; the new instance has none of them.
+    let counts = "(counted as its pod stopped): 0 kept, 0 resumed, 1 lost, 0 failed, 3 forgotten";
     restart_is_told(&ns.name, mc, 1, "LeadPodReplaced", counts).await?;
     restart_is_told(
         &ns.name,
@@ -260,7 +266,7 @@ async fn the_lead_pod_deleted_starts_a_new_lead_that_every_follower_rejoins() ->
     .await?;
     let (from, counted, last) = last_restart(&ns.name, mc).await?;
     ensure!(
-        from == "StoppedInstance" && counted == [0, 0, 1, 0, 2],
+        from == "StoppedInstance" && counted == [0, 0, running, 0, others],
         "{last}"
     );
     ensure!(last["pod"] == new_pod.as_str(), "{last}");
