@@ -48,7 +48,7 @@ E2E_KUBECONFIG := $(E2E_STATE)/kubeconfig
 E2E_TEST_THREADS ?= 2
 CARGO_E2E := cargo test --test e2e -- --test-threads=$(E2E_TEST_THREADS)
 
-SCRIPTS := $(wildcard e2e/*.sh) .ci/run
+SCRIPTS := $(wildcard e2e/*.sh e2e/mpi/*.sh) .ci/run
 
 .PHONY: setup e2e-build e2e-build-background e2e-tests-build up down vendor-crds test test-unit test-e2e test-e2e-harness bench-state bench-large-specs \
         test-e2e-running test-kueue-oldest test-outage test-side-by-side lint-scripts lint demo crds flux-build test-flux \
@@ -134,6 +134,7 @@ flux-build:
 # Real Flux brokers in emulated pods (tests/flux). Two threads: each test runs a few brokers.
 FLUX_TEST_THREADS ?= 2
 test-flux: flux-build
+	e2e/mpi/flux-tier.sh
 	e2e/netns-clean.sh
 	cargo test --test flux -- --test-threads=$(FLUX_TEST_THREADS)
 

@@ -16,6 +16,7 @@ mod ends;
 mod examples;
 mod features;
 mod lifecycle;
+mod mpi;
 // Prometheus' text format, as the other tiers read it (this tier uses a part).
 #[allow(dead_code)]
 #[path = "../common/metrics.rs"]

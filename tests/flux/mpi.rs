@@ -1,0 +1,103 @@
+//! MPI programs across emulated pods, with real Flux's PMI: every run must end. Each MPI
+//! runs `mpi-check` (e2e/mpi/mpi-check.c: a ring and an allreduce, then `MPI_Finalize`)
+//! 20 times in a row at one and at two ranks per broker, each under a time limit, so an
+//! intermittent hang fails the test. The MPIs come from e2e/mpi/flux-tier.sh.
+//!
+//! MPICH is trixie's 4.2 (its ranks chroot into a trixie tree, as a containerized MPI runs
+//! under a host Flux). Bookworm's MPICH 4.0 is not tested to end, because it does not:
+//! its ch4:ucx finalize closes every UCX endpoint and then blocks in a PMI barrier without
+//! progressing UCX, while a peer's close over TCP (ranks in two pods) still waits for it.
+//! Measured here: 9 of 10 runs at two ranks per broker hung (docs/mpi.md has the stacks,
+//! the UCX log and the figures; MPICH 4.2 removed that barrier).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::cluster::{MiniClusterRun, Start, minicluster};
+
+const RUN: Duration = Duration::from_secs(120);
+/// Where e2e/mpi/flux-tier.sh puts the MPIs (under the host's /usr, which the pods bind).
+const MPI_DIR: &str = "/usr/local/lib/flux-operator-e2e";
+/// Runs in a row per placement.
+const RUNS: usize = 20;
+/// Flux's time limit on each run: a run that has not ended by then hung (a run takes
+/// about a second).
+const LIMIT: &str = "30s";
+
+/// An interactive cluster of two brokers whose pods run the host's MPIs.
+fn two_brokers(name: &str) -> MiniClusterRun {
+    let yaml = format!(
+        "apiVersion: flux-framework.org/v1alpha2
+kind: MiniCluster
+metadata:
+  name: {name}
+spec:
+  size: 2
+  interactive: true
+  containers:
+    - image: rockylinux:9
+"
+    );
+    let bin = Path::new(MPI_DIR).join("bin/mpi-check-mpich");
+    assert!(
+        bin.exists(),
+        "no {}: run e2e/mpi/flux-tier.sh (make test-flux does)",
+        bin.display()
+    );
+    let run = MiniClusterRun::start(minicluster(&yaml), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    run
+}
+
+/// `RUNS` runs of `command` (`mpi-check` of one MPI) at `ranks` ranks on the two brokers,
+/// one after another: each must end, well, with rank 0's verdict naming both pods. The
+/// count and the times are printed.
+fn every_run_ends(run: &MiniClusterRun, what: &str, command: &str, ranks: u32) {
+    let hosts = format!(
+        "hosts {0}-lead-0-0,{0}-workers-0-0",
+        run.mc.metadata.name.as_deref().unwrap_or_default()
+    );
+    let mut secs = Vec::with_capacity(RUNS);
+    for i in 0..RUNS {
+        let started = Instant::now();
+        let (code, out) = run.flux(&format!("run -N2 -n{ranks} --time-limit={LIMIT} {command}"));
+        secs.push(started.elapsed().as_secs_f64());
+        let verdict = out
+            .lines()
+            .find(|l| l.starts_with("mpi-check ok"))
+            .unwrap_or("");
+        assert!(
+            code == 0 && verdict.ends_with(&hosts),
+            "{what}, {ranks} ranks: run {} of {RUNS} did not end well (exit {code}, {:.1} s; \
+             142 is Flux's time limit: a hang):\n{out}",
+            i + 1,
+            secs[i]
+        );
+    }
+    secs.sort_by(f64::total_cmp);
+    eprintln!(
+        "{what}, {ranks} ranks on 2 brokers: {RUNS} of {RUNS} runs ended; seconds min {:.2} \
+         median {:.2} max {:.2}",
+        secs[0],
+        secs[RUNS / 2],
+        secs[RUNS - 1]
+    );
+}
+
+#[test]
+fn mpich_4_2_ends_every_run_at_one_and_two_ranks_per_broker() {
+    let run = two_brokers("mpich");
+    let command = format!("{MPI_DIR}/mpich-trixie/run.sh /usr/local/bin/mpi-check-mpich");
+    for ranks in [2, 4] {
+        every_run_ends(&run, "MPICH 4.2 (trixie)", &command, ranks);
+    }
+}
+
+#[test]
+fn open_mpi_4_1_ends_every_run_at_one_and_two_ranks_per_broker() {
+    let run = two_brokers("openmpi");
+    let command = format!("{MPI_DIR}/bin/mpi-check-openmpi");
+    for ranks in [2, 4] {
+        every_run_ends(&run, "Open MPI 4.1 (bookworm)", &command, ranks);
+    }
+}
