@@ -84,20 +84,22 @@ fn every_run_ends(run: &MiniClusterRun, what: &str, command: &str, ranks: u32) {
     );
 }
 
-#[test]
-fn mpich_4_2_ends_every_run_at_one_and_two_ranks_per_broker() {
-    let run = two_brokers("mpich");
-    let command = format!("{MPI_DIR}/mpich-trixie/run.sh /usr/local/bin/mpi-check-mpich");
+/// Every run of `command` ends, at one and at two ranks per broker, on a new cluster.
+fn ends_at_one_and_two_ranks_per_broker(name: &str, what: &str, command: &str) {
+    let run = two_brokers(name);
     for ranks in [2, 4] {
-        every_run_ends(&run, "MPICH 4.2 (trixie)", &command, ranks);
+        every_run_ends(&run, what, command, ranks);
     }
 }
 
 #[test]
+fn mpich_4_2_ends_every_run_at_one_and_two_ranks_per_broker() {
+    let command = format!("{MPI_DIR}/mpich-trixie/run.sh /usr/local/bin/mpi-check-mpich");
+    ends_at_one_and_two_ranks_per_broker("mpich", "MPICH 4.2 (trixie)", &command);
+}
+
+#[test]
 fn open_mpi_4_1_ends_every_run_at_one_and_two_ranks_per_broker() {
-    let run = two_brokers("openmpi");
     let command = format!("{MPI_DIR}/bin/mpi-check-openmpi");
-    for ranks in [2, 4] {
-        every_run_ends(&run, "Open MPI 4.1 (bookworm)", &command, ranks);
-    }
+    ends_at_one_and_two_ranks_per_broker("openmpi", "Open MPI 4.1 (bookworm)", &command);
 }

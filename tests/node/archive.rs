@@ -150,13 +150,7 @@ async fn a_deleted_lead_pod_with_an_archive_counts_what_the_new_instance_restore
     apply_yaml(&ns.name, &yaml)?;
     wait_phase(&ns.name, MC, "Running").await?;
     let old = Lead::of(&ns.name, MC)?;
-    let done = old.submit("true")?;
-    old.wait(&format!("jobs -no {{result}} {done}"), "COMPLETED", MINUTE)
-        .await?;
-    let job = old.submit("sleep 600")?;
-    let held = old.submit("--urgency=hold true")?;
-    old.wait(&format!("jobs -no {{state}} {job}"), "RUN", MINUTE)
-        .await?;
+    let (done, job, held) = old.completed_running_held().await?;
     let old_pod = crate::cluster::lead_pod(&ns.name, MC)?;
     kubectl_in(&ns.name, &["delete", "pod", &old_pod, "--wait=false"])?;
     let new_pod = wait_for("a new lead pod", 2 * MINUTE, || async {

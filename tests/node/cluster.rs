@@ -268,6 +268,21 @@ impl Lead {
         Ok(self.flux(&format!("submit {args}"))?.replace('ƒ', "f"))
     }
 
+    /// Three jobs, one in each state a restart treats apart: one completed (waited for),
+    /// one running (`sleep 600`, waited for) and one held (pending). Their ids, in that
+    /// order.
+    pub async fn completed_running_held(&self) -> Result<(String, String, String)> {
+        let minute = Duration::from_secs(60);
+        let done = self.submit("true")?;
+        self.wait(&format!("jobs -no {{result}} {done}"), "COMPLETED", minute)
+            .await?;
+        let running = self.submit("sleep 600")?;
+        let held = self.submit("--urgency=hold true")?;
+        self.wait(&format!("jobs -no {{state}} {running}"), "RUN", minute)
+            .await?;
+        Ok((done, running, held))
+    }
+
     /// Every job of the instance: id (ASCII `f`) -> `state result`.
     pub fn jobs(&self) -> Result<std::collections::BTreeMap<String, String>> {
         Ok(self

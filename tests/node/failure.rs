@@ -210,13 +210,7 @@ async fn the_lead_pod_deleted_starts_a_new_lead_that_every_follower_rejoins() ->
     runs_on_every_rank(&old)?;
     let followers = names(&pods(&ns.name, mc, "workers")?);
     // A completed, a running and a held job, which the new instance will not have.
-    let done = old.submit("true")?;
-    old.wait(&format!("jobs -no {{result}} {done}"), "COMPLETED", MINUTE)
-        .await?;
-    let job = old.submit("sleep 600")?;
-    old.submit("--urgency=hold true")?;
-    old.wait(&format!("jobs -no {{state}} {job}"), "RUN", MINUTE)
-        .await?;
+    let (done, job, _held) = old.completed_running_held().await?;
     // What the old instance holds, as `flux jobs -a` shows it: the one running job, and
     // the others (the held one, the completed ones, `runs_on_every_rank`'s among them).
     let held_then = old.jobs()?;
@@ -293,13 +287,7 @@ async fn the_lead_broker_killed_in_its_container_starts_the_same_instance_again_
     apply_yaml(&ns.name, &yaml(mc))?;
     wait_phase(&ns.name, mc, "Running").await?;
     let old = Lead::of(&ns.name, mc)?;
-    let done = old.submit("true")?;
-    old.wait(&format!("jobs -no {{result}} {done}"), "COMPLETED", MINUTE)
-        .await?;
-    let job = old.submit("sleep 600")?;
-    let held = old.submit("--urgency=hold true")?;
-    old.wait(&format!("jobs -no {{state}} {job}"), "RUN", MINUTE)
-        .await?;
+    let (done, job, held) = old.completed_running_held().await?;
     // Past the KVS checkpoint the lead takes every second (with the 10 s it took before, a
     // job that had completed in them came back failed).
     tokio::time::sleep(Duration::from_secs(2)).await;
