@@ -22,12 +22,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 vendor=${FLUX_VENDOR_DIR:-$here/../../shared/vendor}
 root=$FLUX_CACHE/$FLUX_CORE_VERSION-$FLUX_SCHED_VERSION
 work=$FLUX_CACHE/build
-# Two stages, each stamped with what defines it (this script and its versions), so a
-# change to the Fluxion step does not rebuild flux-core.
+# Three stages, each stamped with what defines it (this script and its versions), so a
+# change to the Fluxion step does not rebuild flux-core, and one to flux-pmix's rebuilds
+# flux-pmix alone.
 stamp_core=$({ sed -n '/^# stage: core/,/^# end: core/p' "$0"; echo "$FLUX_CORE_VERSION"; } | sha256sum | cut -c1-12)
-stamp_all=$({ cat "$0"; echo "$FLUX_CORE_VERSION $FLUX_SCHED_VERSION"; } | sha256sum | cut -c1-12)
-if [ "$(cat "$root/.stamp" 2> /dev/null)" = "$stamp_all" ]; then
-  log "build-flux: flux-core $FLUX_CORE_VERSION + flux-sched $FLUX_SCHED_VERSION is up to date ($root)"
+stamp_pmix=$({ sed -n '/^# stage: pmix/,/^# end: pmix/p' "$0"; echo "$FLUX_PMIX_VERSION"; } | sha256sum | cut -c1-12)
+stamp_all=$({ sed '/^# stage: pmix/,/^# end: pmix/d' "$0"; echo "$FLUX_CORE_VERSION $FLUX_SCHED_VERSION"; } | sha256sum | cut -c1-12)
+if [ "$(cat "$root/.stamp" 2> /dev/null)" = "$stamp_all" ] &&
+  [ "$(cat "$root/.stamp-pmix" 2> /dev/null)" = "$stamp_pmix" ]; then
+  log "build-flux: flux-core $FLUX_CORE_VERSION + flux-sched $FLUX_SCHED_VERSION + flux-pmix $FLUX_PMIX_VERSION is up to date ($root)"
   exit 0
 fi
 
@@ -96,19 +99,59 @@ fi
 
 # Fluxion into the same prefix, then the view: every file of the prefix as a symlink,
 # directories real (as a Spack view).
-t1=$SECONDS
-fetch flux-sched "v$FLUX_SCHED_VERSION" "flux-sched-$FLUX_SCHED_VERSION.tar.gz"
-tar -C "$src" -xzf "$src/flux-sched-$FLUX_SCHED_VERSION.tar.gz"
-d=$src/flux-sched-$FLUX_SCHED_VERSION
-echo "$FLUX_SCHED_VERSION" > "$d/flux-sched.ver"
-in_opt "cd '$d'
-  cmake -B build -DCMAKE_INSTALL_PREFIX=/opt/software/flux -DCMAKE_BUILD_TYPE=Release \
-    -DBUILD_TESTING=OFF > '$work/cmake-sched.log' 2>&1
-  cmake --build build -j$jobs > '$work/make-sched.log' 2>&1
-  cmake --install build > '$work/install-sched.log' 2>&1
-  rm -rf /opt/view && mkdir /opt/view && cp -rs /opt/software/flux/. /opt/view/
-  /opt/view/bin/flux version"
-log "build-flux: flux-sched $FLUX_SCHED_VERSION built in $((SECONDS - t1))s"
+if [ "$(cat "$root/.stamp" 2> /dev/null)" != "$stamp_all" ]; then
+  t1=$SECONDS
+  fetch flux-sched "v$FLUX_SCHED_VERSION" "flux-sched-$FLUX_SCHED_VERSION.tar.gz"
+  tar -C "$src" -xzf "$src/flux-sched-$FLUX_SCHED_VERSION.tar.gz"
+  d=$src/flux-sched-$FLUX_SCHED_VERSION
+  echo "$FLUX_SCHED_VERSION" > "$d/flux-sched.ver"
+  in_opt "cd '$d'
+    cmake -B build -DCMAKE_INSTALL_PREFIX=/opt/software/flux -DCMAKE_BUILD_TYPE=Release \
+      -DBUILD_TESTING=OFF > '$work/cmake-sched.log' 2>&1
+    cmake --build build -j$jobs > '$work/make-sched.log' 2>&1
+    cmake --install build > '$work/install-sched.log' 2>&1
+    rm -rf /opt/view && mkdir /opt/view && cp -rs /opt/software/flux/. /opt/view/
+    /opt/view/bin/flux version"
+  echo "$stamp_all" > "$root/.stamp"
+  log "build-flux: flux-sched $FLUX_SCHED_VERSION built in $((SECONDS - t1))s"
+fi
+
+# stage: pmix
+# flux-pmix into the same prefix (its job shell plugin, lib/flux/shell/plugins/pmix.so:
+# `-o pmi=pmix`), built against Debian's libpmix-dev, then its files into the view. Its
+# configure takes the version from `git describe`, and the archive is a `git archive` tree:
+# a throwaway repository with the release's tag gives it one. And the view's rc file for
+# `-o mpi=openmpi@5` (the Go operator's OSU example writes `-ompi=openmpi@5`): Open MPI 5
+# speaks PMIx only, so that option selects flux-pmix's server unless the job chose a PMI.
+if [ "$(cat "$root/.stamp-pmix" 2> /dev/null)" != "$stamp_pmix" ]; then
+  t2=$SECONDS
+  fetch flux-pmix "v$FLUX_PMIX_VERSION" "flux-pmix-$FLUX_PMIX_VERSION.tar.gz"
+  tar -C "$src" -xzf "$src/flux-pmix-$FLUX_PMIX_VERSION.tar.gz"
+  d=$src/flux-pmix-$FLUX_PMIX_VERSION
+  git -C "$d" init -q
+  git -C "$d" add -A
+  git -C "$d" -c user.name=build-flux -c user.email=build-flux@localhost commit -qm "v$FLUX_PMIX_VERSION"
+  git -C "$d" -c user.name=build-flux -c user.email=build-flux@localhost tag -a "v$FLUX_PMIX_VERSION" -m "v$FLUX_PMIX_VERSION"
+  rc=/opt/software/flux/etc/flux/shell/lua.d/mpi/openmpi@5.lua
+  in_opt "cd '$d'
+    ./autogen.sh > '$work/autogen-pmix.log' 2>&1
+    PKG_CONFIG_PATH=/opt/software/flux/lib/pkgconfig ./configure --prefix=/opt/software/flux \
+      > '$work/configure-pmix.log' 2>&1
+    make -j$jobs > '$work/make-pmix.log' 2>&1
+    make install > '$work/install-pmix.log' 2>&1
+    printf '%s\n' '-- Written by flux-operator e2e/build-flux.sh: -o mpi=openmpi@5 selects flux-pmix.' \
+      '-- Open MPI 5 finds its peers through PMIx only; a job that names a PMI keeps it.' \
+      '-- The plugin reads the option when it is loaded, which the initrc did before this' \
+      '-- file: it is loaded again (a plugin of the same name replaces the first).' \
+      'if shell.options.pmi == nil then' \
+      '    shell.options.pmi = \"pmix\"' \
+      '    plugin.load { file = \"pmix.so\", conf = {} }' \
+      'end' > '$rc'
+    cp -rsn /opt/software/flux/. /opt/view/
+    test -L /opt/view/lib/flux/shell/plugins/pmix.so"
+  echo "$stamp_pmix" > "$root/.stamp-pmix"
+  log "build-flux: flux-pmix $FLUX_PMIX_VERSION built in $((SECONDS - t2))s"
+fi
+# end: pmix
 rm -rf "$work"
-echo "$stamp_all" > "$root/.stamp"
-log "build-flux: flux-core $FLUX_CORE_VERSION + flux-sched $FLUX_SCHED_VERSION ready in $((SECONDS - t0))s ($root)"
+log "build-flux: flux-core $FLUX_CORE_VERSION + flux-sched $FLUX_SCHED_VERSION + flux-pmix $FLUX_PMIX_VERSION ready in $((SECONDS - t0))s ($root)"

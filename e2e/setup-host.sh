@@ -23,6 +23,8 @@ packages=(
   runc containernetworking-plugins iptables conntrack mmdebstrap
   # mpi-check (e2e/mpi), built with each MPI's mpicc for the MPI image (e2e/images.sh)
   libmpich-dev libopenmpi-dev
+  # flux-pmix, Flux's PMIx server for Open MPI 5 (e2e/build-flux.sh)
+  libpmix-dev
 )
 if [ "${1-}" = hpc ]; then
   packages+=(openmpi-bin lammps)

@@ -3,12 +3,16 @@
 //! 20 times in a row at one and at two ranks per broker, each under a time limit, so an
 //! intermittent hang fails the test. The MPIs come from e2e/mpi/flux-tier.sh.
 //!
-//! MPICH is trixie's 4.2 (its ranks chroot into a trixie tree, as a containerized MPI runs
-//! under a host Flux). Bookworm's MPICH 4.0 is not tested to end, because it does not:
-//! its ch4:ucx finalize closes every UCX endpoint and then blocks in a PMI barrier without
-//! progressing UCX, while a peer's close over TCP (ranks in two pods) still waits for it.
-//! Measured here: 9 of 10 runs at two ranks per broker hung (docs/mpi.md has the stacks,
-//! the UCX log and the figures; MPICH 4.2 removed that barrier).
+//! MPICH 4.2 and Open MPI 5 are trixie's (their ranks chroot into a trixie tree, as a
+//! containerized MPI runs under a host Flux); Open MPI 4.1 is the host's (bookworm's).
+//! Open MPI 5 speaks PMIx only: `-o mpi=openmpi@5` (as the Go operator's OSU example
+//! writes it) selects the PMIx server of flux-pmix, which the view carries.
+//!
+//! Bookworm's MPICH 4.0 is not tested to end, because it does not: its ch4:ucx finalize
+//! closes every UCX endpoint and then blocks in a PMI barrier without progressing UCX,
+//! while a peer's close over TCP (ranks in two pods) still waits for it. Measured here: 9 of
+//! 10 runs at two ranks per broker hung (docs/mpi.md has the stacks, the UCX log and the
+//! figures; MPICH 4.2 removed that barrier).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -94,12 +98,26 @@ fn ends_at_one_and_two_ranks_per_broker(name: &str, what: &str, command: &str) {
 
 #[test]
 fn mpich_4_2_ends_every_run_at_one_and_two_ranks_per_broker() {
-    let command = format!("{MPI_DIR}/mpich-trixie/run.sh /usr/local/bin/mpi-check-mpich");
+    let command = format!("{MPI_DIR}/trixie/run.sh /usr/local/bin/mpi-check-mpich");
     ends_at_one_and_two_ranks_per_broker("mpich", "MPICH 4.2 (trixie)", &command);
 }
 
+/// Open MPI 4.1 finds Flux's PMI without options, and also with `-o mpi=openmpi@5` (the Go
+/// operator's files write it whatever their Open MPI), which selects flux-pmix's server.
 #[test]
-fn open_mpi_4_1_ends_every_run_at_one_and_two_ranks_per_broker() {
+fn open_mpi_4_1_ends_every_run_at_one_and_two_ranks_per_broker_with_and_without_pmix() {
+    let run = two_brokers("openmpi");
     let command = format!("{MPI_DIR}/bin/mpi-check-openmpi");
-    ends_at_one_and_two_ranks_per_broker("openmpi", "Open MPI 4.1 (bookworm)", &command);
+    for ranks in [2, 4] {
+        every_run_ends(&run, "Open MPI 4.1 (bookworm)", &command, ranks);
+    }
+    let pmix = format!("-o mpi=openmpi@5 {command}");
+    every_run_ends(&run, "Open MPI 4.1 with -o mpi=openmpi@5", &pmix, 4);
+}
+
+#[test]
+fn open_mpi_5_through_flux_pmix_ends_every_run_at_one_and_two_ranks_per_broker() {
+    let command =
+        format!("-o mpi=openmpi@5 {MPI_DIR}/trixie/run.sh /usr/local/bin/mpi-check-openmpi");
+    ends_at_one_and_two_ranks_per_broker("openmpi5", "Open MPI 5.0 (trixie)", &command);
 }
