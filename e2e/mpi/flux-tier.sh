@@ -7,7 +7,10 @@
 #   trixie/   a Debian trixie root filesystem with the run-time libraries of MPICH 4.2
 #       (libmpich12, over UCX 1.18) and Open MPI 5.0 (libopenmpi40, PMIx 5), and the same
 #       two mpi-check binaries: MPICH's ABI (libmpich.so.12) and Open MPI's (libmpi.so.40)
-#       let one binary run on either release.
+#       let one binary run on either release;
+#   mpich-pypi/lib   PyPI's `mpich` wheel (MPICH 5.0, an MPICH-ABI build with its own UCX
+#       and libfabric, manylinux), its libraries, with libmpich.so.12 linked to its
+#       libmpi.so.12: the same mpi-check-mpich runs on it through LD_LIBRARY_PATH.
 #
 # Bookworm's MPICH 4.0 hangs in MPI_Finalize across pods (docs/mpi.md: its finalize closes
 # its UCX endpoints, then blocks in a PMI barrier without progressing UCX, while a peer's
@@ -25,8 +28,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=${FLUX_TIER_MPI:-/usr/local/lib/flux-operator-e2e}
 dest=$top/trixie
 packages=(libmpich12 libopenmpi40)
+pypi_mpich=5.0.2
 stamp=$(cat "$0" "$here/mpi-check.c" | sha256sum | cut -c1-16)
-if [ "$(cat "$dest/stamp" 2>/dev/null)" = "$stamp" ] && [ "$(cat "$top/bin/stamp" 2>/dev/null)" = "$stamp" ]; then
+if [ "$(cat "$dest/stamp" 2>/dev/null)" = "$stamp" ] && [ "$(cat "$top/bin/stamp" 2>/dev/null)" = "$stamp" ] &&
+  [ "$(cat "$top/mpich-pypi/stamp" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
 command -v mmdebstrap >/dev/null || die "mmdebstrap is missing: run e2e/setup-host.sh"
@@ -40,6 +45,17 @@ for mpi in mpich openmpi; do
   "mpicc.$mpi" -O2 -Wall -o "$top/bin/mpi-check-$mpi" "$here/mpi-check.c"
 done
 echo "$stamp" > "$top/bin/stamp"
+rm -rf "$top/mpich-pypi" "$top/mpich-pypi.tmp"
+mkdir -p "$top/mpich-pypi.tmp"
+python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+  --python-version 3.11 "mpich==$pypi_mpich" -d "$top/mpich-pypi.tmp" ||
+  die "pip could not download PyPI's mpich $pypi_mpich"
+python3 -m zipfile -e "$top/mpich-pypi.tmp/mpich-$pypi_mpich-"*.whl "$top/mpich-pypi.tmp/wheel"
+mv "$top/mpich-pypi.tmp/wheel/mpich-$pypi_mpich.data/data/lib" "$top/mpich-pypi.tmp/lib"
+ln -s libmpi.so.12 "$top/mpich-pypi.tmp/lib/libmpich.so.12"
+rm -rf "$top/mpich-pypi.tmp/wheel" "$top/mpich-pypi.tmp/"*.whl
+echo "$stamp" > "$top/mpich-pypi.tmp/stamp"
+mv "$top/mpich-pypi.tmp" "$top/mpich-pypi"
 rm -rf "$dest.tmp"
 mkdir -p "$dest.tmp"
 mmdebstrap --variant=minbase --include="$(IFS=,; echo "${packages[*]}")" \

@@ -4,7 +4,9 @@
 //! intermittent hang fails the test. The MPIs come from e2e/mpi/flux-tier.sh.
 //!
 //! MPICH 4.2 and Open MPI 5 are trixie's (their ranks chroot into a trixie tree, as a
-//! containerized MPI runs under a host Flux); Open MPI 4.1 is the host's (bookworm's).
+//! containerized MPI runs under a host Flux); Open MPI 4.1 is the host's (bookworm's); an
+//! MPICH-ABI build is PyPI's `mpich` wheel (MPICH 5.0, its own UCX and libfabric), which
+//! the same `mpi-check` binary runs on through `LD_LIBRARY_PATH`.
 //! Open MPI 5 speaks PMIx only: `-o mpi=openmpi@5` (as the Go operator's OSU example
 //! writes it) selects the PMIx server of flux-pmix, which the view carries.
 //!
@@ -120,4 +122,13 @@ fn open_mpi_5_through_flux_pmix_ends_every_run_at_one_and_two_ranks_per_broker()
     let command =
         format!("-o mpi=openmpi@5 {MPI_DIR}/trixie/run.sh /usr/local/bin/mpi-check-openmpi");
     ends_at_one_and_two_ranks_per_broker("openmpi5", "Open MPI 5.0 (trixie)", &command);
+}
+
+/// A program built against MPICH 4.0 runs on another MPICH-ABI library unchanged: PyPI's
+/// `mpich` wheel (MPICH 5.0), chosen for the job with `LD_LIBRARY_PATH`.
+#[test]
+fn an_mpich_abi_build_from_pypi_ends_every_run_at_one_and_two_ranks_per_broker() {
+    let command =
+        format!("--env=LD_LIBRARY_PATH={MPI_DIR}/mpich-pypi/lib {MPI_DIR}/bin/mpi-check-mpich");
+    ends_at_one_and_two_ranks_per_broker("mpichabi", "MPICH 5.0 (PyPI's wheel)", &command);
 }
