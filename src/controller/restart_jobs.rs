@@ -45,56 +45,60 @@ pub fn at_restart(
         ..RestartJobs::default()
     };
     match how {
-        How::SamePod if keeps.state_in_pod => match evidence.crashed_run {
-            Some(report) => RestartJobs {
+        How::SamePod => in_the_same_pod(start, keeps, evidence.crashed_run),
+        How::NewPod { old } => in_a_new_pod(start, old, keeps, evidence),
+    }
+}
+
+/// The lead's Flux container restarted in its pod: the crashed run counted the state it
+/// left (an interactive lead keeps it), or counted its live instance as it was stopped.
+fn in_the_same_pod(
+    start: RestartJobs,
+    keeps: Keeps<'_>,
+    crashed_run: Option<JobsReport>,
+) -> RestartJobs {
+    let uncounted = match (crashed_run, keeps.state_in_pod, keeps.archive) {
+        (Some(report), true, _) => {
+            return RestartJobs {
                 uncounted: after_checkpoint(),
                 ..counted(start, report)
-            },
-            None => RestartJobs {
-                uncounted: "the crashed instance's state could not be counted".to_string(),
-                ..start
-            },
-        },
-        How::SamePod => match (keeps.archive, evidence.crashed_run) {
-            (None, Some(report)) => counted(start, report),
-            (Some(_), _) => RestartJobs {
-                uncounted: "the new instance restored spec.archive.path in the same pod, \
-                            which counts nothing"
-                    .to_string(),
-                ..start
-            },
-            (None, None) => RestartJobs {
-                uncounted: gone_uncounted(),
-                ..start
-            },
-        },
-        How::NewPod { old } => {
-            let old_lead = evidence.old_lead.filter(|e| e.pod == old);
-            match keeps.archive {
-                Some(_) => {
-                    let saved = old_lead.is_some_and(|e| e.saved);
-                    let waiting = RestartJobs {
-                        uncounted: if saved {
-                            String::new()
-                        } else {
-                            format!(
-                                "what {old} did after the archive was last saved is not in it \
-                                 and is not counted"
-                            )
-                        },
-                        ..start
-                    };
-                    later(waiting, keeps, evidence)
-                }
-                None => match old_lead.and_then(|e| e.jobs) {
-                    Some(report) => counted(start, report),
-                    None => RestartJobs {
-                        uncounted: gone_uncounted(),
-                        ..start
-                    },
-                },
-            }
+            };
         }
+        (None, true, _) => "the crashed instance's state could not be counted".to_string(),
+        (_, false, Some(_)) => "the new instance restored spec.archive.path in the same pod, \
+                                which counts nothing"
+            .to_string(),
+        (Some(report), false, None) => return counted(start, report),
+        (None, false, None) => gone_uncounted(),
+    };
+    RestartJobs { uncounted, ..start }
+}
+
+/// The lead pod `old` was replaced: the archive the new lead restores counts, or else the
+/// count the old lead made as its pod stopped.
+fn in_a_new_pod(
+    start: RestartJobs,
+    old: &str,
+    keeps: Keeps<'_>,
+    evidence: Evidence<'_>,
+) -> RestartJobs {
+    let old_lead = evidence.old_lead.filter(|e| e.pod == old);
+    if keeps.archive.is_some() {
+        let uncounted = if old_lead.is_some_and(|e| e.saved) {
+            String::new()
+        } else {
+            format!(
+                "what {old} did after the archive was last saved is not in it and is not counted"
+            )
+        };
+        return later(RestartJobs { uncounted, ..start }, keeps, evidence);
+    }
+    match old_lead.and_then(|e| e.jobs) {
+        Some(report) => counted(start, report),
+        None => RestartJobs {
+            uncounted: gone_uncounted(),
+            ..start
+        },
     }
 }
 
