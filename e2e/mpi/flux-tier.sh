@@ -30,10 +30,11 @@ dest=$top/trixie
 packages=(libmpich12 libopenmpi40)
 pypi_mpich=5.0.2
 stamp=$(cat "$0" "$here/mpi-check.c" | sha256sum | cut -c1-16)
-if [ "$(cat "$dest/stamp" 2>/dev/null)" = "$stamp" ] && [ "$(cat "$top/bin/stamp" 2>/dev/null)" = "$stamp" ] &&
-  [ "$(cat "$top/mpich-pypi/stamp" 2>/dev/null)" = "$stamp" ]; then
+# One stamp for the whole, written last: every part is rebuilt together.
+if [ "$(cat "$top/stamp" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
+rm -f "$top/stamp"
 command -v mmdebstrap >/dev/null || die "mmdebstrap is missing: run e2e/setup-host.sh"
 for mpi in mpich openmpi; do
   command -v "mpicc.$mpi" >/dev/null || die "mpicc.$mpi is missing: run e2e/setup-host.sh"
@@ -44,7 +45,6 @@ mkdir -p "$top/bin"
 for mpi in mpich openmpi; do
   "mpicc.$mpi" -O2 -Wall -o "$top/bin/mpi-check-$mpi" "$here/mpi-check.c"
 done
-echo "$stamp" > "$top/bin/stamp"
 rm -rf "$top/mpich-pypi" "$top/mpich-pypi.tmp"
 mkdir -p "$top/mpich-pypi.tmp"
 python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
@@ -54,7 +54,6 @@ python3 -m zipfile -e "$top/mpich-pypi.tmp/mpich-$pypi_mpich-"*.whl "$top/mpich-
 mv "$top/mpich-pypi.tmp/wheel/mpich-$pypi_mpich.data/data/lib" "$top/mpich-pypi.tmp/lib"
 ln -s libmpi.so.12 "$top/mpich-pypi.tmp/lib/libmpich.so.12"
 rm -rf "$top/mpich-pypi.tmp/wheel" "$top/mpich-pypi.tmp/"*.whl
-echo "$stamp" > "$top/mpich-pypi.tmp/stamp"
 mv "$top/mpich-pypi.tmp" "$top/mpich-pypi"
 rm -rf "$dest.tmp"
 mkdir -p "$dest.tmp"
@@ -81,7 +80,7 @@ EOF
 chmod 0755 "$dest.tmp/run.sh"
 # shellcheck disable=SC2016 # dpkg-query's own field syntax
 versions=$(chroot "$dest.tmp/rootfs" dpkg-query -W -f '${Package} ${Version}, ' "${packages[@]}")
-echo "$stamp" > "$dest.tmp/stamp"
-rm -rf "$dest" "$dest.tmp.log" "$top/mpich-trixie"
+rm -rf "$dest" "$dest.tmp.log"
 mv "$dest.tmp" "$dest"
 log "flux-tier MPI: ${versions%, } in $dest, built in $((SECONDS - t0))s ($(du -sh "$dest" | cut -f1))"
+echo "$stamp" > "$top/stamp"

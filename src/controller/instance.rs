@@ -121,10 +121,6 @@ pub fn next(
             old: &before.lead_pod,
         }
     };
-    let evidence = Evidence {
-        crashed_run: seen.counted,
-        ..evidence
-    };
     let last_restart = if added > 0 {
         Some(restart_jobs::at_restart(how, &seen.pod, keeps, evidence))
     } else {

@@ -158,14 +158,14 @@ fn gone_uncounted() -> String {
         .to_string()
 }
 
-/// The count in words, for the `Restarted` condition and the Event. `archive`: the new
-/// lead restores `spec.archive`, which may not be read yet.
-pub fn summary(jobs: &RestartJobs, archive: bool) -> String {
+/// The count in words, for the `Restarted` condition and the Event. `restores_archive`: a
+/// new lead pod restores `spec.archive`, which it may not have read yet.
+pub fn summary(jobs: &RestartJobs, restores_archive: bool) -> String {
     let source = match jobs.counted_from {
         Some(CountedFrom::Checkpoint) => "counted from the state it left",
         Some(CountedFrom::Archive) => "counted from the archive",
         Some(CountedFrom::StoppedInstance) => "counted as its pod stopped",
-        None if archive && !jobs.uncounted.starts_with("the new instance") => {
+        None if restores_archive => {
             let mut words = "the old instance's jobs are counted once the new lead has read \
                              the archive (status.instance.lastRestart)"
                 .to_string();

@@ -96,7 +96,7 @@ pub(super) fn status(input: &Inputs<'_>, mut decided: Decided<'_>) -> MiniCluste
     let suspended = JobSetState::of(decided.jobset).suspended;
     let seen = instance::lead_seen(mc, pods);
     let evidence = restart_jobs::Evidence {
-        crashed_run: None,
+        crashed_run: seen.as_ref().and_then(|s| s.counted),
         old_lead: input.observed.lead_end.as_ref(),
         restore: new.restore.as_ref(),
     };
