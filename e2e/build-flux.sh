@@ -5,6 +5,8 @@
 #                        to /opt/software/flux)
 #   opt/view/            a symlink farm into /opt/software/flux (bin/, lib/, ...)
 #   opt-core/            the same for flux-core alone (a Flux without Fluxion)
+#   portable/opt/        opt/ with the libraries and the Python it needs beyond glibc, for
+#                        the view images (e2e/portable-flux.sh)
 # The pod emulator (tests/flux) binds opt/ (or opt-core/) at /opt in the flux view init
 # container, whose script (render's view-init.sh) copies /opt/view and /opt/software into
 # the pods, exactly as it does with the real images.
@@ -31,7 +33,7 @@ stamp_all=$({ sed '/^# stage: pmix/,/^# end: pmix/d' "$0"; echo "$FLUX_CORE_VERS
 if [ "$(cat "$root/.stamp" 2> /dev/null)" = "$stamp_all" ] &&
   [ "$(cat "$root/.stamp-pmix" 2> /dev/null)" = "$stamp_pmix" ]; then
   log "build-flux: flux-core $FLUX_CORE_VERSION + flux-sched $FLUX_SCHED_VERSION + flux-pmix $FLUX_PMIX_VERSION is up to date ($root)"
-  exit 0
+  exec "$here/portable-flux.sh"
 fi
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -83,9 +85,15 @@ if [ "$(cat "$root/.stamp-core" 2> /dev/null)" != "$stamp_core" ]; then
   tar -C "$src" -xzf "$src/flux-core-$FLUX_CORE_VERSION.tar.gz"
   d=$src/flux-core-$FLUX_CORE_VERSION
   echo "$FLUX_CORE_VERSION" > "$d/.tarball-version"
-  in_opt "cd '$d'
+  # Flux runs its Python commands with the interpreter it was configured with, a path compiled
+  # in: one of the prefix's own, here a link to the host's python3, which the portable stage
+  # replaces with a Python of the view's own.
+  flux_python=/opt/software/flux/libexec/flux/python/bin/python3
+  in_opt "mkdir -p '$(dirname "$flux_python")'
+    ln -s '$(readlink -f "$PYTHON")' '$flux_python'
+    cd '$d'
     FLUX_VERSION=$FLUX_CORE_VERSION ./autogen.sh > '$work/autogen.log' 2>&1
-    ./configure --prefix=/opt/software/flux --disable-docs PYTHON=$PYTHON > '$work/configure-core.log' 2>&1
+    ./configure --prefix=/opt/software/flux --disable-docs PYTHON=$flux_python > '$work/configure-core.log' 2>&1
     make -j$jobs > '$work/make-core.log' 2>&1
     make install > '$work/install-core.log' 2>&1
     # The flux-core-only tree (a Flux without Fluxion): a copy of the prefix and a view whose
@@ -147,6 +155,14 @@ if [ "$(cat "$root/.stamp-pmix" 2> /dev/null)" != "$stamp_pmix" ]; then
       '    shell.options.pmi = \"pmix\"' \
       '    plugin.load { file = \"pmix.so\", conf = {} }' \
       'end' > '$rc'
+    printf '%s\n' '-- Written by flux-operator e2e/build-flux.sh: every job gets PMIx beside PMI-1.' \
+      '-- Open MPI 5 finds its peers through PMIx only, and an Open MPI 5 application run as' \
+      '-- the Go operator runs it (no option) must find them; MPICH and Open MPI 4.1 keep' \
+      '-- using PMI-1 or take PMIx (docs/mpi.md). A job that names a PMI keeps it.' \
+      'if shell.options.pmi == nil then' \
+      '    shell.options.pmi = \"simple,pmix\"' \
+      '    plugin.load { file = \"pmix.so\", conf = {} }' \
+      'end' > /opt/software/flux/etc/flux/shell/lua.d/pmix.lua
     cp -rsn /opt/software/flux/. /opt/view/
     test -L /opt/view/lib/flux/shell/plugins/pmix.so"
   echo "$stamp_pmix" > "$root/.stamp-pmix"
@@ -154,4 +170,5 @@ if [ "$(cat "$root/.stamp-pmix" 2> /dev/null)" != "$stamp_pmix" ]; then
 fi
 # end: pmix
 rm -rf "$work"
+"$here/portable-flux.sh"
 log "build-flux: flux-core $FLUX_CORE_VERSION + flux-sched $FLUX_SCHED_VERSION + flux-pmix $FLUX_PMIX_VERSION ready in $((SECONDS - t0))s ($root)"

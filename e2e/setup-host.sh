@@ -25,6 +25,8 @@ packages=(
   libmpich-dev libopenmpi-dev
   # flux-pmix, Flux's PMIx server for Open MPI 5 (e2e/build-flux.sh)
   libpmix-dev
+  # the view images' Flux, made to run on other releases' libraries (e2e/portable-flux.sh)
+  patchelf
 )
 if [ "${1-}" = hpc ]; then
   packages+=(openmpi-bin lammps)
