@@ -4,22 +4,26 @@
 #
 #   base        a Debian bookworm root filesystem (mmdebstrap, from Debian's packages) with
 #               bash, coreutils and the shared libraries and Python/Lua modules that the Flux
-#               of e2e/build-flux.sh needs (found with ldd and dpkg -S): the brokers run Flux
-#               from the view with the application image's libraries, as with a real view
-#               image and an application image of the same distribution.
+#               of e2e/build-flux.sh needs (found with ldd and dpkg -S), as an application
+#               image of the view's own distribution has them (the view images' portable Flux
+#               brings its own, and the trixie image has none of them).
 #   application images   = base, tagged with the names the examples and the Go operator's
 #               tests use (APP_IMAGES: ubuntu:noble, ...). They are Debian, not Ubuntu.
 #   flux view images     = base + /opt/software/flux and the view from e2e/build-flux.sh,
 #               laid out as the Go operator's view images are (VIEW_IMAGES), so that both
-#               operators' init containers find it.
+#               operators' init containers find it; the portable copy (e2e/portable-flux.sh),
+#               with its own libraries and Python, so that it serves trixie's images too.
 #   MPI images           = base + a layer with MPICH, Open MPI, LAMMPS and two of its examples, hwloc
 #               (MPI_PACKAGES: the difference between the base root filesystem and one made
 #               with these packages too, e2e/layer-diff.py) + a layer with mpi-check
 #               (e2e/mpi/mpi-check.c, built here with each MPI's mpicc:
 #               /usr/local/bin/mpi-check-mpich, /usr/local/bin/mpi-check-openmpi) and
 #               /opt/lammps/examples (LAMMPS' examples where the Go operator's LAMMPS image
-#               keeps them). Tagged MPI_IMAGES: this repository's name and the image the Go
-#               operator's LAMMPS test names.
+#               keeps them). Tagged MPI_IMAGES.
+#   the trixie MPI image = e2e/images-trixie.sh's root filesystem (Open MPI 5, MPICH 4.2,
+#               LAMMPS with REAXFF) and OSU layer + mpi-check and /opt/lammps/examples.
+#               Tagged TRIXIE_IMAGES: this repository's name and the images the Go
+#               operator's LAMMPS and OSU tests name.
 #   flux-operator:dev    = base + the operator binary, OPERATOR_BIN (the Helm chart's default
 #               image), user 65532, as the Dockerfile builds it.
 #   the pause image      a static binary that waits for a signal (containerd's sandbox_image).
@@ -40,7 +44,7 @@ flux_root=$FLUX_CACHE/$FLUX_CORE_VERSION-$FLUX_SCHED_VERSION
 operator_bin=${OPERATOR_BIN:-${CARGO_TARGET_DIR:-$E2E_CACHE/target}/release/flux-operator}
 mkdir -p "$out"
 
-[ -f "$flux_root/.stamp" ] || die "Flux is not built: run e2e/build-flux.sh (make flux-build)"
+[ -f "$flux_root/portable/.stamp" ] || die "Flux is not built: run e2e/build-flux.sh (make flux-build)"
 [ -x "$operator_bin" ] || die "$operator_bin is missing: make operator-build"
 command -v mmdebstrap > /dev/null || die "mmdebstrap is missing: run e2e/setup-host.sh"
 
@@ -126,7 +130,10 @@ fi
 # end: mpi rootfs
 
 APP_IMAGES=(ubuntu:noble ubuntu:jammy ubuntu:focal)
-MPI_IMAGES=(mpi-apps:bookworm ghcr.io/converged-computing/metric-lammps:latest)
+MPI_IMAGES=(mpi-apps:bookworm)
+"$here/images-trixie.sh"
+TRIXIE_IMAGES=(mpi-apps:trixie ghcr.io/converged-computing/metric-lammps:latest
+               ghcr.io/converged-computing/metric-osu-benchmark:latest)
 VIEW_IMAGES=(ghcr.io/converged-computing/flux-view-ubuntu:tag-noble
              ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy
              ghcr.io/converged-computing/flux-view-ubuntu:tag-focal)
@@ -135,10 +142,11 @@ PAUSE_IMAGE=registry.k8s.io/pause:3.10
 # shellcheck disable=SC2034 # read by node.sh, which sources this file's variables
 printf 'PAUSE_IMAGE=%s\nOPERATOR_IMAGE=%s\n' "$PAUSE_IMAGE" "$OPERATOR_IMAGE" > "$out/names.env"
 
-stamp=$( { cat "$0" "$here/oci-archive.py" "$base.stamp" "$flux_root/.stamp"
+stamp=$( { cat "$0" "$here/oci-archive.py" "$base.stamp" "$flux_root/portable/.stamp"
            sha256sum "$operator_bin" "$here/mpi/mpi-check.c" "$here/layer-diff.py"
-           cat "$mpi_layer.stamp"
-           printf '%s\n' "${APP_IMAGES[@]}" "${VIEW_IMAGES[@]}" "${MPI_IMAGES[@]}"; } | sha256sum | cut -c1-16)
+           cat "$mpi_layer.stamp" "$out/trixie-rootfs.tar.stamp" "$out/trixie-osu.tar.stamp"
+           printf '%s\n' "${APP_IMAGES[@]}" "${VIEW_IMAGES[@]}" "${MPI_IMAGES[@]}" "${TRIXIE_IMAGES[@]}"; } |
+         sha256sum | cut -c1-16)
 if [ "$(cat "$out/images.tar.stamp" 2> /dev/null)" = "$stamp" ]; then
   log "images: up to date ($out/images.tar)"
   exit 0
@@ -168,7 +176,7 @@ tar_layer "$work/pause.tar" "$work/pause" pause
 # /opt/view an absolute link to it, as Spack makes it): its init container copies from
 # there, this operator's from /opt/view; mounted as an image volume, the entrypoints follow
 # the link under the mount.
-tar_layer "$work/flux.tar" "$flux_root" --transform='s,^opt/view,opt/views/._view/flux,S' \
+tar_layer "$work/flux.tar" "$flux_root/portable" --transform='s,^opt/view,opt/views/._view/flux,S' \
   opt/software opt/view
 mkdir -p "$work/link/opt"
 ln -s /opt/views/._view/flux "$work/link/opt/view"
@@ -191,16 +199,26 @@ printf '%s\n' 'StrictHostKeyChecking no' 'UserKnownHostsFile /dev/null' 'LogLeve
   > "$work/mpi/etc/ssh/ssh_config.d/mpi-operator.conf"
 printf '%s\n' 'StrictModes no' > "$work/mpi/etc/ssh/sshd_config.d/mpi-operator.conf"
 tar_layer "$work/mpi-check.tar" "$work/mpi" usr opt etc run
+# Trixie's LAMMPS names the HNS example's input in.reaxff.hns (pair style reaxff); the
+# release in the Go operator's image named it in.reaxc.hns (reax/c, which LAMMPS still
+# takes as the same pair style): the old name leads to the new file.
+hns=usr/share/lammps/examples/reaxff/HNS
+mkdir -p "$work/mpi-trixie/$hns"
+cp -a "$work/mpi/usr" "$work/mpi/opt" "$work/mpi-trixie/"
+ln -s in.reaxff.hns "$work/mpi-trixie/$hns/in.reaxc.hns"
+tar_layer "$work/mpi-check-trixie.tar" "$work/mpi-trixie" usr opt
 
 names() { printf '%s\n' "$@" | jq -R . | jq -s .; }
 path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 jq -n --arg base "$base" --arg work "$work" --arg path "PATH=$path" --arg mpi "$mpi_layer" \
   --argjson apps "$(names "${APP_IMAGES[@]}")" --argjson views "$(names "${VIEW_IMAGES[@]}")" \
-  --argjson mpis "$(names "${MPI_IMAGES[@]}")" \
+  --argjson mpis "$(names "${MPI_IMAGES[@]}")" --argjson trixies "$(names "${TRIXIE_IMAGES[@]}")" \
+  --arg trixie "$out/trixie-rootfs.tar" --arg osu "$out/trixie-osu.tar" \
   --arg operator "$OPERATOR_IMAGE" --arg pause "$PAUSE_IMAGE" '
   {images: [
     {names: $apps, layers: [$base], config: {Env: [$path], Cmd: ["/bin/bash"]}},
     {names: $mpis, layers: [$base, $mpi, ($work + "/mpi-check.tar")], config: {Env: [$path], Cmd: ["/bin/bash"]}},
+    {names: $trixies, layers: [$trixie, $osu, ($work + "/mpi-check-trixie.tar")], config: {Env: [$path], Cmd: ["/bin/bash"]}},
     {names: $views, layers: [$base, ($work + "/flux.tar"), ($work + "/link.tar")], config: {Env: [$path], Cmd: ["/bin/bash"]}},
     {names: [$operator], layers: [$base, ($work + "/operator.tar")],
      config: {Env: [$path], User: "65532:65532", Entrypoint: ["/usr/local/bin/flux-operator"], Cmd: ["run"]}},
