@@ -7,8 +7,10 @@
 //! containerized MPI runs under a host Flux); Open MPI 4.1 is the host's (bookworm's); an
 //! MPICH-ABI build is PyPI's `mpich` wheel (MPICH 5.0, its own UCX and libfabric), which
 //! the same `mpi-check` binary runs on through `LD_LIBRARY_PATH`.
-//! Open MPI 5 speaks PMIx only: `-o mpi=openmpi@5` (as the Go operator's OSU example
-//! writes it) selects the PMIx server of flux-pmix, which the view carries.
+//! Open MPI 5 speaks PMIx only: the view gives every job that names no PMI the PMIx server
+//! of flux-pmix beside Flux's PMI-1 (`-o pmi=simple,pmix`), so Open MPI 5 runs with no
+//! option, as the Go operator's LAMMPS example runs it, and with `-o mpi=openmpi@5`, as its
+//! OSU example writes it.
 //!
 //! Bookworm's MPICH 4.0 is not tested to end, because it does not: its ch4:ucx finalize
 //! closes every UCX endpoint and then blocks in a PMI barrier without progressing UCX,
@@ -104,8 +106,9 @@ fn mpich_4_2_ends_every_run_at_one_and_two_ranks_per_broker() {
     ends_at_one_and_two_ranks_per_broker("mpich", "MPICH 4.2 (trixie)", &command);
 }
 
-/// Open MPI 4.1 finds Flux's PMI without options, and also with `-o mpi=openmpi@5` (the Go
-/// operator's files write it whatever their Open MPI), which selects flux-pmix's server.
+/// Open MPI 4.1 ends with the view's default (PMI-1 and PMIx both served), with Flux's PMI-1
+/// alone (`-o pmi=simple`, its `pmix/flux` component), and with `-o mpi=openmpi@5` (the Go
+/// operator's files write it whatever their Open MPI: flux-pmix's server).
 #[test]
 fn open_mpi_4_1_ends_every_run_at_one_and_two_ranks_per_broker_with_and_without_pmix() {
     let run = two_brokers("openmpi");
@@ -113,15 +116,23 @@ fn open_mpi_4_1_ends_every_run_at_one_and_two_ranks_per_broker_with_and_without_
     for ranks in [2, 4] {
         every_run_ends(&run, "Open MPI 4.1 (bookworm)", &command, ranks);
     }
+    let simple = format!("-o pmi=simple {command}");
+    every_run_ends(&run, "Open MPI 4.1 with -o pmi=simple", &simple, 4);
     let pmix = format!("-o mpi=openmpi@5 {command}");
     every_run_ends(&run, "Open MPI 4.1 with -o mpi=openmpi@5", &pmix, 4);
 }
 
+/// Open MPI 5 ends with no option (the view's default serves PMIx) and with the Go
+/// operator's `-o mpi=openmpi@5`.
 #[test]
 fn open_mpi_5_through_flux_pmix_ends_every_run_at_one_and_two_ranks_per_broker() {
-    let command =
-        format!("-o mpi=openmpi@5 {MPI_DIR}/trixie/run.sh /usr/local/bin/mpi-check-openmpi");
-    ends_at_one_and_two_ranks_per_broker("openmpi5", "Open MPI 5.0 (trixie)", &command);
+    let command = format!("{MPI_DIR}/trixie/run.sh /usr/local/bin/mpi-check-openmpi");
+    let run = two_brokers("openmpi5");
+    for ranks in [2, 4] {
+        every_run_ends(&run, "Open MPI 5.0 (trixie)", &command, ranks);
+    }
+    let option = format!("-o mpi=openmpi@5 {command}");
+    every_run_ends(&run, "Open MPI 5.0 with -o mpi=openmpi@5", &option, 4);
 }
 
 /// A program built against MPICH 4.0 runs on another MPICH-ABI library unchanged: PyPI's

@@ -23,11 +23,13 @@ fn unpack(dir: &Path) -> Result<PathBuf> {
     Ok(unpack_go_operator(dir, &["*/examples/tests/*"])?.join("examples/tests"))
 }
 
-/// check-output.sh for one test: the first pod's `flux-sample` logs equal the expected file.
-async fn check_output(
+/// One test run as check-output.sh runs it: its `minicluster.yaml` applied unchanged, the
+/// first pod's `flux-sample` log followed until the container ends; returned once the
+/// MiniCluster has succeeded with every container exited 0.
+async fn run_unchanged(
     name: &str,
     setup: impl FnOnce(&TestNamespace, &Path) -> Result<()>,
-) -> Result<()> {
+) -> Result<(String, Option<String>)> {
     let tmp = tempfile::tempdir()?;
     let tests = unpack(tmp.path())?;
     let dir = tests.join(name);
@@ -55,18 +57,12 @@ async fn check_output(
         first.starts_with("flux-sample-lead-"),
         "first pod {first} is not the lead broker's"
     );
-    let actual = wait_for(
+    let log = wait_for(
         "the Flux container to start",
         Duration::from_secs(180),
         || async { Ok(kubectl_in(&ns.name, &["logs", &first, "-c", "flux-sample", "-f"]).ok()) },
     )
     .await?;
-    let expected = std::fs::read_to_string(dir.join("test.out.correct"))?;
-    assert_eq!(
-        actual.replace('\r', ""),
-        expected.replace('\r', ""),
-        "{name}: kubectl logs {first}"
-    );
 
     wait_phase(&ns.name, "flux-sample", "Succeeded").await?;
     let pods: Value = serde_json::from_str(&kubectl_in(&ns.name, &["get", "pod", "-o", "json"])?)?;
@@ -77,18 +73,34 @@ async fn check_output(
             .flatten()
         {
             if let Some(code) = status["state"]["terminated"]["exitCode"].as_i64() {
-                assert_eq!(
-                    code, 0,
-                    "{name}: {} {}",
-                    pod["metadata"]["name"], status["name"]
+                ensure!(
+                    code == 0,
+                    "{name}: {} {} exited {code}; first pod's log:\n{log}",
+                    pod["metadata"]["name"],
+                    status["name"]
                 );
             }
         }
     }
     ns.cleanup().await;
-    Ok(())
+    let expected = std::fs::read_to_string(dir.join("test.out.correct")).ok();
+    Ok((log.replace('\r', ""), expected))
 }
 
+/// check-output.sh for one test: the first pod's `flux-sample` log equals the expected file.
+async fn check_output(
+    name: &str,
+    setup: impl FnOnce(&TestNamespace, &Path) -> Result<()>,
+) -> Result<()> {
+    let (log, expected) = run_unchanged(name, setup).await?;
+    let expected = expected.ok_or_else(|| anyhow::anyhow!("{name} has no test.out.correct"))?;
+    assert_eq!(
+        log,
+        expected.replace('\r', ""),
+        "{name}: the first pod's log"
+    );
+    Ok(())
+}
 fn nothing(_: &TestNamespace, _: &Path) -> Result<()> {
     Ok(())
 }
@@ -142,4 +154,74 @@ async fn go_operator_test_existing_volumes_lists_the_claimed_volume() -> Result<
         kubectl(["delete", "pv", &name, "--wait=false"])?;
     }
     result
+}
+
+/// The paper's application: LAMMPS' ReaxFF HNS example on 4 pods, 2 tasks, in the Go
+/// operator's LAMMPS image (here trixie's LAMMPS, with REAXFF, on Open MPI 5: its ranks
+/// find each other through the view's PMIx, with no option in the file).
+#[tokio::test]
+async fn go_operator_test_lammps_runs_reaxff_hns_on_two_ranks() -> Result<()> {
+    let (log, _) = run_unchanged("lammps", nothing).await?;
+    let grid = log
+        .lines()
+        .find_map(|l| l.trim().strip_suffix(" MPI processor grid"))
+        .ok_or_else(|| anyhow::anyhow!("no processor grid in the LAMMPS log:\n{log}"))?;
+    let ranks: u32 = grid
+        .split(" by ")
+        .map(|n| n.parse::<u32>().unwrap_or(0))
+        .product();
+    ensure!(ranks == 2, "LAMMPS split its box over {grid}, not 2 ranks");
+    ensure!(
+        log.contains("Total wall time: "),
+        "no total wall time in the LAMMPS log:\n{log}"
+    );
+    let loop_line = log
+        .lines()
+        .find(|l| l.starts_with("Loop time of "))
+        .ok_or_else(|| anyhow::anyhow!("no \"Loop time of\" in the LAMMPS log:\n{log}"))?;
+    ensure!(
+        loop_line.contains(" on 2 procs for 100 steps"),
+        "LAMMPS did not run 100 steps on 2 ranks: {loop_line}"
+    );
+    ensure!(
+        log.contains("pair reaxff"),
+        "the log does not show ReaxFF's pair style in its neighbor lists:\n{log}"
+    );
+    Ok(())
+}
+
+/// The sizes and latencies of an OSU latency table ("# Size  Latency (us)" then a row per
+/// size).
+fn osu_rows(log: &str) -> Vec<(u64, f64)> {
+    log.lines()
+        .skip_while(|l| !l.starts_with("# Size"))
+        .skip(1)
+        .filter_map(|l| {
+            let mut fields = l.split_whitespace();
+            Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// OSU's one-sided `osu_get_latency` between 2 pods, in the Go operator's OSU image (here
+/// built against trixie's Open MPI 5), with the file's `-ompi=openmpi@5` and its focal view.
+#[tokio::test]
+async fn go_operator_test_osu_benchmarks_prints_get_latency_for_every_size() -> Result<()> {
+    let (log, _) = run_unchanged("osu-benchmarks", nothing).await?;
+    ensure!(
+        log.contains("# OSU MPI_Get latency Test"),
+        "no osu_get_latency header in the log:\n{log}"
+    );
+    let rows = osu_rows(&log);
+    let sizes: Vec<u64> = rows.iter().map(|r| r.0).collect();
+    let every: Vec<u64> = (0..=22).map(|p| 1u64 << p).collect();
+    ensure!(
+        sizes == every,
+        "sizes {sizes:?}, not 1 B to 4 MiB doubling:\n{log}"
+    );
+    ensure!(
+        rows.iter().all(|r| r.1 > 0.0),
+        "a latency that is not positive:\n{log}"
+    );
+    Ok(())
 }
