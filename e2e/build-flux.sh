@@ -159,9 +159,15 @@ if [ "$(cat "$root/.stamp-pmix" 2> /dev/null)" != "$stamp_pmix" ]; then
       '-- Open MPI 5 finds its peers through PMIx only, and an Open MPI 5 application run as' \
       '-- the Go operator runs it (no option) must find them; MPICH and Open MPI 4.1 keep' \
       '-- using PMI-1 or take PMIx (docs/mpi.md). A job that names a PMI keeps it.' \
+      '-- An MPICH built with both (4.1 and later, e.g. PyPI'\\''s) refuses to guess when both' \
+      '-- are served (\"Found both env vars PMI_SIZE and PMIX_NAMESPACE\"): it is told to' \
+      '-- take PMI-1, as with Flux'\\''s own default, unless the job said otherwise.' \
       'if shell.options.pmi == nil then' \
       '    shell.options.pmi = \"simple,pmix\"' \
       '    plugin.load { file = \"pmix.so\", conf = {} }' \
+      '    if shell.getenv (\"MPIR_CVAR_PMI_VERSION\") == nil then' \
+      '        shell.setenv (\"MPIR_CVAR_PMI_VERSION\", \"1\")' \
+      '    end' \
       'end' > /opt/software/flux/etc/flux/shell/lua.d/pmix.lua
     cp -rsn /opt/software/flux/. /opt/view/
     test -L /opt/view/lib/flux/shell/plugins/pmix.so"
