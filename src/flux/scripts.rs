@@ -462,6 +462,8 @@ struct ResourceFile {
     ranks: i32,
     /// The GPUs of each host ([`FluxContainer::gpus`](crate::model::containers::FluxContainer::gpus)).
     gpus: u32,
+    /// The Flux container has a CPU limit ([`FluxContainer::cpu_limited`](crate::model::containers::FluxContainer::cpu_limited)).
+    cpu_limited: bool,
 }
 
 #[derive(Serialize, Default)]
@@ -728,6 +730,7 @@ fn resource_file(cluster: &Cluster<'_>) -> Option<ResourceFile> {
         quorum: cluster.sizes.quorum.unwrap_or(cluster.sizes.max_size),
         ranks: cluster.sizes.max_size,
         gpus: cluster.flux.gpus,
+        cpu_limited: cluster.flux.cpu_limited,
     })
 }
 

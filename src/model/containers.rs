@@ -219,6 +219,9 @@ pub struct FluxContainer<'a> {
     pub mode: Mode,
     /// The GPUs each of its pods asks for ([`gpus`]): each broker's R lists this many.
     pub gpus: u32,
+    /// Whether it has a CPU limit (`resources.limits.cpu`): without one its cpuset is the
+    /// node's shared pool, never cores of its own.
+    pub cpu_limited: bool,
     /// `commands.prefix`, split into words: the lead runs `flux start` under them.
     pub prefix: Vec<String>,
 }
@@ -234,6 +237,11 @@ impl<'a> FluxContainer<'a> {
             index,
             spec,
             gpus: gpus(spec, &field)?,
+            cpu_limited: spec
+                .resources
+                .as_ref()
+                .and_then(|r| r.limits.as_ref())
+                .is_some_and(|l| l.contains_key("cpu")),
             prefix,
             field,
             mode: mode_of(mc, spec),

@@ -223,5 +223,13 @@ async fn go_operator_test_osu_benchmarks_prints_get_latency_for_every_size() -> 
         rows.iter().all(|r| r.1 > 0.0),
         "a latency that is not positive:\n{log}"
     );
+    let at = |size: u64| rows.iter().find(|r| r.0 == size).map_or(0.0, |r| r.1);
+    eprintln!(
+        "osu_get_latency between 2 pods (us): 1 B {:.2}, 8 B {:.2}, 64 KiB {:.2}, 4 MiB {:.2}",
+        at(1),
+        at(8),
+        at(1 << 16),
+        at(1 << 22)
+    );
     Ok(())
 }

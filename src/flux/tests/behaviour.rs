@@ -30,6 +30,9 @@ struct Pod {
     bin: PathBuf,
     log: PathBuf,
     rcs: PathBuf,
+    /// The entrypoints write R and the Flux container has no CPU limit: its cores are the
+    /// node's shared pool, so `flux start` gets the broker's initrc that binds no task.
+    shared_cores: bool,
 }
 
 fn s(x: &str) -> String {
@@ -58,6 +61,10 @@ impl Pod {
             bin: root.join("bin"),
             log: root.join("flux.log"),
             rcs: root.join("start-rcs"),
+            shared_cores: {
+                let cluster = crate::fixtures::cluster(mc);
+                mc.spec.flux.broker_config.is_empty() && !cluster.flux.cpu_limited
+            },
             root,
             _dir: dir,
         };
@@ -197,8 +204,19 @@ impl Pod {
             "-Slocal-uri=local://{}/broker/local",
             self.run.display()
         ));
+        v.extend(self.initrc_arg());
         v.extend(strs(extra));
         v
+    }
+
+    /// `-Sconf.shell_initrc=` of the broker's initrc, with the node's shared cores.
+    fn initrc_arg(&self) -> Option<String> {
+        self.shared_cores.then(|| {
+            format!(
+                "-Sconf.shell_initrc={}/broker/shell/initrc.lua",
+                self.run.display()
+            )
+        })
     }
 }
 
@@ -604,6 +622,7 @@ fn interactive_or_no_command_keeps_the_lead_up() {
             "-Slocal-uri=local://{}/broker/local",
             pod.run.display()
         ));
+        start.extend(pod.initrc_arg());
         // The instance's state, kept in the pod across a restart of the container.
         start.push(format!("-Sstatedir={}/state/instance", pod.run.display()));
         assert_eq!(pod.flux_calls(), vec![start]);
@@ -753,6 +772,7 @@ fn options_prefix_wrap_timed_debug_zeromq_quorum() {
         "-Slocal-uri=local://{}/broker/local",
         pod.run.display()
     ));
+    start.extend(pod.initrc_arg());
     let mut program = strs(&[
         "bash",
         "-c",
@@ -789,6 +809,7 @@ fn options_prefix_wrap_timed_debug_zeromq_quorum() {
         "-Slocal-uri=local://{}/broker/local",
         pod.run.display()
     ));
+    start.extend(pod.initrc_arg());
     assert_eq!(pod.flux_calls(), vec![start]);
 }
 
@@ -947,6 +968,7 @@ fn disable_socket_and_simple_scheduler() {
         "-Slog-stderr-mode=local",
         "-Sbroker.rc2_none=1",
     ]));
+    start.extend(pod.initrc_arg());
     start.push(format!("-Sstatedir={}/state/instance", pod.run.display()));
     assert_eq!(pod.flux_calls(), vec![start]);
     let env = pod.env_seen();
@@ -1126,24 +1148,38 @@ fn r_lists_the_cores_the_cpu_limit_allows_and_the_gpus_asked_for() {
             .then_some(initrc)
     };
     let mc = with_command("mc", 2, "hostname");
-    for (cpuset, limit, want, shared) in [
-        ("4", "", "--cores=0-3", false),     // no limit: the cpuset
-        ("4", "4", "--cores=0-3", false),    // a limit of the cpuset's size
-        ("4", "2", "--cores=0-1", true),     // a limit below it: shared cores
-        ("2", "1", "--cores=0", true),       // one core is `0`, not `0-0`
-        ("1", "8", "--cores=0", false),      // an exclusive cpuset below the limit
-        ("2", "junk", "--cores=0-1", false), // not a count: the cpuset
+    // (cpuset, the spec's limits.cpu, what the downward API gives, R's cores, shared cores)
+    for (cpuset, spec, limit, want, shared) in [
+        ("4", None, "", "--cores=0-3", true), // no limit: the cpuset, the node's shared pool
+        ("4", None, "4", "--cores=0-3", true), // no limit: the API gives allocatable CPUs
+        ("4", Some("4"), "4", "--cores=0-3", false), // a limit of the cpuset's size: its own
+        ("4", Some("2"), "2", "--cores=0-1", true), // a limit below it: shared cores
+        ("2", Some("1"), "1", "--cores=0", true), // one core is `0`, not `0-0`
+        ("1", Some("8"), "8", "--cores=0", false), // an exclusive cpuset below the limit
+        ("2", Some("2"), "junk", "--cores=0-1", false), // not a count: the cpuset
     ] {
+        let mc = match spec {
+            Some(cpu) => with_limits(&[("cpu", cpu)]),
+            None => mc.clone(),
+        };
         let pod = Pod::new(&mc);
         let env = [
             ("FAKE_FLUX_CORES", cpuset),
             ("FLUX_OPERATOR_CPU_LIMIT", limit),
         ];
         assert_ok(&pod.run("follower.sh", &env));
-        assert_eq!(cores(&pod), want, "cpuset {cpuset}, limit {limit:?}");
+        assert_eq!(
+            cores(&pod),
+            want,
+            "cpuset {cpuset}, limit {spec:?} {limit:?}"
+        );
         assert_eq!(gpus(&pod), None);
         let initrc = shared_initrc(&pod);
-        assert_eq!(initrc.is_some(), shared, "cpuset {cpuset}, limit {limit:?}");
+        assert_eq!(
+            initrc.is_some(),
+            shared,
+            "cpuset {cpuset}, limit {spec:?} {limit:?}"
+        );
         if let Some(initrc) = initrc {
             let text = std::fs::read_to_string(&initrc).unwrap();
             assert!(
