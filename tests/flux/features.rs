@@ -249,6 +249,23 @@ fn fluxion_is_the_default_scheduler_and_runs_the_easy_queue_policy_when_asked() 
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
 
+/// Without a CPU limit the cpuset is the node's shared pool, the same cores in every pod:
+/// no task is bound unless the job asks (bound, two ranks in two pods of one node would share
+/// core 0, docs/mpi.md).
+#[test]
+fn without_a_cpu_limit_no_task_is_bound_unless_the_job_asks() {
+    let yaml = mc("nolimit", 2, "  interactive: true\n", "");
+    let run = MiniClusterRun::start(minicluster(&yaml), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    let allowed = "run -N2 -n2 --label-io grep Cpus_allowed_list /proc/self/status";
+    let out = run.flux_ok(allowed);
+    assert_eq!(out.matches("0-1").count(), 2, "no task bound\n{out}");
+    let out = run.flux_ok(&allowed.replace("run ", "run -o cpu-affinity=on "));
+    assert_eq!(out.matches("0-1").count(), 0, "bound on request\n{out}");
+    run.shutdown();
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}
+
 #[test]
 fn each_broker_has_the_cores_of_its_cpu_limit_unbound_and_the_gpus_it_asked_for() {
     // This machine's two CPUs are every pod's cpuset; a limit of one CPU is one core each.
