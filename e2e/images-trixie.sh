@@ -39,19 +39,12 @@ part_stamp() { sed -n "/^# $1:/,/^# end: $1/p" "$0" | sha256sum | cut -c1-16; }
 packages=(bash coreutils procps hostname util-linux findutils grep sed gawk tar gzip
   ca-certificates libopenmpi40 openmpi-bin libmpich12 lammps-examples)
 rootfs=$out/trixie-rootfs.tar
-stamp=$(part_stamp rootfs)
+stamp=$( { part_stamp rootfs; printf '%s\n' "${MPI_ROOTFS_OPTS[@]}"; } | sha256sum | cut -c1-16)
 if [ "$(cat "$rootfs.stamp" 2> /dev/null)" != "$stamp" ]; then
   t0=$SECONDS
   log "images: building the trixie root filesystem (${packages[*]})"
-  share=/usr/share/lammps
   mmdebstrap --variant=minbase --format=tar --include="$(IFS=,; echo "${packages[*]}")" \
-    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-    --dpkgopt='path-exclude=/usr/share/locale/*' \
-    --dpkgopt="path-exclude=$share/examples/*" --dpkgopt="path-exclude=$share/potentials/*" \
-    --dpkgopt="path-include=$share/examples/melt/*" \
-    --dpkgopt="path-include=$share/examples/reaxff" \
-    --dpkgopt="path-include=$share/examples/reaxff/HNS/*" \
-    trixie "$rootfs.tmp" "$suite" > "$out/mmdebstrap-trixie.log" 2>&1 ||
+    "${MPI_ROOTFS_OPTS[@]}" trixie "$rootfs.tmp" "$suite" > "$out/mmdebstrap-trixie.log" 2>&1 ||
     { tail -n 20 "$out/mmdebstrap-trixie.log" >&2; die "mmdebstrap trixie failed (log: $out/mmdebstrap-trixie.log)"; }
   mv "$rootfs.tmp" "$rootfs"
   echo "$stamp" > "$rootfs.stamp"

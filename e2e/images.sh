@@ -96,15 +96,15 @@ fi
 # The MPI root filesystem: the base's packages and MPI_PACKAGES; only its difference from the
 # base goes into the images.
 # Run-time libraries only (Debian's mpich package would bring MPICH's compilers); of LAMMPS'
-# examples and potentials only those the tests and the Go operator's test run; without GCC's
-# compiler proper, which libkim-api2 (a LAMMPS dependency) pulls in to build KIM models.
+# examples and potentials only those the tests and the Go operator's test run (lib.sh's
+# MPI_ROOTFS_OPTS); without GCC's compiler proper, which libkim-api2 (a LAMMPS dependency)
+# pulls in to build KIM models.
 # ssh and sshd only for the MPI Operator's arm of `make bench-hpc` (its mpirun reaches the
 # workers over ssh; MiniClusters need neither).
 MPI_PACKAGES=(libmpich12 libopenmpi3 openmpi-bin lammps lammps-examples hwloc openssh-client openssh-server)
-lammps_share=/usr/share/lammps
 mpi_rootfs=$out/mpi-rootfs.tar
 mpi_layer=$out/mpi-layer.tar
-mpi_stamp=$(printf '%s\n' "$base_stamp" "${MPI_PACKAGES[@]}" "$(sed -n '/^# mpi rootfs:/,/^# end: mpi rootfs/p' "$0")" | sha256sum | cut -c1-16)
+mpi_stamp=$(printf '%s\n' "$base_stamp" "${MPI_PACKAGES[@]}" "${MPI_ROOTFS_OPTS[@]}" "$(sed -n '/^# mpi rootfs:/,/^# end: mpi rootfs/p' "$0")" | sha256sum | cut -c1-16)
 # mpi rootfs:
 if [ "$(cat "$mpi_layer.stamp" 2> /dev/null)" != "$mpi_stamp" ]; then
   t0=$SECONDS
@@ -112,14 +112,8 @@ if [ "$(cat "$mpi_layer.stamp" 2> /dev/null)" != "$mpi_stamp" ]; then
   sources=/etc/apt/sources.list.d/debian.sources
   [ -f "$sources" ] || sources=/etc/apt/sources.list
   mpi_include=$(IFS=,; echo "${packages[*]},${MPI_PACKAGES[*]}")
-  mmdebstrap --variant=minbase --format=tar --include="$mpi_include" \
-    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-    --dpkgopt='path-exclude=/usr/share/locale/*' \
-    --dpkgopt="path-exclude=$lammps_share/examples/*" --dpkgopt="path-exclude=$lammps_share/potentials/*" \
+  mmdebstrap --variant=minbase --format=tar --include="$mpi_include" "${MPI_ROOTFS_OPTS[@]}" \
     --dpkgopt='path-exclude=/usr/lib/gcc/*' --dpkgopt='path-exclude=/usr/bin/x86_64-linux-gnu-lto-dump-*' \
-    --dpkgopt="path-include=$lammps_share/examples/melt/*" \
-    --dpkgopt="path-include=$lammps_share/examples/reaxff" \
-    --dpkgopt="path-include=$lammps_share/examples/reaxff/HNS/*" \
     bookworm "$mpi_rootfs.tmp" "$sources" > "$out/mmdebstrap-mpi.log" 2>&1 ||
     { tail -n 20 "$out/mmdebstrap-mpi.log" >&2; die "mmdebstrap failed (log: $out/mmdebstrap-mpi.log)"; }
   python3 "$here/layer-diff.py" "$base" "$mpi_rootfs.tmp" "$mpi_layer.tmp"

@@ -32,6 +32,21 @@ host_ip() {
 }
 
 log() { printf '[e2e %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+# mmdebstrap's options for the MPI images' root filesystems (e2e/images.sh,
+# e2e/images-trixie.sh; their stamps include them): no documentation, manual pages or
+# locales, and of LAMMPS' examples and potentials only the examples the tests and the Go
+# operator's LAMMPS test run (melt, reaxff/HNS).
+# shellcheck disable=SC2034 # read by the image scripts
+MPI_ROOTFS_OPTS=(
+  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*'
+  --dpkgopt='path-exclude=/usr/share/locale/*'
+  --dpkgopt='path-exclude=/usr/share/lammps/examples/*'
+  --dpkgopt='path-exclude=/usr/share/lammps/potentials/*'
+  --dpkgopt='path-include=/usr/share/lammps/examples/melt/*'
+  --dpkgopt='path-include=/usr/share/lammps/examples/reaxff'
+  --dpkgopt='path-include=/usr/share/lammps/examples/reaxff/HNS/*'
+)
 die() { log "ERROR: $*"; exit 1; }
 
 now_ms() { date +%s%3N; }
