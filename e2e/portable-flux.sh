@@ -64,9 +64,9 @@ done
 # another PMIx release has its own (trixie's 5.0 beside the view's 4.2): they do not load
 # ("undefined symbol"), and PMIx, which goes on without them, says so on every job. The job
 # shell runs through a wrapper that tells PMIx not to report components that fail to load
-# (its component path cannot be moved: PMIx 4.2 scans the compiled-in directory whatever
-# PMIX_MCA_mca_base_component_path says). The tasks get the job's environment, not the
-# shell's.
+# (moving its component path did not work here: with PMIX_MCA_mca_base_component_path set,
+# PMIx 4.2 still opened the compiled-in directory). The tasks get the job's environment, not
+# the shell's.
 shell=$tree/libexec/flux/flux-shell
 mv "$shell" "$shell-portable"
 printf '%s\n' '#!/bin/sh' \
