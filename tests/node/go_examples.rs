@@ -8,6 +8,10 @@
 //! `nginx-sidecar-service` (its expected page is the nginx.org image's, which Debian's
 //! nginx does not serve), `pokemon` (an application image we cannot build), `volumes` (it
 //! writes `/data` on the node, this machine's root).
+//!
+//! Also the two without a `test.out.correct` (their output has timings): `lammps` and
+//! `osu-benchmarks`, run unchanged in the trixie image that carries the Go operator's image
+//! names (`e2e/images-trixie.sh`), their logs checked for what the run must show.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
