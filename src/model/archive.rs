@@ -7,14 +7,14 @@ use super::mounts::mount_path;
 use crate::api::{ContainerVolume, MiniCluster, MiniClusterContainer};
 
 /// The volume an archive path is on.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ArchiveVolume<'a> {
     /// The volume's name (its key in the container's `volumes`).
     pub name: &'a str,
     /// The volume.
     pub volume: &'a ContainerVolume,
-    /// The archive's path inside the volume, starting with '/'.
-    pub rest: &'a str,
+    /// The archive's path inside the volume, starting with '/', without empty or `.` parts.
+    pub rest: String,
 }
 
 impl ArchiveVolume<'_> {
@@ -26,24 +26,18 @@ impl ArchiveVolume<'_> {
 }
 
 /// The volume of `container` the absolute `path` lies under, the one mounted deepest
-/// (`None`: the container's own filesystem).
-pub fn volume_of<'a>(
-    container: &'a MiniClusterContainer,
-    path: &'a str,
-) -> Option<ArchiveVolume<'a>> {
+/// (`None`: the container's own filesystem). Both paths are read without their empty and
+/// `.` parts, as the kernel resolves them (`..` is refused by validation).
+pub fn volume_of<'a>(container: &'a MiniClusterContainer, path: &str) -> Option<ArchiveVolume<'a>> {
+    let path = clean(path);
     container
         .volumes
         .iter()
         .filter_map(|(name, volume)| {
-            let mount = mount_path(volume);
-            let mount = mount.trim_end_matches('/');
-            let rest = path.strip_prefix(mount)?;
-            (!mount.is_empty() && rest.starts_with('/')).then_some((
-                mount.len(),
-                name,
-                volume,
-                rest,
-            ))
+            let mount = clean(&mount_path(volume));
+            let rest = path.strip_prefix(&mount)?;
+            (!mount.is_empty() && rest.starts_with('/'))
+                .then(|| (mount.len(), name, volume, rest.to_string()))
         })
         .max_by_key(|(depth, ..)| *depth)
         .map(|(_, name, volume, rest)| ArchiveVolume { name, volume, rest })
@@ -62,7 +56,7 @@ pub fn place(mc: &MiniCluster) -> Option<String> {
     if !on.outlives_the_pod() {
         return None;
     }
-    let rest = clean(on.rest);
+    let rest = on.rest;
     let v = on.volume;
     Some(if !v.claim_name.is_empty() {
         format!("claim {}:{rest}", v.claim_name)
@@ -124,6 +118,11 @@ mod tests {
             (
                 "the same claim mounted elsewhere is the same place",
                 with_volume("/mnt/x/a.tar.gz", claim("pvc"), "/mnt/x/"),
+                Some("claim pvc:/a.tar.gz"),
+            ),
+            (
+                "another spelling of the same path (doubled slashes, '.') is the same place",
+                with_volume("//state/./a.tar.gz", claim("pvc"), "/state"),
                 Some("claim pvc:/a.tar.gz"),
             ),
             (

@@ -24,9 +24,17 @@ pub(super) fn schema(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
 
 /// Flux's rc scripts put the archive path unquoted into a shell command (`flux dump`,
 /// `flux restore`), and `auto` means Flux's own state directory: an absolute path of plain
-/// characters only.
+/// characters only, with no `..` (which would lead out of the volume the path names, onto
+/// the container's own filesystem or another volume, past the check that it outlives the pod).
 pub(super) fn archive_path(mc: &MiniCluster, errors: &mut Vec<FieldError>) {
     let archive = mc.spec.archive.path.as_str();
+    if archive.split('/').any(|part| part == "..") {
+        errors.push(err(
+            "spec.archive.path",
+            format!("{archive:?} must not contain '..': name the file by its path under the volume's mount path"),
+        ));
+        return;
+    }
     if !archive.is_empty()
         && (!archive.starts_with('/')
             || archive.ends_with('/')

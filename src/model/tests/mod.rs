@@ -353,6 +353,8 @@ fn archive_path_must_be_an_absolute_path_flux_can_pass_to_a_shell() {
         "/state/a b.tar",
         "/state/$(id).tar",
         "/state/",
+        "/state/../tmp/q.tar.gz",
+        "/state/sub/../../tmp/q.tar.gz",
     ] {
         mc.spec.archive.path = bad.into();
         let errors = validate(&mc);
