@@ -133,3 +133,65 @@ fn queue_metrics_count_jobs_by_state_nodes_by_state_and_the_size_the_queue_wants
     run.shutdown();
     assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
 }
+
+/// Python, in the lead's Flux container: holds CONNECTIONS to the exporter open, one with half
+/// a request sent and the rest with nothing, then scrapes once and prints how long it took;
+/// then 20 scrapes at once, and how many queries of the broker they made (the exporter's
+/// count, read more than its cached second before and after them; the reading after is a
+/// query of its own).
+const STALLERS: &str = r#"
+import socket, threading, time, urllib.request as u
+url = "http://127.0.0.1:PORT/metrics"
+def queries():
+    text = u.urlopen(url, timeout=30).read().decode()
+    line = [l for l in text.splitlines() if l.startswith("flux_queue_metrics_queries_total ")]
+    return float(line[0].split()[1])
+held = [socket.create_connection(("127.0.0.1", PORT)) for _ in range(CONNECTIONS)]
+held[0].sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+time.sleep(0.5)
+t0 = time.monotonic()
+u.urlopen(url, timeout=30).read()
+print("scrape_seconds", time.monotonic() - t0)
+time.sleep(1.5)
+before = queries()
+time.sleep(1.5)
+storm = [threading.Thread(target=lambda: u.urlopen(url, timeout=30).read()) for _ in range(20)]
+t0 = time.monotonic()
+for t in storm: t.start()
+for t in storm: t.join()
+print("storm_seconds", time.monotonic() - t0)
+time.sleep(1.5)
+print("storm_queries", queries() - before - 1)
+"#;
+
+/// The figure after `name` in the stallers' output.
+fn figure(out: &str, name: &str) -> f64 {
+    out.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{out}"))
+}
+
+#[test]
+fn held_open_and_half_sent_connections_do_not_stall_a_scrape_and_a_storm_costs_one_query_a_second()
+{
+    let run = MiniClusterRun::start(minicluster(YAML), Start::default());
+    run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
+    let script = STALLERS
+        .replace("PORT", &QUEUE_METRICS_PORT.to_string())
+        .replace("CONNECTIONS", "8");
+    let out = run.flux_ok(&format!("python -c '{script}'"));
+    // Before: the single-threaded server read the held connection's request line for good,
+    // and the scrape behind it waited its whole timeout.
+    let scrape = figure(&out, "scrape_seconds");
+    assert!(scrape < 3.0, "the scrape took {scrape} s:\n{out}");
+    let storm = figure(&out, "storm_seconds");
+    assert!(storm < 10.0, "20 scrapes at once took {storm} s:\n{out}");
+    // One query for the storm, or two if it straddled the end of the cached second.
+    let queries = figure(&out, "storm_queries");
+    assert!(
+        (1.0..=2.0).contains(&queries),
+        "20 scrapes asked the broker {queries} times:\n{out}"
+    );
+    run.shutdown();
+    assert_eq!(run.wait_lead(RUN), 0, "{}", run.debug());
+}

@@ -2,15 +2,25 @@
 # GET /metrics of the lead pod's port flux-metrics. Started by the lead broker's rc1 task
 # (lead.sh writes it) as
 #   flux python queue-metrics.py <fd of the listening socket> <pid of the broker>
-# inside the instance (FLUX_URI is the broker's). Each scrape asks the broker afresh; nothing
-# runs between scrapes, and Flux's Python is imported at the first one, so an instance nobody
-# scrapes pays for a sleeping process. It ends when the broker does.
+# inside the instance (FLUX_URI is the broker's). A scrape asks the broker unless another
+# did less than CACHE_SECONDS before (then it gets that answer): a storm of scrapes costs the
+# broker one query a second. Each connection has a thread of its own, at most
+# MAX_CONNECTIONS at once (more are closed at once), and REQUEST_SECONDS to send its
+# request, so an idle or half-sent connection cannot hold the others. Nothing runs between
+# scrapes, and Flux's Python is imported at the first one, so an instance nobody scrapes
+# pays for a sleeping process. It ends when the broker does.
 import http.server
 import math
 import os
 import socket
+import socketserver
 import sys
+import threading
 import time
+
+CACHE_SECONDS = 1.0
+MAX_CONNECTIONS = 64
+REQUEST_SECONDS = 5
 
 # Job states as job-list reports them (flux_job_state_t).
 DEPEND, PRIORITY, SCHED, RUN, CLEANUP = 2, 4, 8, 16, 32
@@ -134,16 +144,51 @@ def exposition(h):
     return "\n".join(lines) + "\n"
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
+class Answer:
+    """The last exposition, shared by the scrapes of the CACHE_SECONDS after it; the lock
+    also keeps the Flux handle to one thread at a time."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.made = -math.inf
+        self.body = ""
+        self.queries = 0
+
+    def get(self):
         global handle
+        with self.lock:
+            now = time.monotonic()
+            if now - self.made < CACHE_SECONDS:
+                return self.body
+            self.queries += 1
+            try:
+                body = exposition(broker())
+            except (OSError, ImportError):
+                handle = None
+                raise
+            lines = []
+            family(lines, "flux_queue_metrics_queries_total", "counter",
+                   "Queries this exporter made of the broker (one per scrape, "
+                   "or fewer: scrapes within a second share one).",
+                   [("", self.queries)])
+            self.body = body + "\n".join(lines) + "\n"
+            self.made = now
+            return self.body
+
+
+answer = Answer()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    timeout = REQUEST_SECONDS
+
+    def do_GET(self):
         if self.path.split("?")[0] != "/metrics":
             self.reply(404, "only /metrics is served here\n")
             return
         try:
-            body = exposition(broker())
+            body = answer.get()
         except (OSError, ImportError) as err:
-            handle = None
             self.reply(503, f"the Flux instance did not answer: {err}\n")
             return
         self.reply(200, body)
@@ -160,13 +205,32 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-class Server(http.server.HTTPServer):
-    """Serves on the socket rc1 bound, until the broker is gone."""
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    """Serves on the socket rc1 bound, a thread per connection, until the broker is gone."""
+
+    daemon_threads = True
 
     def __init__(self, fd, broker_pid):
         super().__init__(None, Handler, bind_and_activate=False)
         self.socket = socket.socket(fileno=fd)
         self.broker_pid = broker_pid
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request, client_address):
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def service_actions(self):
         try:
