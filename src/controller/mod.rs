@@ -136,7 +136,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         health.clone(),
     )
     .await?;
-    let server = tokio::spawn(server.run(wait_true(stop_rx.clone())));
+    let stop = stop_rx.clone();
+    let server = tokio::spawn(server.run(move || wait_true(stop.clone())));
     let heartbeat = tokio::spawn(health.clone().heartbeat());
     let ns = config.namespace.as_deref();
     // Readiness: from the start, on a standby as on the leader.

@@ -4,7 +4,10 @@
 //!
 //! Either way a slow or stalled client cannot hold the server: at most
 //! [`MAX_CONNECTIONS`] connections at once, [`HEADER_READ_TIMEOUT`] for the TLS handshake
-//! and again for each request's headers, and [`REQUEST_TIMEOUT`] to answer.
+//! and again for each request's headers, and [`REQUEST_TIMEOUT`] to answer. Clients that
+//! take every place there would hold the kubelet's probes too, so the probes may have a
+//! listener of their own (`--health-addr`, plain HTTP, `/healthz` and `/readyz` only, with
+//! its own [`MAX_CONNECTIONS`]): the install's manifests point the probes at it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,7 +26,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::SharedMetrics;
 use super::auth::Authorizer;
-use super::server::{Health, router};
+use super::server::{Health, probes_router, router};
 
 /// How long a client may take for the TLS handshake, and then for each request's headers,
 /// before its connection is closed.
@@ -48,6 +51,11 @@ pub struct Endpoints {
     /// the HTTPS endpoint; read at start. Without it, a self-signed certificate is made.
     #[arg(long, env = "METRICS_CERT_DIR")]
     pub metrics_cert_dir: Option<PathBuf>,
+    /// Address of a second listener for the probes alone (`/healthz`, `/readyz`, plain
+    /// HTTP), apart from `/metrics`' clients. Unset: the probes are served on
+    /// `--metrics-addr` only.
+    #[arg(long, env = "HEALTH_ADDR")]
+    pub health_addr: Option<SocketAddr>,
 }
 
 /// The listening endpoints, ready to serve.
@@ -55,6 +63,8 @@ pub struct Server {
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     app: Router,
+    /// The probes' own listener and their router.
+    probes: Option<(TcpListener, Router)>,
 }
 
 impl Server {
@@ -84,10 +94,21 @@ impl Server {
             authenticated = auth.is_some(),
             "serving metrics and health endpoints"
         );
+        let probes = match endpoints.health_addr {
+            Some(addr) => {
+                let probes = TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding the health endpoint to {addr}"))?;
+                tracing::info!(%addr, "serving the health endpoints on their own listener");
+                Some((probes, probes_router(health.clone())))
+            }
+            None => None,
+        };
         Ok(Self {
             listener,
             tls,
             app: router(metrics, health, auth),
+            probes,
         })
     }
 
@@ -96,16 +117,32 @@ impl Server {
         self.listener.local_addr()
     }
 
-    /// Serve until `shutdown` resolves, then finish the requests in flight.
-    pub async fn run(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+    /// Serve until the future `shutdown` makes resolves (one for each listener), then finish
+    /// the requests in flight.
+    pub async fn run<F>(self, shutdown: impl Fn() -> F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let probes = self.probes.map(|(listener, app)| {
+            tokio::spawn(serve_on(
+                listener,
+                None,
+                app,
+                HEADER_READ_TIMEOUT,
+                shutdown(),
+            ))
+        });
         serve_on(
             self.listener,
             self.tls,
             self.app,
             HEADER_READ_TIMEOUT,
-            shutdown,
+            shutdown(),
         )
         .await;
+        if let Some(probes) = probes {
+            let _ = probes.await;
+        }
     }
 }
 
@@ -230,6 +267,7 @@ mod tests {
             metrics_addr: addr.parse().unwrap(),
             metrics_insecure_loopback: insecure,
             metrics_cert_dir: None,
+            health_addr: None,
         }
     }
 
@@ -485,6 +523,43 @@ mod tests {
             waited >= Duration::from_secs(1),
             "served after {waited:?}, beside {MAX_CONNECTIONS} open connections"
         );
+    }
+
+    /// With every place of the metrics listener taken by clients that send nothing (the
+    /// kubelet's probes there would wait, as the test above shows), the probes' own listener
+    /// answers at once.
+    #[tokio::test]
+    async fn the_probes_listener_answers_while_metrics_clients_hold_every_connection() {
+        let endpoints = Endpoints {
+            health_addr: Some("127.0.0.1:0".parse().unwrap()),
+            ..endpoints("127.0.0.1:0", true)
+        };
+        let metrics = Arc::new(Metrics::new());
+        let health = Health::default();
+        health.set_synced(true);
+        let server = Server::bind(&endpoints, unreachable_api(), metrics, health)
+            .await
+            .unwrap();
+        let addr = server.local_addr().unwrap();
+        let probes = server.probes.as_ref().unwrap().0.local_addr().unwrap();
+        tokio::spawn(server.run(std::future::pending::<()>));
+        let mut stalled = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            stalled.push(TcpStream::connect(addr).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for path in ["/readyz", "/healthz"] {
+            let started = Instant::now();
+            let answer = plain_request(probes, path).await;
+            assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+            let took = started.elapsed();
+            assert!(
+                took < Duration::from_secs(1),
+                "{path} answered after {took:?}"
+            );
+        }
+        let answer = plain_request(probes, "/metrics").await;
+        assert!(answer.starts_with("HTTP/1.1 404"), "/metrics: {answer}");
     }
 
     /// A TLS client that takes any certificate: the tests' server's is self-signed.

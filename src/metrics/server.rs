@@ -14,6 +14,9 @@
 //!   its user is not allowed, 500 when the API server cannot say. With
 //!   `--metrics-insecure-loopback` (loopback only) it answers anyone.
 //!
+//! The probes' two answer on a listener of their own too (`--health-addr`, plain HTTP), so
+//! that clients of `/metrics` cannot hold the kubelet's probes.
+//!
 //! How connections are taken, and their limits: [`super::listen`].
 
 use std::sync::Arc;
@@ -149,6 +152,27 @@ pub(super) fn router_answering_within(
             StatusCode::REQUEST_TIMEOUT,
             timeout,
         ))
+}
+
+/// `/healthz` and `/readyz` alone, for the probes' own listener (`--health-addr`): plain
+/// HTTP, as they carry nothing secret.
+pub(super) fn probes_router(health: Health) -> Router {
+    Router::new()
+        .route("/healthz", get(live_probe))
+        .route("/readyz", get(ready_probe))
+        .with_state(health)
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
+}
+
+async fn ready_probe(State(health): State<Health>) -> impl IntoResponse {
+    readiness(&health)
+}
+
+async fn live_probe(State(health): State<Health>) -> impl IntoResponse {
+    liveness(&health, Instant::now())
 }
 
 /// Let the request through only for a bearer the API server allows to read `/metrics`.

@@ -79,6 +79,8 @@ pub(crate) fn kubectl_stdin(args: &[&str], stdin: &str) -> Result<String> {
 pub struct Installed {
     child: Child,
     pub metrics_port: u16,
+    /// The probes' own listener (the manifests' `HEALTH_ADDR`, moved to a free loopback port).
+    pub health_port: u16,
     pub log: PathBuf,
     pub pod_name: String,
     /// A client with the operator's own credentials (the ServiceAccount token).
@@ -195,6 +197,11 @@ impl Installed {
             env.push((name, value));
         }
         let metrics_port = free_port()?;
+        let health_port = free_port()?;
+        ensure!(
+            env.iter().any(|(k, _)| k == "HEALTH_ADDR"),
+            "the manifests give the probes no listener of their own (HEALTH_ADDR)"
+        );
         // What only a pod would have, or what a shared test cluster needs (see the module
         // comment): nothing here grants anything.
         if !env.iter().any(|(k, _)| k == "WATCH_NAMESPACE") {
@@ -205,6 +212,10 @@ impl Installed {
             (
                 "METRICS_ADDR".to_string(),
                 format!("127.0.0.1:{metrics_port}"),
+            ),
+            (
+                "HEALTH_ADDR".to_string(),
+                format!("127.0.0.1:{health_port}"),
             ),
             ("KUBECONFIG".to_string(), kubeconfig.display().to_string()),
         ]);
@@ -219,6 +230,7 @@ impl Installed {
         Ok(Self {
             child,
             metrics_port,
+            health_port,
             log,
             pod_name,
             as_operator,
@@ -409,9 +421,9 @@ async fn operator_runs_as_installed_with_only_the_manifests_rbac() -> Result<()>
         .and_then(|s| s.holder_identity);
     assert_eq!(holder.as_deref(), Some(operator.pod_name.as_str()));
 
-    // Its probes pass, so the Deployment would become Available.
+    // Its probes pass on their own listener, so the Deployment would become Available.
     for path in ["/readyz", "/healthz"] {
-        let (code, body) = http_status(operator.metrics_port, path).await?;
+        let (code, body) = http_status(operator.health_port, path).await?;
         assert_eq!(code, 200, "{path}: {body}");
     }
 
@@ -545,7 +557,7 @@ async fn operator_installed_by_helm_for_one_namespace_needs_nothing_outside_it()
     finish_lead(&ns, &queued).await?;
     wait_phase(&mcs, &queued, Phase::Succeeded).await?;
     for path in ["/readyz", "/healthz"] {
-        let (code, body) = http_status(operator.metrics_port, path).await?;
+        let (code, body) = http_status(operator.health_port, path).await?;
         assert_eq!(code, 200, "{path}: {body}");
     }
     let refused = operator.refusals()?;
