@@ -3,6 +3,29 @@
 //! Only the fields used here are modelled; unknown fields are ignored on read and never
 //! written, so server-side apply leaves everything else to JobSet and Kueue.
 
+/// The label JobSet puts on its Jobs and their pods, valued with the JobSet's uid: how a pod
+/// is known as the pod of one JobSet, not of an earlier one of the same name.
+pub const JOBSET_UID_LABEL: &str = "jobset.sigs.k8s.io/jobset-uid";
+
+/// Whether the pod whose metadata is `meta` was made for the JobSet whose uid is
+/// `jobset_uid`: a Job is its controller and JobSet stamped that uid on it (through the
+/// Job's pod template). A MiniCluster's pods are its own JobSet's, not every pod with its
+/// labels: an earlier MiniCluster of the same name may still be terminating its pods, and
+/// anyone who may create pods in the namespace can copy labels.
+pub fn made_for_jobset(meta: &ObjectMeta, jobset_uid: &str) -> bool {
+    let stamped = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(JOBSET_UID_LABEL))
+        .is_some_and(|uid| uid == jobset_uid);
+    let by_a_job = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1");
+    stamped && by_a_job
+}
+
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::CustomResource;

@@ -18,12 +18,13 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, PartialObjectMeta};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
 
 use flux_operator::api::{LEAD_JOB, MiniCluster, NAME_LABEL, Phase, ROLE_LABEL, condition};
 use flux_operator::flux::SOCKET_PATH;
+use flux_operator::jobset::{JobSet, made_for_jobset};
 use flux_operator::model::containers::flux_container_name;
 
 /// The exit code of the plugin's own errors (MiniCluster not found, not running, ...);
@@ -556,6 +557,38 @@ fn target(mc: &MiniCluster, pods: &[Pod]) -> Result<Target, Refusal> {
     })
 }
 
+/// The uid of `mc`'s own JobSet among `jobsets` (its name and namespace, `mc` its
+/// controller): `None` while it has none.
+fn own_jobset_uid(mc: &MiniCluster, jobsets: &[PartialObjectMeta<JobSet>]) -> Option<String> {
+    jobsets
+        .iter()
+        .find(|js| {
+            js.metadata.name.as_deref() == Some(mc.name())
+                && js.metadata.namespace.as_deref() == Some(mc.namespace_or_default())
+                && js
+                    .owner_references()
+                    .iter()
+                    .any(|o| o.controller == Some(true) && Some(&o.uid) == mc.metadata.uid.as_ref())
+        })
+        .and_then(|js| js.metadata.uid.clone())
+}
+
+/// The pods among `pods` that `mc`'s own JobSet made: not those of an earlier MiniCluster
+/// of the same name, nor pods made with its labels by hand.
+fn own_pods(mc: &MiniCluster, jobsets: &[PartialObjectMeta<JobSet>], pods: &[Pod]) -> Vec<Pod> {
+    let Some(uid) = own_jobset_uid(mc, jobsets) else {
+        return Vec::new();
+    };
+    pods.iter()
+        .filter(|p| {
+            p.namespace().as_deref() == Some(mc.namespace_or_default())
+                && p.labels().get(NAME_LABEL).map(String::as_str) == Some(mc.name())
+                && made_for_jobset(&p.metadata, &uid)
+        })
+        .cloned()
+        .collect()
+}
+
 /// The label selector of a MiniCluster's lead pods (`mc` empty: of every MiniCluster).
 fn lead_selector(mc: &str) -> String {
     if mc.is_empty() {
@@ -731,7 +764,13 @@ async fn find(client: &Client, namespace: &str, name: &str) -> Result<Target> {
         .list(&ListParams::default().labels(&lead_selector(name)))
         .await
         .with_context(|| format!("listing the lead pods of MiniCluster {namespace}/{name}"))?;
-    Ok(target(&mc, &leads.items)?)
+    let jobsets: Api<JobSet> = Api::namespaced(client.clone(), namespace);
+    let jobset = jobsets
+        .get_metadata_opt(name)
+        .await
+        .with_context(|| format!("reading the JobSet of MiniCluster {namespace}/{name}"))?;
+    let leads = own_pods(&mc, &Vec::from_iter(jobset), &leads.items);
+    Ok(target(&mc, &leads)?)
 }
 
 /// `kubectl exec` with the terminal's standard streams; its exit code.
@@ -822,10 +861,15 @@ async fn wait(kube: &KubeArgs, args: WaitArgs) -> Result<u8> {
 
 async fn list(kube: &KubeArgs, args: ListArgs) -> Result<u8> {
     let (client, namespace) = connect(kube).await?;
-    let (mcs, pods): (Api<MiniCluster>, Api<Pod>) = if args.all_namespaces {
-        (Api::all(client.clone()), Api::all(client))
+    let (mcs, pods, jobsets): (Api<MiniCluster>, Api<Pod>, Api<JobSet>) = if args.all_namespaces {
+        (
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client),
+        )
     } else {
         (
+            Api::namespaced(client.clone(), &namespace),
             Api::namespaced(client.clone(), &namespace),
             Api::namespaced(client, &namespace),
         )
@@ -844,18 +888,20 @@ async fn list(kube: &KubeArgs, args: ListArgs) -> Result<u8> {
         }
         return Ok(0);
     }
-    let leads = if args.no_jobs {
-        Vec::new()
-    } else {
-        pods.list(&ListParams::default().labels(&lead_selector("")))
-            .await
-            .context("listing lead pods")?
-            .items
-    };
     let counts = if args.no_jobs {
         vec![None; items.len()]
     } else {
-        job_counts(kube, &items, &leads)
+        let leads = pods
+            .list(&ListParams::default().labels(&lead_selector("")))
+            .await
+            .context("listing lead pods")?
+            .items;
+        let jobsets = jobsets
+            .list_metadata(&ListParams::default().labels(NAME_LABEL))
+            .await
+            .context("listing the MiniClusters' JobSets")?
+            .items;
+        job_counts(kube, &items, &jobsets, &leads)
     };
     let mut header = vec!["NAME", "SIZE", "READY", "PHASE"];
     if args.all_namespaces {
@@ -892,21 +938,16 @@ async fn list(kube: &KubeArgs, args: ListArgs) -> Result<u8> {
 
 /// `flux jobs --stats-only` in the lead pod of each reachable MiniCluster, a few at a time
 /// (one `kubectl exec` each); `None` where it is not reachable or did not answer.
-fn job_counts(kube: &KubeArgs, items: &[MiniCluster], leads: &[Pod]) -> Vec<Option<JobCounts>> {
+fn job_counts(
+    kube: &KubeArgs,
+    items: &[MiniCluster],
+    jobsets: &[PartialObjectMeta<JobSet>],
+    leads: &[Pod],
+) -> Vec<Option<JobCounts>> {
     const AT_ONCE: usize = 8;
     let targets: Vec<Option<Target>> = items
         .iter()
-        .map(|mc| {
-            let mine: Vec<Pod> = leads
-                .iter()
-                .filter(|p| {
-                    p.namespace().as_deref() == Some(mc.namespace_or_default())
-                        && p.labels().get(NAME_LABEL).map(String::as_str) == Some(mc.name())
-                })
-                .cloned()
-                .collect();
-            target(mc, &mine).ok()
-        })
+        .map(|mc| target(mc, &own_pods(mc, jobsets, leads)).ok())
         .collect();
     let mut out = Vec::with_capacity(items.len());
     for chunk in targets.chunks(AT_ONCE) {
@@ -986,6 +1027,7 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flux_operator::jobset::JOBSET_UID_LABEL;
     use serde_json::json;
 
     /// Arguments a shell would mangle: spaces, both quotes, `$`, a glob, a newline, unicode,
@@ -1683,6 +1725,49 @@ mod tests {
                 .collect::<Vec<_>>()
         });
         assert_eq!(table(&rows), "NAME          SIZE\ninteractive   2\n");
+    }
+
+    #[test]
+    fn a_minicluster_s_pods_are_its_own_jobset_s_not_those_with_its_labels() {
+        let mut mc = minicluster(json!({}), serde_json::Value::Null);
+        mc.metadata.namespace = Some("ns".into());
+        mc.metadata.uid = Some("mc-uid".into());
+        let jobset = |uid: &str, owner: &str| -> PartialObjectMeta<JobSet> {
+            serde_json::from_value(json!({
+                "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                "metadata": {"name": "demo", "namespace": "ns", "uid": uid,
+                    "ownerReferences": [{"apiVersion": "flux-framework.org/v1alpha2",
+                        "kind": "MiniCluster", "name": "demo", "uid": owner, "controller": true}]}
+            }))
+            .unwrap()
+        };
+        let pod = |name: &str, jobset_uid: Option<&str>| -> Pod {
+            let mut labels = json!({NAME_LABEL: "demo", ROLE_LABEL: LEAD_JOB});
+            let mut owners = json!([]);
+            if let Some(uid) = jobset_uid {
+                labels[JOBSET_UID_LABEL] = json!(uid);
+                owners = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "demo-lead-0",
+                    "uid": "job", "controller": true}]);
+            }
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns",
+                "labels": labels, "ownerReferences": owners}}))
+            .unwrap()
+        };
+        let pods = [
+            pod("new", Some("js-uid")),
+            pod("of-the-deleted-one", Some("old-js-uid")),
+            pod("by-hand", None),
+        ];
+        let names = |jobsets: &[PartialObjectMeta<JobSet>]| -> Vec<String> {
+            own_pods(&mc, jobsets, &pods)
+                .iter()
+                .map(|p| p.name_any())
+                .collect()
+        };
+        assert_eq!(names(&[jobset("js-uid", "mc-uid")]), ["new"]);
+        // A JobSet of that name that this MiniCluster does not control: none is its.
+        assert!(names(&[jobset("js-uid", "another-mc")]).is_empty());
+        assert!(names(&[]).is_empty(), "no JobSet, no pods");
     }
 
     #[test]

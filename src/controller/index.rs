@@ -16,7 +16,10 @@
 //!   ([`Presence::of_subdomain`]): JobSet would take any Service of that name, labelled or
 //!   not, and this answers without a lookup per new MiniCluster.
 //! - Pods carrying the name label, read as [`BrokerPod`] (no spec): readiness and phases for
-//!   status.
+//!   status. A MiniCluster's pods are those of its own JobSet: the label
+//!   alone would take the pods of an earlier MiniCluster of the same name, still
+//!   terminating, and pods anyone made with the same labels
+//!   ([`made_for_jobset`]).
 //! - Kueue Workloads, when Kueue is installed: admission for status (owner, conditions and
 //!   pod counts only, [`trim_workload`](super::watches::trim::trim_workload)).
 
@@ -34,7 +37,7 @@ use super::plan::{Observed, OwnedObject, Presence};
 use super::watches::kept::BrokerPod;
 use super::watches::lead_ends::LeadEnds;
 use crate::api::{MiniCluster, NAME_LABEL};
-use crate::jobset::ObservedJobSet;
+use crate::jobset::{ObservedJobSet, made_for_jobset};
 
 /// The watches' stores.
 #[derive(Clone)]
@@ -147,12 +150,19 @@ impl Index {
                     == Some(name)
         };
         let jobset = self.jobsets.get(&ObjectRef::new(name).within(&ns));
-        let pods: Vec<Arc<BrokerPod>> = self
-            .pods
-            .state()
-            .into_iter()
-            .filter(|p| mine(&p.metadata))
-            .collect();
+        let jobset_uid = jobset
+            .as_deref()
+            .filter(|js| controlled_by(*js, mc))
+            .and_then(|js| js.metadata.uid.clone());
+        let pods: Vec<Arc<BrokerPod>> = match jobset_uid {
+            Some(uid) => self
+                .pods
+                .state()
+                .into_iter()
+                .filter(|p| mine(&p.metadata) && made_for_jobset(&p.metadata, &uid))
+                .collect(),
+            None => Vec::new(),
+        };
         let admission = match (&self.workloads, jobset.as_deref()) {
             (Some(workloads), Some(js)) => {
                 Self::workload_of(workloads, js, &ns).map(|w| kueue::admission_of(&w.data, js))

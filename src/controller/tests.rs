@@ -439,20 +439,64 @@ async fn a_service_named_as_the_subdomain_blocks_a_new_cluster_without_a_lookup(
     );
 }
 
+/// A ready broker pod of MiniCluster `m` as its watch keeps it: ROLE's, made by a Job of
+/// the JobSet whose uid is `jobset_uid` (`None`: a pod with the labels alone, made by hand).
+fn broker_pod(name: &str, role: &str, jobset_uid: Option<&str>) -> BrokerPod {
+    let mut labels =
+        json!({"flux-framework.org/minicluster": "m", "flux-framework.org/role": role});
+    let mut owners = json!([]);
+    if let Some(uid) = jobset_uid {
+        labels[crate::jobset::JOBSET_UID_LABEL] = json!(uid);
+        owners = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "m-lead-0",
+            "uid": format!("job-of-{uid}"), "controller": true}]);
+    }
+    let mut pod: BrokerPod = serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ns", "labels": labels, "ownerReferences": owners},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+    }))
+    .unwrap();
+    pod.metadata.creation_timestamp = None;
+    pod
+}
+
+#[test]
+fn a_minicluster_observes_the_pods_of_its_own_jobset_not_those_that_share_its_labels() {
+    let mc = minicluster();
+    let desired = crate::render::desired(&crate::fixtures::cluster(&mc)).unwrap();
+    let (index, mut stores) = index();
+    hold_as_made(&mut stores, &mc, &desired);
+    let mut old = broker_pod("m-lead-0-0-old", "lead", Some("uid-of-a-deleted-jobset"));
+    old.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::now(),
+    ));
+    for pod in [
+        broker_pod("m-lead-0-0-new", "lead", Some("uid-js")),
+        broker_pod("m-workers-0-0-new", "workers", Some("uid-js")),
+        // A MiniCluster of the same name deleted a moment ago: its pods still terminate.
+        old,
+        // Made by hand with the labels alone.
+        broker_pod("m-lead-0-0-lookalike", "lead", None),
+    ] {
+        stores.pods.apply_watcher_event(&watcher::Event::Apply(pod));
+    }
+    let mut seen: Vec<String> = index
+        .observe(&mc)
+        .pods
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    seen.sort();
+    assert_eq!(seen, ["m-lead-0-0-new", "m-workers-0-0-new"]);
+}
+
 #[tokio::test]
 async fn when_the_watches_hold_everything_as_desired_a_reconcile_makes_no_call() {
     let mc = minicluster();
     let desired = crate::render::desired(&crate::fixtures::cluster(&mc)).unwrap();
     let (index, mut stores) = index();
     hold_as_made(&mut stores, &mc, &desired);
-    for i in 0..2 {
-        let mut pod: BrokerPod = serde_json::from_value(json!({
-            "metadata": {"name": format!("m-{i}"), "namespace": "ns",
-                "labels": {"flux-framework.org/minicluster": "m", "flux-framework.org/role": if i == 0 { "lead" } else { "workers" }}},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
-        }))
-        .unwrap();
-        pod.metadata.creation_timestamp = None;
+    for (i, role) in ["lead", "workers"].into_iter().enumerate() {
+        let pod = broker_pod(&format!("m-{i}"), role, Some("uid-js"));
         stores.pods.apply_watcher_event(&watcher::Event::Apply(pod));
     }
     let _ = &mut stores.services;

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{
 use kube::api::{DynamicObject, PartialObjectMeta};
 
 use crate::api::{MiniCluster, MiniClusterStatus, NAME_LABEL, ROLE_LABEL};
-use crate::jobset::ObservedJobSet;
+use crate::jobset::{JOBSET_UID_LABEL, ObservedJobSet};
 
 use super::kept::BrokerPod;
 
@@ -24,10 +24,13 @@ pub fn trim_pod(pod: &mut BrokerPod) {
     let lead = crate::controller::status::is_lead(pod);
     let meta = &mut pod.metadata;
     if let Some(labels) = meta.labels.as_mut() {
-        labels.retain(|k, _| k == NAME_LABEL || k == ROLE_LABEL);
+        labels.retain(|k, _| k == NAME_LABEL || k == ROLE_LABEL || k == JOBSET_UID_LABEL);
     }
     meta.annotations = None;
-    meta.owner_references = None;
+    // The controller alone: whose pod it is (`crate::jobset::made_for_jobset`).
+    if let Some(owners) = meta.owner_references.as_mut() {
+        owners.retain(|o| o.controller == Some(true));
+    }
     meta.finalizers = None;
     meta.generate_name = None;
     let Some(status) = pod.status.as_mut() else {
