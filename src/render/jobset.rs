@@ -11,8 +11,7 @@ use super::{common_labels, owned_meta, pod_template};
 use crate::api::{KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, LEAD_JOB, WORKERS_JOB};
 use crate::flux::Role;
 use crate::jobset::{
-    DependsOn, FailurePolicy, JobSet, JobSetSpec, Network, ObservedJobSet, ReplicatedJob,
-    SuccessPolicy,
+    DependsOn, FailurePolicy, JobSet, JobSetSpec, Network, ReplicatedJob, SuccessPolicy,
 };
 use crate::model::Cluster;
 
@@ -20,7 +19,7 @@ use crate::model::Cluster;
 ///
 /// This is the object applied once, at creation. `suspend` is `spec.suspend` outside Kueue;
 /// a cluster in a Kueue queue is created suspended and from then on Kueue owns the field:
-/// later changes go through [`update`], which leaves it out for queued clusters.
+/// later changes go through [`change`], which leaves it out for queued clusters.
 pub fn jobset(cluster: &Cluster<'_>, config_map: &str) -> JobSet {
     let mc = cluster.mc;
     let mut replicated_jobs = vec![replicated_job(cluster, Role::Lead, 1, config_map)];
@@ -74,62 +73,45 @@ pub fn jobset(cluster: &Cluster<'_>, config_map: &str) -> JobSet {
     }
 }
 
-/// Whether Kueue manages this JobSet (it carries a queue name).
-pub fn is_queued(js: &ObservedJobSet) -> bool {
-    js.metadata
-        .labels
-        .as_ref()
-        .is_some_and(|l| l.contains_key(KUEUE_QUEUE_LABEL))
+/// What of an existing JobSet may change: the followers' count (their Job's parallelism and
+/// completions, for clusters that have a followers job) and, outside Kueue, `suspend`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// Pods of the followers' Job (`None`: a lone lead broker has no followers' Job).
+    pub followers: Option<i32>,
+    /// `spec.suspend` (`None`: Kueue owns it).
+    pub suspend: Option<bool>,
 }
 
-/// The later-change apply for an existing JobSet: the followers' parallelism and completions
-/// (for clusters that have a followers job) and, outside Kueue, `suspend`. `None` when there
-/// is nothing that may change.
-pub fn update(cluster: &Cluster<'_>, suspend: Option<bool>) -> Option<serde_json::Value> {
-    let (mc, sizes) = (cluster.mc, cluster.sizes);
-    let mut spec = serde_json::Map::new();
-    if sizes.max_size > 1 {
-        let followers = sizes.size.saturating_sub(1).max(1);
-        spec.insert(
-            "replicatedJobs".into(),
-            serde_json::json!([{
-                "name": WORKERS_JOB,
-                "template": {"spec": {"parallelism": followers, "completions": followers}},
-            }]),
-        );
-    }
-    if let Some(suspend) = suspend {
-        spec.insert("suspend".into(), suspend.into());
-    }
-    (!spec.is_empty()).then(|| {
+/// The later change of an existing JobSet, `suspend` as given; `None` when nothing may change.
+pub fn change(cluster: &Cluster<'_>, suspend: Option<bool>) -> Option<Change> {
+    let sizes = cluster.sizes;
+    let followers = (sizes.max_size > 1).then(|| sizes.size.saturating_sub(1).max(1));
+    (followers.is_some() || suspend.is_some()).then_some(Change { followers, suspend })
+}
+
+impl Change {
+    /// The server-side apply of this change to `mc`'s JobSet: only the fields it sets.
+    pub fn apply(&self, mc: &crate::api::MiniCluster) -> serde_json::Value {
+        let mut spec = serde_json::Map::new();
+        if let Some(followers) = self.followers {
+            spec.insert(
+                "replicatedJobs".into(),
+                serde_json::json!([{
+                    "name": WORKERS_JOB,
+                    "template": {"spec": {"parallelism": followers, "completions": followers}},
+                }]),
+            );
+        }
+        if let Some(suspend) = self.suspend {
+            spec.insert("suspend".into(), suspend.into());
+        }
         serde_json::json!({
             "apiVersion": "jobset.x-k8s.io/v1alpha2",
             "kind": "JobSet",
             "metadata": {"name": mc.name(), "namespace": mc.namespace_or_default()},
             "spec": spec,
         })
-    })
-}
-
-/// Whether applying `update` would change the observed JobSet.
-pub fn needs_update(observed: &ObservedJobSet, update: &serde_json::Value) -> bool {
-    let spec = &update["spec"];
-    if let Some(suspend) = spec["suspend"].as_bool()
-        && observed.spec.suspend.unwrap_or(false) != suspend
-    {
-        return true;
-    }
-    let wanted = spec["replicatedJobs"][0]["template"]["spec"]["parallelism"].as_i64();
-    let current = observed
-        .spec
-        .replicated_jobs
-        .iter()
-        .find(|r| r.name == WORKERS_JOB)
-        .and_then(|r| r.template.spec.as_ref())
-        .map(|s| (s.parallelism.map(i64::from), s.completions.map(i64::from)));
-    match (wanted, current) {
-        (Some(w), Some((p, c))) => p != Some(w) || c != Some(w),
-        _ => false,
     }
 }
 

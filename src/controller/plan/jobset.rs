@@ -6,9 +6,10 @@
 use std::borrow::Cow;
 
 use super::{Inputs, Lifecycle, Step};
-use crate::api::Phase;
+use crate::api::{KUEUE_QUEUE_LABEL, Phase, WORKERS_JOB};
 use crate::jobset::ObservedJobSet;
 use crate::model::Cluster;
+use crate::render::jobset::Change;
 use crate::render::{self, Desired};
 
 /// What the JobSet decider decides.
@@ -23,6 +24,32 @@ pub(super) struct Decision<'d> {
     pub restarted: Option<String>,
     /// A change held because the certificate Secret is missing: why (`Degraded`).
     pub held: Option<String>,
+}
+
+/// Whether Kueue manages this JobSet (it carries a queue name).
+fn is_queued(js: &ObservedJobSet) -> bool {
+    js.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(KUEUE_QUEUE_LABEL))
+}
+
+/// Whether `change` would change the observed JobSet.
+pub(in crate::controller) fn needs(change: &Change, observed: &ObservedJobSet) -> bool {
+    let suspend_moves = change
+        .suspend
+        .is_some_and(|s| observed.spec.suspend.unwrap_or(false) != s);
+    let followers = observed
+        .spec
+        .replicated_jobs
+        .iter()
+        .find(|r| r.name == WORKERS_JOB)
+        .and_then(|r| r.template.spec.as_ref());
+    let followers_move = match (change.followers, followers) {
+        (Some(n), Some(job)) => job.parallelism != Some(n) || job.completions != Some(n),
+        _ => false,
+    };
+    suspend_moves || followers_move
 }
 
 /// Decide the JobSet; `certificate_lost`: the generated certificate's Secret is gone.
@@ -57,10 +84,10 @@ pub(super) fn decide<'d>(
             if life.finished {
                 return decision;
             }
-            let queued = input.observed.admission.is_some() || render::jobset::is_queued(js);
+            let queued = input.observed.admission.is_some() || is_queued(js);
             let suspend = (!queued).then_some(cluster.jobs.suspend);
-            if let Some(update) = render::jobset::update(cluster, suspend)
-                && render::jobset::needs_update(js, &update)
+            if let Some(change) = render::jobset::change(cluster, suspend)
+                && needs(&change, js)
             {
                 if certificate_lost {
                     decision.held = Some(
@@ -69,7 +96,7 @@ pub(super) fn decide<'d>(
                             .to_string(),
                     );
                 } else {
-                    decision.step = Some(Step::UpdateJobSet(update));
+                    decision.step = Some(Step::UpdateJobSet(change.apply(mc)));
                 }
             }
         }
@@ -83,6 +110,34 @@ mod tests {
 
     use super::super::tests::{Mc, Seen, completed, now};
     use super::*;
+
+    #[test]
+    fn a_change_is_needed_when_the_followers_count_or_suspend_differs_from_the_jobset() {
+        let mc = Mc::new(3).max_size(6).0;
+        let cluster = crate::fixtures::cluster(&mc);
+        let made = ObservedJobSet::from(&crate::render::jobset::jobset(&cluster, "m-flux-0"));
+        let change = |followers, suspend| Change { followers, suspend };
+        // (what it proves, the change, whether it is needed)
+        let cases = [
+            ("as made: no", change(Some(2), Some(false)), false),
+            (
+                "Kueue owns suspend, size as made: no",
+                change(Some(2), None),
+                false,
+            ),
+            ("the followers grow", change(Some(4), Some(false)), true),
+            ("the followers shrink (Kueue)", change(Some(1), None), true),
+            ("suspended", change(Some(2), Some(true)), true),
+            (
+                "a lone lead: suspend alone, as made",
+                change(None, Some(false)),
+                false,
+            ),
+        ];
+        for (what, change, needed) in cases {
+            assert_eq!(needs(&change, &made), needed, "{what}");
+        }
+    }
 
     #[test]
     // Long: a table, one case per rule.

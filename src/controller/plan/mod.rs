@@ -34,7 +34,7 @@ mod certificate;
 mod cleanup;
 mod config_map;
 mod hold;
-mod jobset;
+pub(in crate::controller) mod jobset;
 mod observed;
 mod ownership;
 mod services;

@@ -245,10 +245,10 @@ mod tests {
                 .and_then(|j| j.template.spec.as_ref());
             assert_eq!(pod.map(|p| p.volumes.len()), Some(1), "{rj:?}");
         }
-        let update = crate::render::jobset::update(&crate::fixtures::cluster(&mc), None)
-            .expect("an elastic update");
-        assert!(!crate::render::jobset::needs_update(&watched, &update));
-        let grown = crate::render::jobset::update(
+        let change = crate::render::jobset::change(&crate::fixtures::cluster(&mc), None)
+            .expect("an elastic change");
+        assert!(!crate::controller::plan::jobset::needs(&change, &watched));
+        let grown = crate::render::jobset::change(
             &crate::fixtures::cluster(&MiniCluster {
                 spec: crate::api::MiniClusterSpec {
                     size: 4,
@@ -258,8 +258,8 @@ mod tests {
             }),
             None,
         )
-        .expect("an elastic update");
-        assert!(crate::render::jobset::needs_update(&watched, &grown));
+        .expect("an elastic change");
+        assert!(crate::controller::plan::jobset::needs(&grown, &watched));
     }
 
     #[test]

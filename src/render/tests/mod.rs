@@ -3,7 +3,6 @@ use super::*;
 mod flux_pod;
 use crate::api::{KUEUE_QUEUE_LABEL, MiniCluster, NAME_LABEL, ROLE_LABEL, StartupOrder};
 use crate::flux::Role;
-use crate::jobset::ObservedJobSet;
 
 /// `hello` in `science`: one container running `hostname`, `size` brokers.
 fn hello(size: i32) -> MiniCluster {
@@ -232,48 +231,43 @@ fn kueue_labels_reach_the_jobset_and_start_it_suspended() {
     assert_eq!(js.spec.suspend, Some(true));
 
     // Later changes never carry `suspend` for a queued cluster: Kueue owns it.
-    let update = jobset::update(&crate::fixtures::cluster(&mc), None).unwrap();
-    assert!(update["spec"].get("suspend").is_none());
+    let change = jobset::change(&crate::fixtures::cluster(&mc), None).unwrap();
+    assert!(change.apply(&mc)["spec"].get("suspend").is_none());
 }
 
 #[test]
 fn later_changes_touch_only_the_followers_size_and_suspend() {
     let mut mc = hello(3);
     mc.spec.max_size = Some(6);
-    let created = ObservedJobSet::from(&jobset(&crate::fixtures::cluster(&mc), "m-flux-0"));
-    let update = jobset::update(&crate::fixtures::cluster(&mc), Some(false)).unwrap();
-    assert_eq!(update["spec"].as_object().unwrap().len(), 2, "{update}");
-    assert_eq!(update["spec"]["replicatedJobs"][0]["name"], "workers");
+    let change = jobset::change(&crate::fixtures::cluster(&mc), Some(false)).unwrap();
+    let apply = change.apply(&mc);
+    assert_eq!(apply["spec"].as_object().unwrap().len(), 2, "{apply}");
+    assert_eq!(apply["spec"]["replicatedJobs"][0]["name"], "workers");
     assert_eq!(
-        update["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"],
+        apply["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"],
         2
     );
-    assert!(!jobset::needs_update(&created, &update), "nothing changed");
+    assert_eq!(
+        apply["spec"]["replicatedJobs"][0]["template"]["spec"]["completions"],
+        2
+    );
+    assert_eq!(apply["spec"]["suspend"], false);
 
     mc.spec.size = 5;
-    let update = jobset::update(&crate::fixtures::cluster(&mc), Some(false)).unwrap();
+    let change = jobset::change(&crate::fixtures::cluster(&mc), Some(true)).unwrap();
     assert_eq!(
-        update["spec"]["replicatedJobs"][0]["template"]["spec"]["completions"],
-        4
-    );
-    assert!(
-        jobset::needs_update(&created, &update),
-        "the followers grow"
-    );
-
-    mc.spec.size = 3;
-    mc.spec.suspend = true;
-    assert!(
-        jobset::needs_update(
-            &created,
-            &jobset::update(&crate::fixtures::cluster(&mc), Some(true)).unwrap()
-        ),
-        "suspend changed"
+        change,
+        jobset::Change {
+            followers: Some(4),
+            suspend: Some(true)
+        }
     );
 
     // A lone lead broker has no followers job: only `suspend` may change.
     let lone = hello(1);
-    assert!(jobset::update(&crate::fixtures::cluster(&lone), None).is_none());
+    assert!(jobset::change(&crate::fixtures::cluster(&lone), None).is_none());
+    let change = jobset::change(&crate::fixtures::cluster(&lone), Some(true)).unwrap();
+    assert!(change.apply(&lone)["spec"].get("replicatedJobs").is_none());
 }
 
 #[test]
