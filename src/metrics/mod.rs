@@ -139,55 +139,57 @@ impl Metrics {
             registry: Registry::default(),
         };
         let sub = &mut registry;
-        sub.register_with_unit(
-            "minicluster_jobset_created",
-            "Time from MiniCluster creation to its JobSet's creation",
-            Unit::Seconds,
-            m.jobset_created.clone(),
-        );
-        sub.register_with_unit(
-            "minicluster_lead_ready",
-            "Time from MiniCluster creation to the lead broker pod ready",
-            Unit::Seconds,
-            m.lead_ready.clone(),
-        );
-        sub.register_with_unit(
-            "minicluster_up",
-            "Time from MiniCluster creation to all size broker pods ready (cluster up)",
-            Unit::Seconds,
-            m.cluster_up.clone(),
-        );
-        sub.register_with_unit(
-            "minicluster_admission_to_up",
-            "Time from Kueue admission (JobSet resumed) to cluster up",
-            Unit::Seconds,
-            m.admission_to_up.clone(),
-        );
-        sub.register_with_unit(
-            "minicluster_admission_wait",
-            "Time from MiniCluster creation to Kueue admission (JobSet resumed)",
-            Unit::Seconds,
-            m.admission_wait.clone(),
-        );
-        sub.register_with_unit(
-            "minicluster_teardown",
-            "Time from the lead broker's completion to no broker pod running",
-            Unit::Seconds,
-            m.teardown.clone(),
-        );
-        sub.register_with_unit(
-            "reconcile_duration",
-            "Duration of one MiniCluster reconcile",
-            Unit::Seconds,
-            m.reconcile_duration.clone(),
-        );
-        sub.register_with_unit(
-            "reconcile_decide",
-            "The operator's own work in one reconcile (observe from the watch caches, plan), \
-             without waits for the API server",
-            Unit::Seconds,
-            m.reconcile_decide.clone(),
-        );
+        let lifecycle = [
+            (
+                "minicluster_jobset_created",
+                "Time from MiniCluster creation to its JobSet's creation",
+                &m.jobset_created,
+            ),
+            (
+                "minicluster_lead_ready",
+                "Time from MiniCluster creation to the lead broker pod ready",
+                &m.lead_ready,
+            ),
+            (
+                "minicluster_up",
+                "Time from MiniCluster creation to all size broker pods ready (cluster up)",
+                &m.cluster_up,
+            ),
+            (
+                "minicluster_admission_to_up",
+                "Time from Kueue admission (JobSet resumed) to cluster up",
+                &m.admission_to_up,
+            ),
+            (
+                "minicluster_admission_wait",
+                "Time from MiniCluster creation to Kueue admission (JobSet resumed)",
+                &m.admission_wait,
+            ),
+            (
+                "minicluster_teardown",
+                "Time from the lead broker's completion to no broker pod running",
+                &m.teardown,
+            ),
+        ];
+        for (name, help, family) in lifecycle {
+            sub.register_with_unit(name, help, Unit::Seconds, family.clone());
+        }
+        let reconcile = [
+            (
+                "reconcile_duration",
+                "Duration of one MiniCluster reconcile",
+                &m.reconcile_duration,
+            ),
+            (
+                "reconcile_decide",
+                "The operator's own work in one reconcile (observe from the watch caches, plan), \
+                 without waits for the API server",
+                &m.reconcile_decide,
+            ),
+        ];
+        for (name, help, histogram) in reconcile {
+            sub.register_with_unit(name, help, Unit::Seconds, histogram.clone());
+        }
         sub.register(
             "reconcile_errors",
             "Reconciles that ended in an error",
