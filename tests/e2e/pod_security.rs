@@ -242,3 +242,313 @@ async fn a_restricted_namespace_takes_the_restricted_example_and_refuses_root_es
     ns.cleanup().await;
     Ok(())
 }
+
+/// One security-relevant change to a MiniCluster's spec (its JSON).
+struct Variant {
+    name: &'static str,
+    change: Change,
+}
+
+/// `securityContext` of the first container.
+fn app_sc(s: &mut serde_json::Value) -> &mut serde_json::Value {
+    &mut s["containers"][0]["securityContext"]
+}
+
+/// `securityContext` of the flux view's init container.
+fn view_sc(s: &mut serde_json::Value) -> &mut serde_json::Value {
+    &mut s["flux"]["container"]["securityContext"]
+}
+
+/// Every Pod Security Standards control a MiniCluster can touch, in the app's container, the
+/// pod, the flux view's container and the services pod.
+fn variants() -> Vec<Variant> {
+    let v = |name, change| Variant { name, change };
+    vec![
+        v("as-given", |_| {}),
+        v("privileged", |s| app_sc(s)["privileged"] = json!(true)),
+        v("cap-sys-admin", |s| {
+            app_sc(s)["capabilities"]["add"] = json!(["SYS_ADMIN"])
+        }),
+        v("cap-chown", |s| {
+            app_sc(s)["capabilities"]["add"] = json!(["CHOWN"])
+        }),
+        v("cap-net-bind", |s| {
+            app_sc(s)["capabilities"]["add"] = json!(["NET_BIND_SERVICE"])
+        }),
+        v("host-path", |s| {
+            s["containers"][0]["volumes"] = json!({"root": {"path": "/host", "hostPath": "/"}})
+        }),
+        v("host-pid", |s| s["pod"]["hostPID"] = json!(true)),
+        v("host-ipc", |s| s["pod"]["hostIPC"] = json!(true)),
+        v("seccomp-unconfined", |s| {
+            app_sc(s)["seccompProfile"] = json!({"type": "Unconfined"})
+        }),
+        v("pod-seccomp-unconfined", |s| {
+            s["pod"]["securityContext"]["seccompProfile"] = json!({"type": "Unconfined"})
+        }),
+        v("apparmor-unconfined", |s| {
+            app_sc(s)["appArmorProfile"] = json!({"type": "Unconfined"})
+        }),
+        v("pod-apparmor-unconfined", |s| {
+            s["pod"]["securityContext"]["appArmorProfile"] = json!({"type": "Unconfined"})
+        }),
+        v(
+            "apparmor-annotation",
+            |s| {
+                s["pod"]["annotations"] = json!({"container.apparmor.security.beta.kubernetes.io/hello-world": "unconfined"})
+            },
+        ),
+        v("proc-unmasked", |s| {
+            app_sc(s)["procMount"] = json!("Unmasked")
+        }),
+        v("selinux-spc", |s| {
+            app_sc(s)["seLinuxOptions"] = json!({"type": "spc_t"})
+        }),
+        v("selinux-container-t", |s| {
+            app_sc(s)["seLinuxOptions"] = json!({"type": "container_t"})
+        }),
+        v("selinux-user", |s| {
+            app_sc(s)["seLinuxOptions"] = json!({"user": "sysadm_u"})
+        }),
+        v("sysctl-unsafe", |s| {
+            s["pod"]["securityContext"]["sysctls"] =
+                json!([{"name": "kernel.msgmax", "value": "65536"}])
+        }),
+        v("sysctl-safe", |s| {
+            s["pod"]["securityContext"]["sysctls"] =
+                json!([{"name": "net.ipv4.tcp_syncookies", "value": "1"}])
+        }),
+        v("pod-run-as-root", |s| {
+            s["pod"]["securityContext"]["runAsUser"] = json!(0)
+        }),
+        v("pod-root-container-user", |s| {
+            s["pod"]["securityContext"]["runAsUser"] = json!(0);
+            app_sc(s)["runAsUser"] = json!(1000);
+        }),
+        v("escalation", |s| {
+            app_sc(s)["allowPrivilegeEscalation"] = json!(true)
+        }),
+        v("run-as-non-root-false", |s| {
+            app_sc(s)["runAsNonRoot"] = json!(false)
+        }),
+        v("no-drop-all", |s| {
+            app_sc(s)["capabilities"]["drop"] = json!([])
+        }),
+        v("view-selinux-spc", |s| {
+            view_sc(s)["seLinuxOptions"] = json!({"type": "spc_t"})
+        }),
+        v("view-apparmor-unconfined", |s| {
+            view_sc(s)["appArmorProfile"] = json!({"type": "Unconfined"})
+        }),
+        v("view-proc-unmasked", |s| {
+            view_sc(s)["procMount"] = json!("Unmasked")
+        }),
+        v("view-cap-net-admin", |s| {
+            view_sc(s)["capabilities"]["add"] = json!(["NET_ADMIN"])
+        }),
+        v("view-cap-chown", |s| {
+            view_sc(s)["capabilities"]["add"] = json!(["CHOWN"])
+        }),
+        v("services-privileged", |s| {
+            s["services"] = json!([{"image": "ubuntu:noble", "name": "svc", "command": "sleep 1",
+                "securityContext": {"privileged": true}}])
+        }),
+    ]
+}
+
+/// The pods the operator renders from `mc` (the brokers' and the services pod's), as the
+/// Job controller would create them; `None` when the operator would refuse the spec itself.
+fn rendered_pods(mc: &MiniCluster) -> Option<Vec<k8s_openapi::api::core::v1::Pod>> {
+    use k8s_openapi::api::core::v1::Pod;
+    let env = flux_operator::model::Environment {
+        cluster_domain: "cluster.local".into(),
+        view_image_volume: false,
+    };
+    let cluster = flux_operator::model::resolve(mc, &env).ok()?;
+    let desired = flux_operator::render::desired(&cluster).ok()?;
+    let mut templates: Vec<_> = desired
+        .jobset
+        .spec
+        .replicated_jobs
+        .iter()
+        .filter_map(|r| r.template.spec.as_ref().map(|j| j.template.clone()))
+        .collect();
+    templates.extend(
+        desired
+            .services_job
+            .and_then(|j| j.spec.map(|s| s.template)),
+    );
+    Some(
+        templates
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| Pod {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(format!("{}-{i}", mc.name_any())),
+                    ..t.metadata.unwrap_or_default()
+                },
+                spec: t.spec,
+                status: None,
+            })
+            .collect(),
+    )
+}
+
+/// Pod Security's verdict on `mc`'s pods in `ns` (server-side dry runs): the first refusal.
+/// A pod the API server finds invalid (`procMount: Unmasked` wants `hostUsers: false`) is
+/// refused too: it could not be created either.
+async fn pod_security_verdict(
+    ns: &TestNamespace,
+    pods: &[k8s_openapi::api::core::v1::Pod],
+) -> Result<Option<String>> {
+    let api: Api<k8s_openapi::api::core::v1::Pod> = ns.api();
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    for pod in pods {
+        match api.create(&dry, pod).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s))
+                if s.message.contains("violates PodSecurity") || s.reason == "Invalid" =>
+            {
+                return Ok(Some(s.message));
+            }
+            Err(e) => bail!("dry run of pod {}: {e}", pod.name_any()),
+        }
+    }
+    Ok(None)
+}
+
+/// The policy's verdict on `mc` in `ns` (a server-side dry run): its refusal, if any.
+async fn policy_verdict(ns: &TestNamespace, mc: &MiniCluster) -> Result<Option<String>> {
+    let mcs: Api<MiniCluster> = ns.api();
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    match mcs.create(&dry, mc).await {
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(s)) => Ok(Some(s.message)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// For every control at both levels, the policy admits a MiniCluster exactly when Pod
+/// Security admits the pods the operator renders from it: no MiniCluster the policy takes is
+/// left Starting with `FailedCreate`, none is refused that would run. (A misspelled level,
+/// which Pod Security reads as restricted and the policy too, cannot be set here: the API
+/// server refuses the label.)
+#[tokio::test]
+async fn the_policy_admits_a_minicluster_exactly_when_pod_security_admits_its_pods() -> Result<()> {
+    let mut disagreements = Vec::new();
+    let mut judged = 0;
+    for (level, base) in [("baseline", "hello-world"), ("restricted", "restricted")] {
+        let ns = namespace("psa-agree", Some(level)).await?;
+        policy_in_force(&ns).await?;
+        for variant in variants() {
+            let mut value = serde_json::to_value(example(base, &ns.name)?)?;
+            value["metadata"]["name"] = json!(variant.name);
+            (variant.change)(&mut value["spec"]);
+            let mc: MiniCluster = serde_json::from_value(value)?;
+            let Some(pods) = rendered_pods(&mc) else {
+                eprintln!(
+                    "{level} {}: the operator refuses the spec itself",
+                    variant.name
+                );
+                continue;
+            };
+            let policy = policy_verdict(&ns, &mc).await?;
+            let pod_security = pod_security_verdict(&ns, &pods).await?;
+            judged += 1;
+            eprintln!(
+                "{level} {}: policy {}, Pod Security {}",
+                variant.name,
+                if policy.is_some() {
+                    "refuses"
+                } else {
+                    "admits"
+                },
+                if pod_security.is_some() {
+                    "refuses"
+                } else {
+                    "admits"
+                }
+            );
+            if policy.is_some() != pod_security.is_some() {
+                disagreements.push(format!(
+                    "{level} {}: policy {policy:?}, Pod Security {pod_security:?}",
+                    variant.name
+                ));
+            }
+        }
+        ns.cleanup().await;
+    }
+    assert!(judged >= 50, "only {judged} variants judged");
+    assert!(
+        disagreements.is_empty(),
+        "{} disagreements:\n{}",
+        disagreements.len(),
+        disagreements.join("\n")
+    );
+    Ok(())
+}
+
+/// Once a namespace's level is raised above what a MiniCluster asks for, changes that leave
+/// its pods as they are still pass (a suspension, a label, its finalizers removed as it is
+/// deleted), while a new MiniCluster like it is refused. (Its containers cannot change: the
+/// CRD's immutability policy keeps them.)
+#[tokio::test]
+async fn a_raised_level_still_lets_a_minicluster_be_suspended_labelled_and_deleted() -> Result<()> {
+    let ns = namespace("psa-raised", Some("privileged")).await?;
+    let held = namespace("psa-raised-probe", Some("baseline")).await?;
+    policy_in_force(&held).await?;
+    held.cleanup().await;
+    let (mc, _) = beyond_baseline(&ns)?.remove(0);
+    let name = mc.name_any();
+    let mcs: Api<MiniCluster> = ns.api();
+    mcs.create(&PostParams::default(), &mc).await?;
+    let namespaces: Api<Namespace> = Api::all(ns.client.clone());
+    let patch = json!({"metadata": {"labels": {LEVEL_LABEL: "baseline"}}});
+    namespaces
+        .patch(&ns.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let merge = |patch: serde_json::Value| {
+        let mcs = mcs.clone();
+        let name = name.clone();
+        async move {
+            mcs.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(drop)
+        }
+    };
+    // The new level is in force: another MiniCluster like it is refused.
+    let mut again = mc.clone();
+    again.metadata.name = Some(format!("{name}-again"));
+    let refused = wait_for(
+        "the raised level in force",
+        Duration::from_secs(60),
+        || async { create(&ns, &again).await },
+    )
+    .await?;
+    assert!(refused.contains("Pod Security level baseline"), "{refused}");
+    for (what, patch) in [
+        ("suspended", json!({"spec": {"suspend": true}})),
+        ("labelled", json!({"metadata": {"labels": {"team": "a"}}})),
+        (
+            "given a finalizer",
+            json!({"metadata": {"finalizers": ["e2e.flux-framework.org/hold"]}}),
+        ),
+    ] {
+        merge(patch)
+            .await
+            .with_context(|| format!("{name} could not be {what}"))?;
+    }
+    mcs.delete(&name, &DeleteParams::default()).await?;
+    merge(json!({"metadata": {"finalizers": null}}))
+        .await
+        .context("its finalizer could not be removed while it is deleted")?;
+    crate::common::wait_gone("the MiniCluster", Duration::from_secs(60), &mcs, &name).await?;
+    ns.cleanup().await;
+    Ok(())
+}
