@@ -22,7 +22,9 @@ use flux_operator::jobset::JobSet;
 
 use crate::common::{Operator, TestNamespace, kueue_resource, pod_phase, wait_for, wait_gone};
 use crate::kueue::queues;
-use crate::operator::{Setup, example, hello, install_crd, mc_condition, setup, wait_phase};
+use crate::operator::{
+    Setup, example, hello, install_crd, mc_condition, running_at, setup, wait_phase,
+};
 
 const TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -39,6 +41,15 @@ async fn running_pods(ns: &TestNamespace, name: &str) -> Result<usize> {
 
 /// Warning Events (events.k8s.io) about a MiniCluster with this reason.
 pub async fn warnings(ns: &TestNamespace, name: &str, reason: &str) -> Result<Vec<String>> {
+    warnings_where(ns, reason, |r| r.name.as_deref() == Some(name)).await
+}
+
+/// Warning Events (events.k8s.io) with this reason about what `regarding` takes.
+async fn warnings_where(
+    ns: &TestNamespace,
+    reason: &str,
+    regarding: impl Fn(&k8s_openapi::api::core::v1::ObjectReference) -> bool,
+) -> Result<Vec<String>> {
     let events: Api<EventV1> = ns.api();
     Ok(events
         .list(&ListParams::default())
@@ -46,7 +57,7 @@ pub async fn warnings(ns: &TestNamespace, name: &str, reason: &str) -> Result<Ve
         .items
         .into_iter()
         .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            e.regarding.as_ref().is_some_and(&regarding)
                 && e.type_.as_deref() == Some("Warning")
                 && e.reason.as_deref() == Some(reason)
         })
@@ -626,6 +637,131 @@ async fn cleanup_deletes_the_finished_minicluster() -> Result<()> {
         &name,
     )
     .await?;
+    ns.cleanup().await;
+    Ok(())
+}
+
+const HOLD: &str = "e2e.flux-framework.org/hold";
+
+/// Adds (`hold`) or removes a finalizer of the test's on every pod of the namespace that
+/// `which` takes: a held pod deleted stays, terminating, as on a slow node.
+async fn hold_pods(pods: &Api<Pod>, hold: bool, which: impl Fn(&Pod) -> bool) -> Result<()> {
+    for pod in pods.list(&ListParams::default()).await? {
+        if !which(&pod) {
+            continue;
+        }
+        let mut finalizers: Vec<String> = pod.finalizers().to_vec();
+        finalizers.retain(|f| f != HOLD);
+        if hold {
+            finalizers.push(HOLD.to_string());
+        }
+        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": pod.resource_version()}});
+        pods.patch(
+            &pod.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// A pod made by hand from `lead`: its spec and its labels (the MiniCluster's and JobSet's,
+/// the JobSet's uid included), but no owner. Not the Job's selector labels: with those the
+/// Job controller adopts the pod, and it is then the Job's own.
+fn look_alike(lead: &Pod) -> Pod {
+    let mut labels = lead.metadata.labels.clone().unwrap_or_default();
+    labels.retain(|k, _| {
+        !k.starts_with("batch.kubernetes.io/") && k != "controller-uid" && k != "job-name"
+    });
+    let mut pod = Pod {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{}-lookalike", lead.name_any())),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        spec: lead.spec.clone(),
+        status: None,
+    };
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.node_name = None;
+    }
+    pod
+}
+
+/// A MiniCluster deleted and at once created again under its name (issue 75): the old one's
+/// pods still terminating (held by a finalizer, as a slow node keeps them) and a pod made by
+/// hand with the lead's labels are not the new cluster's: it is Running with its own two
+/// brokers, no restart, no `InstanceRestarted`. Before, the old lead was read as the new
+/// one's replaced lead (a Warning and `restarts: 1`) and the look-alike counted as ready.
+#[tokio::test]
+async fn a_minicluster_created_again_under_its_name_counts_only_its_own_pods() -> Result<()> {
+    let Setup {
+        ns,
+        operator: _operator,
+        mcs,
+    } = setup("recreated").await?;
+    let pods: Api<Pod> = ns.api();
+    let name = hello(&ns.name, 2)?.name_any();
+    for round in 1..=10 {
+        let mc = mcs
+            .create(&PostParams::default(), &hello(&ns.name, 2)?)
+            .await?;
+        let uid = mc.uid().context("a uid")?;
+        running_at(&mcs, &name, 2).await?;
+        let labelled = pods
+            .list(&ListParams::default().labels(&format!("{NAME_LABEL}={name}")))
+            .await?;
+        let terminating = labelled
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_some())
+            .count();
+        if round > 1 {
+            assert!(
+                terminating > 0,
+                "round {round}: the old pods are gone already"
+            );
+        }
+        if round == 1 {
+            let lead = labelled
+                .iter()
+                .find(|p| p.name_any().starts_with(&format!("{name}-lead-")))
+                .context("the lead pod")?;
+            pods.create(&PostParams::default(), &look_alike(lead))
+                .await?;
+            wait_for("the look-alike running", TIMEOUT, || async {
+                let p = pods.get(&format!("{}-lookalike", lead.name_any())).await?;
+                Ok((pod_phase(&p) == "Running").then_some(()))
+            })
+            .await?;
+        }
+        // A few reconciles' time for a wrong count or a restart to show.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let now = mcs.get(&name).await?;
+        let status = now.status.clone().unwrap_or_default();
+        assert_eq!(
+            status.phase,
+            Some(Phase::Running),
+            "round {round}: {status:?}"
+        );
+        assert_eq!(status.ready_brokers, 2, "round {round}: {status:?}");
+        let restarts = status.instance.as_ref().map_or(0, |i| i.restarts);
+        assert_eq!(restarts, 0, "round {round}: {status:?}");
+        let restarted =
+            warnings_where(&ns, "InstanceRestarted", |r| r.uid.as_deref() == Some(&uid)).await?;
+        assert!(restarted.is_empty(), "round {round}: {restarted:?}");
+
+        // The previous round's pods may go; this round's are held through the delete.
+        let terminating = |p: &Pod| p.metadata.deletion_timestamp.is_some();
+        hold_pods(&pods, false, terminating).await?;
+        hold_pods(&pods, true, |p| {
+            !terminating(p) && !p.owner_references().is_empty()
+        })
+        .await?;
+        mcs.delete(&name, &Default::default()).await?;
+        wait_gone("the MiniCluster", TIMEOUT, &mcs, &name).await?;
+    }
+    hold_pods(&pods, false, |_| true).await?;
     ns.cleanup().await;
     Ok(())
 }
