@@ -18,12 +18,15 @@ pub fn made_for_jobset(meta: &ObjectMeta, jobset_uid: &str) -> bool {
         .as_ref()
         .and_then(|l| l.get(JOBSET_UID_LABEL))
         .is_some_and(|uid| uid == jobset_uid);
-    let by_a_job = meta
-        .owner_references
+    stamped && made_by_a_job(meta)
+}
+
+/// Whether a Job is the controller of the pod whose metadata is `meta`.
+pub fn made_by_a_job(meta: &ObjectMeta) -> bool {
+    meta.owner_references
         .iter()
         .flatten()
-        .any(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1");
-    stamped && by_a_job
+        .any(|o| o.controller == Some(true) && o.kind == "Job" && o.api_version == "batch/v1")
 }
 
 use k8s_openapi::api::batch::v1::JobTemplateSpec;

@@ -37,7 +37,7 @@ use super::plan::{Observed, OwnedObject, Presence};
 use super::watches::kept::BrokerPod;
 use super::watches::lead_ends::LeadEnds;
 use crate::api::{MiniCluster, NAME_LABEL};
-use crate::jobset::{ObservedJobSet, made_for_jobset};
+use crate::jobset::{ObservedJobSet, made_by_a_job, made_for_jobset};
 
 /// The watches' stores.
 #[derive(Clone)]
@@ -154,15 +154,22 @@ impl Index {
             .as_deref()
             .filter(|js| controlled_by(*js, mc))
             .and_then(|js| js.metadata.uid.clone());
-        let pods: Vec<Arc<BrokerPod>> = match jobset_uid {
-            Some(uid) => self
-                .pods
-                .state()
-                .into_iter()
-                .filter(|p| mine(&p.metadata) && made_for_jobset(&p.metadata, &uid))
-                .collect(),
-            None => Vec::new(),
+        // Without its JobSet (deleted, its pods still going; or not made yet), the pods its
+        // Jobs made since the MiniCluster was: an earlier one's are older than it.
+        let born = mc.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        let own = |p: &BrokerPod| match &jobset_uid {
+            Some(uid) => made_for_jobset(&p.metadata, uid),
+            None => {
+                let created = p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                made_by_a_job(&p.metadata) && born.is_none_or(|b| created.is_some_and(|c| c >= b))
+            }
         };
+        let pods: Vec<Arc<BrokerPod>> = self
+            .pods
+            .state()
+            .into_iter()
+            .filter(|p| mine(&p.metadata) && own(p))
+            .collect();
         let admission = match (&self.workloads, jobset.as_deref()) {
             (Some(workloads), Some(js)) => {
                 Self::workload_of(workloads, js, &ns).map(|w| kueue::admission_of(&w.data, js))

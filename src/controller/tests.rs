@@ -489,6 +489,36 @@ fn a_minicluster_observes_the_pods_of_its_own_jobset_not_those_that_share_its_la
     assert_eq!(seen, ["m-lead-0-0-new", "m-workers-0-0-new"]);
 }
 
+#[test]
+fn without_its_jobset_a_minicluster_observes_the_pods_its_jobs_made_since_it_was_created() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let born = jiff::Timestamp::from_second(1_800_000_000).unwrap();
+    let at = |secs: i64| Some(Time(born + jiff::SignedDuration::from_secs(secs)));
+    let mut mc = minicluster();
+    mc.metadata.creation_timestamp = at(0);
+    let (index, stores) = index();
+    let mut stores = stores;
+    for (name, jobset_uid, created) in [
+        // Its JobSet was deleted (a TTL, say): its pods are still going.
+        ("m-lead-0-0-own", Some("uid-deleted-js"), at(5)),
+        // An earlier MiniCluster's of the same name: older than this one.
+        ("m-lead-0-0-earlier", Some("uid-earlier-js"), at(-60)),
+        // Made by hand, after it.
+        ("m-lead-0-0-lookalike", None, at(5)),
+    ] {
+        let mut pod = broker_pod(name, "lead", jobset_uid);
+        pod.metadata.creation_timestamp = created;
+        stores.pods.apply_watcher_event(&watcher::Event::Apply(pod));
+    }
+    let seen: Vec<String> = index
+        .observe(&mc)
+        .pods
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    assert_eq!(seen, ["m-lead-0-0-own"]);
+}
+
 #[tokio::test]
 async fn when_the_watches_hold_everything_as_desired_a_reconcile_makes_no_call() {
     let mc = minicluster();
