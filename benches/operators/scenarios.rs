@@ -61,8 +61,9 @@ impl Bench {
                 let cluster = flux_operator::model::resolve(&mc, &env)
                     .map_err(|e| anyhow::anyhow!("the resized MiniCluster: {e:?}"))?;
                 // In no Kueue queue: the operator sends `suspend` as the spec has it.
-                let update = render::jobset::update(&cluster, Some(cluster.jobs.suspend))
-                    .context("the operator makes no JobSet update for an elastic MiniCluster")?;
+                let update = render::jobset::change(&cluster, Some(cluster.jobs.suspend))
+                    .context("the operator makes no JobSet change for an elastic MiniCluster")?
+                    .apply(&mc);
                 Ok(Apply {
                     manager: UPDATE_MANAGER,
                     ..to_apply(&self.client, update)?
