@@ -23,8 +23,9 @@
 #   make bench-node   this operator (the view copied, and mounted as an image volume) and the
 #                     Go operator on the real node, real Flux: from kubectl apply to the first
 #                     job done, and teardown (~20 min)
-#   make bench-hpc    LAMMPS and an MPI ping-pong in this operator's MiniCluster, the Go
-#                     operator's, and as plain processes under mpirun (~20 min)
+#   make bench-hpc    LAMMPS (LJ, ReaxFF HNS), a ping-pong and OSU in this operator's
+#                     MiniCluster, the Go operator's, an MPIJob and as plain processes under
+#                     mpirun (~60 min; BENCH_HPC_PROGRAMS=lj or hns-osu: one part)
 #   make bench-autoscaling  an HPA on a MiniCluster's queue against scaling it by hand, on
 #                     the real node: grow for waiting jobs, shrink once the queue is empty (~15 min)
 #   make bench-large-specs  the operator's memory with 100-300 MiniClusters at the spec's

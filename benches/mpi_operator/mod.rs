@@ -30,6 +30,16 @@ impl Drop for Controller {
     }
 }
 
+/// One MPIJob: the launcher's script, the image of its pods, the MPI its `mpirun` is
+/// (`OpenMPI` or `MPICH`: how the MPI Operator writes the hostfile and which variables
+/// point to it), and a file the workers read at /bench/in.lj, if any.
+pub struct Job<'a> {
+    pub script: &'a str,
+    pub image: &'a str,
+    pub implementation: &'a str,
+    pub input: Option<&'a Path>,
+}
+
 /// What the launcher printed, and when the MPIJob was applied (seconds since the epoch).
 pub struct Launched {
     pub applied: f64,
@@ -50,12 +60,17 @@ impl MpiOperator {
         let crd = dir.join("src/manifests/base/kubeflow.org_mpijobs.yaml");
         let crd = crd.to_string_lossy();
         kubectl(["apply", "--server-side", "--force-conflicts", "-f", &crd])?;
-        kubectl([
+        // `kubectl wait` fails at once on a CRD with no conditions yet: try again a while.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while let Err(error) = kubectl([
             "wait",
             "--for=condition=Established",
             "crd/mpijobs.kubeflow.org",
             "--timeout=60s",
-        ])?;
+        ]) {
+            ensure!(std::time::Instant::now() < deadline, error);
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
         Ok(Self { dir })
     }
 
@@ -77,17 +92,18 @@ impl MpiOperator {
         Ok(controller)
     }
 
-    /// Runs SCRIPT in the launcher of a fresh MPIJob in a namespace of its own; the input is
-    /// at /bench/in.lj on every pod.
-    pub async fn run(&self, script: &str, input: &Path) -> Result<Launched> {
+    /// Runs JOB, a fresh MPIJob in a namespace of its own.
+    pub async fn run(&self, job: &Job<'_>) -> Result<Launched> {
         let ns = TestNamespace::create("hpc-mpijob").await?;
         on_real_node(&ns.name)?;
-        let from_file = format!("--from-file=in.lj={}", input.display());
-        kubectl_in(&ns.name, &["create", "configmap", "lj", &from_file])?;
+        if let Some(input) = job.input {
+            let from_file = format!("--from-file=in.lj={}", input.display());
+            kubectl_in(&ns.name, &["create", "configmap", "lj", &from_file])?;
+        }
         let _controller = self.start(&ns.name).await?;
 
         let applied = now();
-        apply_yaml(&ns.name, &mpijob(script))?;
+        apply_yaml(&ns.name, &mpijob(job))?;
         wait_for("the MPIJob to succeed", LIMIT, || async {
             let json = kubectl_in(&ns.name, &["get", "mpijob", JOB, "-o", "json"])?;
             let job: serde_json::Value = serde_json::from_str(&json)?;
@@ -119,12 +135,23 @@ impl MpiOperator {
 }
 
 /// An MPIJob of two workers (one slot each, one CPU each as the MiniClusters' pods) and a
-/// launcher that runs SCRIPT with bash.
-fn mpijob(script: &str) -> String {
-    let script: String = script
+/// launcher that runs the job's script with bash.
+fn mpijob(job: &Job<'_>) -> String {
+    let script: String = job
+        .script
         .lines()
         .map(|l| format!("              {l}\n"))
         .collect();
+    let (volumes, mounts) = if job.input.is_some() {
+        (
+            "          volumes:\n          - name: input\n            configMap: {name: lj}\n",
+            "            volumeMounts:\n            - {name: input, mountPath: /bench}\n",
+        )
+    } else {
+        ("", "")
+    };
+    let (image, implementation) = (job.image, job.implementation);
+    let limits = crate::cpu_limit();
     format!(
         r#"apiVersion: kubeflow.org/v2beta1
 kind: MPIJob
@@ -132,7 +159,7 @@ metadata:
   name: {JOB}
 spec:
   slotsPerWorker: 1
-  mpiImplementation: OpenMPI
+  mpiImplementation: {implementation}
   launcherCreationPolicy: WaitForWorkersReady
   runPolicy: {{cleanPodPolicy: None, backoffLimit: 0}}
   mpiReplicaSpecs:
@@ -142,7 +169,7 @@ spec:
         spec:
           containers:
           - name: launcher
-            image: mpi-apps:bookworm
+            image: {image}
             resources: {{requests: {{cpu: 100m}}}}
             command:
             - bash
@@ -153,18 +180,13 @@ spec:
       replicas: 2
       template:
         spec:
-          volumes:
-          - name: input
-            configMap: {{name: lj}}
-          containers:
+{volumes}          containers:
           - name: worker
-            image: mpi-apps:bookworm
+            image: {image}
             command: [/usr/sbin/sshd, -De]
             resources:
               requests: {{cpu: 100m}}
-              limits: {{cpu: 1}}
-            volumeMounts:
-            - {{name: input, mountPath: /bench}}
-"#
+              limits: {limits}
+{mounts}"#
     )
 }
