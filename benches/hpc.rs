@@ -120,6 +120,19 @@ fn flux_bind() -> &'static str {
     }
 }
 
+/// `mpirun`'s option that binds no rank when `unbound()`.
+fn mpirun_bind() -> &'static str {
+    if unbound() { "--bind-to none " } else { "" }
+}
+
+/// From an MPIJob launcher's log (its `START` and `END` stamps): the launch (start to end)
+/// and the up (apply to start).
+fn launched(run: &mpi_operator::Launched) -> Result<(f64, f64)> {
+    let out = &run.log;
+    let (start, end) = (tagged(out, "START ")?[0], tagged(out, "END ")?[0]);
+    Ok((end - start, start - run.applied))
+}
+
 /// Whether `BENCH_HPC_PROGRAMS` (default: all) names PROGRAM.
 fn runs_program(program: &str) -> bool {
     std::env::var("BENCH_HPC_PROGRAMS").map_or(true, |v| v.split(',').any(|p| p.trim() == program))
@@ -348,7 +361,7 @@ fn launcher_script() -> String {
          echo END $(date +%s.%N)\n\
          mpirun --allow-run-as-root -np 2 {mpirun_bind}mpi-check-openmpi pingpong {PINGPONG_ITERATIONS}\n",
         args = lammps_args(),
-        mpirun_bind = if unbound() { "--bind-to none " } else { "" },
+        mpirun_bind = mpirun_bind(),
     )
 }
 
@@ -362,14 +375,14 @@ async fn in_mpijob(mpi: &MpiOperator) -> Result<Figures> {
     };
     let run = mpi.run(&job).await?;
     let out = &run.log;
-    let (start, end) = (tagged(out, "START ")?[0], tagged(out, "END ")?[0]);
+    let (launch, up) = launched(&run)?;
     let (loop_s, wall_s) = lammps_times(out)?;
     let (latency_us, bandwidth) = pingpong(out)?;
     Ok(Figures {
         loop_s,
         wall_s,
-        launch: end - start,
-        up: start - run.applied,
+        launch,
+        up,
         down: run.down,
         latency_us,
         bandwidth,

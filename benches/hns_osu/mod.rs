@@ -24,7 +24,7 @@ use anyhow::{Context, Result, ensure};
 use crate::arms::{Arm, Bench, stats};
 use crate::cluster::root;
 use crate::mpi_operator::{Job, MpiOperator};
-use crate::{flux_bind, lammps_job, lammps_times, output, run_in_minicluster, tagged};
+use crate::{flux_bind, lammps_job, lammps_times, output, run_in_minicluster};
 
 pub const IMAGE: &str = "mpi-apps:trixie";
 const HNS_DIR: &str = "/opt/lammps/examples/reaxff/HNS";
@@ -211,11 +211,7 @@ pub async fn in_minicluster(bench: &mut Bench, arm: Arm) -> Result<Figures> {
 /// Open MPI 5's `mpirun` with the same hosts written as Open MPI reads them (the MPI
 /// Operator's variables for Open MPI are Open MPI 4's, which 5 no longer reads).
 fn launcher_script() -> String {
-    let bind = if crate::unbound() {
-        "--bind-to none "
-    } else {
-        ""
-    };
+    let bind = crate::mpirun_bind();
     let mpirun = format!(
         "PRTE_MCA_prte_keep_fqdn_hostnames=1 mpirun.openmpi --allow-run-as-root -np 2 \
          --hostfile /tmp/hostfile {bind}"
@@ -243,14 +239,14 @@ pub async fn in_mpijob(mpi: &MpiOperator) -> Result<Figures> {
     };
     let run = mpi.run(&job).await?;
     let out = &run.log;
-    let (start, end) = (tagged(out, "START ")?[0], tagged(out, "END ")?[0]);
+    let (launch, up) = crate::launched(&run)?;
     let (loop_s, wall_s) = lammps_times(out)?;
     let (latency, bandwidth) = osu(out).context("OSU in the MPIJob")?;
     Ok(Figures {
         loop_s,
         wall_s,
-        launch: end - start,
-        up: start - run.applied,
+        launch,
+        up,
         down: run.down,
         latency,
         bandwidth,
