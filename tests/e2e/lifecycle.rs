@@ -647,23 +647,46 @@ const HOLD: &str = "e2e.flux-framework.org/hold";
 /// `which` takes: a held pod deleted stays, terminating, as on a slow node.
 async fn hold_pods(pods: &Api<Pod>, hold: bool, which: impl Fn(&Pod) -> bool) -> Result<()> {
     for pod in pods.list(&ListParams::default()).await? {
-        if !which(&pod) {
-            continue;
+        if which(&pod) {
+            set_hold(pods, pod, hold).await?;
         }
+    }
+    Ok(())
+}
+
+/// Sets the test's finalizer on one pod, read again and written again while the kubelet or
+/// the Job controller (its tracking finalizer) writes the pod between our read and write:
+/// the write names the version it read, so nothing of theirs is overwritten.
+async fn set_hold(pods: &Api<Pod>, mut pod: Pod, hold: bool) -> Result<()> {
+    for _ in 0..10 {
         let mut finalizers: Vec<String> = pod.finalizers().to_vec();
         finalizers.retain(|f| f != HOLD);
         if hold {
             finalizers.push(HOLD.to_string());
         }
         let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": pod.resource_version()}});
-        pods.patch(
-            &pod.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+        match pods
+            .patch(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                match pods.get_opt(&pod.name_any()).await? {
+                    Some(again) => pod = again,
+                    None => return Ok(()),
+                }
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            other => return other.map(|_| ()).map_err(Into::into),
+        }
     }
-    Ok(())
+    anyhow::bail!(
+        "pod {} kept changing under the finalizer write",
+        pod.name_any()
+    )
 }
 
 /// A pod made by hand from `lead`: its spec and its labels (the MiniCluster's and JobSet's,
