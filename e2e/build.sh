@@ -153,19 +153,27 @@ build_adapter() {
     "$E2E_BIN/prometheus-adapter" ./cmd/adapter
 }
 
-# each_component STEP: STEP NAME KEY... -- COMPONENT for every component wanted, in the order
-# the tiers of `make test` need them (the e2e tier, the real node, the oldest Kueue's tier).
-each_component() {
+# The two lanes the builds run in, side by side (one `go build` leaves a core idle in its
+# serial steps: loading packages, linking): each in the order the tiers of `make test`
+# need them. Lane A: Kubernetes (the longest), then the real node's CoreDNS and containerd,
+# then prometheus-adapter for its autoscaling tests. Lane B: what the e2e tier needs besides
+# Kubernetes (kwok, JobSet, Kueue, Helm), then the oldest Kueue for the last tier.
+lane_a() {
   "$1" kube "$KUBE_VERSION" "$ETCD_VERSION" "$kube_ldflags" "$(cat "$here/gomod/go.mod" "$here/gomod/go.sum")" -- kube
+  "$1" coredns "$COREDNS_VERSION" module-build -- coredns
+  "$1" containerd "$CONTAINERD_VERSION" module-build -- containerd
+  "$1" adapter "$PROMETHEUS_ADAPTER_VERSION" module-build -- adapter
+}
+lane_b() {
   "$1" kwok "$KWOK_VERSION" "$KUBE_VERSION" module-build -- kwok
   "$1" jobset "$JOBSET_VERSION" module-build -- jobset
   "$1" kueue "$KUEUE_VERSION" module-build -- kueue
   "$1" helm "$HELM_VERSION" module-build -- helm
-  "$1" coredns "$COREDNS_VERSION" module-build -- coredns
-  "$1" containerd "$CONTAINERD_VERSION" module-build -- containerd
-  "$1" adapter "$PROMETHEUS_ADAPTER_VERSION" module-build -- adapter
   "$1" "kueue-$KUEUE_OLDEST_VERSION" "$KUEUE_OLDEST_VERSION" module-build -- kueue-oldest
 }
+
+# each_component STEP: STEP NAME KEY... -- COMPONENT for every component wanted.
+each_component() { lane_a "$1"; lane_b "$1"; }
 
 # The components asked for, as " name name " (all when empty).
 wanted=" "
@@ -238,5 +246,11 @@ t_all=$SECONDS
 # on the cores the builds share.
 each_component fetch_if_stale
 wait
-each_component build_if_stale
+# The lanes at once; a lane stops at its first failure, the other goes on.
+lane_a build_if_stale & a=$!
+lane_b build_if_stale & b=$!
+failed=''
+wait "$a" || failed+=' A'
+wait "$b" || failed+=' B'
+[ -z "$failed" ] || die "build: lane$failed failed (above)"
 log "build: ready in $((SECONDS - t_all))s ($E2E_BIN)"
