@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use super::durations::{Seen, Transition, observe_durations};
 use super::index::Index;
 use super::made::{self, Made, Object};
-use super::plan::Observed;
+use super::observe::Observed;
 use super::trigger::OwnWrites;
 use crate::api::{MiniCluster, MiniClusterStatus};
 use crate::metrics::SharedMetrics;

@@ -14,9 +14,9 @@ use std::time::Instant;
 
 use jiff::{SignedDuration, Timestamp};
 
-use super::status;
+use super::observe::admission::Admission;
+use super::observe::jobset::ObservedJobSet;
 use crate::api::{MiniCluster, MiniClusterStatus, condition};
-use crate::jobset::ObservedJobSet;
 use crate::metrics::Metrics;
 
 /// A MiniCluster first seen this long after its creation timestamp was not seen new (the
@@ -84,7 +84,7 @@ pub(super) struct Transition<'a> {
     pub old: &'a MiniClusterStatus,
     pub new: &'a MiniClusterStatus,
     pub jobset: Option<&'a ObservedJobSet>,
-    pub admission: Option<&'a status::Admission>,
+    pub admission: Option<&'a Admission>,
     pub seen: Instant,
 }
 

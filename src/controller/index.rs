@@ -1,16 +1,16 @@
 //! The index: what the watches hold about every MiniCluster's objects, kept apart from the
 //! writes. A reconcile reads its [`Observed`] from here; nothing in a reconcile lists or
-//! gets what a watch already holds. The watches themselves, their streams and what their
-//! caches keep of each object are in [`super::watches`].
+//! gets what a watch already holds. The watches themselves and their streams are in
+//! [`super::watches`], what their caches keep of each object in [`super::observe`].
 //!
 //! What is watched, and why:
 //! - JobSets, Jobs (the services pod's only: [`services_jobs`](super::watches::stream::services_jobs)), Secrets and ConfigMaps
 //!   carrying the operator's name label: whether each owned object exists and is as the
 //!   operator applied it. JobSets read as [`ObservedJobSet`] (no pod templates; only the
-//!   broker config's volume, [`trim_jobset`](super::watches::trim::trim_jobset)), Jobs without their pod templates
-//!   ([`trim_job`](super::watches::trim::trim_job)); Secrets and ConfigMaps as metadata only (`Api<PartialObjectMeta<_>>`: the
+//!   broker config's volume, [`trim_jobset`](super::observe::jobset::trim_jobset)), Jobs without their pod templates
+//!   ([`trim_job`](super::observe::trim::trim_job)); Secrets and ConfigMaps as metadata only (`Api<PartialObjectMeta<_>>`: the
 //!   certificate never enters this process's memory through a watch).
-//! - Services, all of them, as metadata only and trimmed ([`trim_service`](super::watches::trim::trim_service)): the owned ones
+//! - Services, all of them, as metadata only and trimmed ([`trim_service`](super::observe::trim::trim_service)): the owned ones
 //!   (the annotation [`crate::render::APPLIED_ANNOTATION`] says what was applied), and
 //!   whether a Service named as a new cluster's pods' subdomain exists and whose it is
 //!   ([`Presence::of_subdomain`]): JobSet would take any Service of that name, labelled or
@@ -21,7 +21,7 @@
 //!   terminating, and pods anyone made with the same labels
 //!   ([`made_for_jobset`]).
 //! - Kueue Workloads, when Kueue is installed: admission for status (owner, conditions and
-//!   pod counts only, [`trim_workload`](super::watches::trim::trim_workload)).
+//!   pod counts only, [`trim_workload`](super::observe::admission::trim_workload)).
 
 use std::sync::Arc;
 
@@ -31,13 +31,14 @@ use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
-use super::kueue;
+use super::observe::admission::admission_of;
+use super::observe::jobset::ObservedJobSet;
+use super::observe::pods::BrokerPod;
+use super::observe::{Observed, OwnedObject, Presence};
 use super::owned::controlled_by;
-use super::plan::{Observed, OwnedObject, Presence};
-use super::watches::kept::BrokerPod;
 use super::watches::lead_ends::LeadEnds;
 use crate::api::{MiniCluster, NAME_LABEL};
-use crate::jobset::{ObservedJobSet, made_by_a_job, made_for_jobset};
+use crate::jobset::{made_by_a_job, made_for_jobset};
 
 /// The watches' stores.
 #[derive(Clone)]
@@ -172,7 +173,7 @@ impl Index {
             .collect();
         let admission = match (&self.workloads, jobset.as_deref()) {
             (Some(workloads), Some(js)) => {
-                Self::workload_of(workloads, js, &ns).map(|w| kueue::admission_of(&w.data, js))
+                Self::workload_of(workloads, js, &ns).map(|w| admission_of(&w.data, js))
             }
             _ => None,
         };

@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use super::restart_jobs::{self, Evidence, How};
-use super::watches::kept::BrokerPod;
+use super::observe::pods::BrokerPod;
+use super::restart_jobs::{self, Evidence, How, Keeps};
 
 use crate::api::{InstanceStatus, MiniCluster, reason};
 use crate::flux::JobsReport;
@@ -37,7 +37,7 @@ pub struct Restart {
 
 /// The newest lead pod of `mc` and its Flux container's restarts.
 pub fn lead_seen(mc: &MiniCluster, pods: &[Arc<BrokerPod>]) -> Option<LeadSeen> {
-    let lead = super::status::newest_lead(pods)?;
+    let lead = super::observe::pods::newest_lead(pods)?;
     let container = crate::model::containers::flux_container_name(mc);
     let status = lead
         .status
@@ -56,16 +56,6 @@ pub fn lead_seen(mc: &MiniCluster, pods: &[Arc<BrokerPod>]) -> Option<LeadSeen> 
         ended,
         counted,
     })
-}
-
-/// What a new instance starts from, besides nothing.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Keeps<'a> {
-    /// `spec.archive.path`, which a new lead restores.
-    pub archive: Option<&'a str>,
-    /// The lead keeps the instance's state in its pod ([`crate::model::containers::keeps_state`]):
-    /// a restart of its container in the same pod starts the same instance again.
-    pub state_in_pod: bool,
 }
 
 /// The instance status after `seen`, and the restart it shows, if any, with what it did

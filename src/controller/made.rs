@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 
-use super::plan::{Observed, OwnedObject, Presence};
-use crate::jobset::ObservedJobSet;
+use super::observe::jobset::ObservedJobSet;
+use super::observe::{Observed, OwnedObject, Presence};
 
 /// How long a create is taken for granted while its watch does not show it.
 pub const MADE_TTL: Duration = Duration::from_secs(30);

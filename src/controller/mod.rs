@@ -1,11 +1,14 @@
 //! The controller process: leader election, watches, the HTTP endpoints, graceful shutdown.
 //!
-//! A reconcile observes ([`observe`]: the watches' stores, the [`index`], and what it
+//! A reconcile observes ([`observe::step`]: the watches' stores, the [`index`], and what it
 //! made), decides in one pure function ([`plan`]) and carries the plan out ([`apply`]);
-//! [`reconcile`] ties the three, [`context`] is what they share. No module cycle:
-//! reconcile -> {observe, apply} -> context ->
-//! {index, made, durations} -> plan -> {events, status, instance, owned} (all pure); the
-//! index reads the plan's types, the plan never the index.
+//! [`reconcile`] ties the three, [`context`] is what they share. What is observed, and how
+//! each watched object becomes it, is [`observe`]'s. Imports run one way:
+//! reconcile -> {observe::step, apply} -> context -> {index, made, durations};
+//! apply -> plan -> {events, status, instance} (all pure); and the watches, the index, the
+//! plan and the status read [`observe`]'s types (pure), which read none of theirs: the index
+//! and the plan share them, and neither reads the other. The observe step is the one file
+//! of [`observe`] above the context.
 //! The status is built by the plan (from what [`status`] reads of the pods), Events by
 //! [`events`], durations by [`durations`].
 //! [`run`] wires the process: the HTTP endpoints, leadership ([`leader`]), the watches and
@@ -22,7 +25,7 @@ mod instance;
 pub mod kueue;
 pub mod leader;
 mod made;
-mod observe;
+pub mod observe;
 mod owned;
 pub mod plan;
 mod reconcile;
@@ -33,9 +36,6 @@ mod teardown;
 mod tests;
 mod trigger;
 mod watches;
-
-/// For [`crate::jobset::ObservedJobSet`], a kind only the watches read.
-pub(crate) use watches::kept::metadata_without_managed_fields;
 
 use std::sync::Arc;
 use std::time::Duration;

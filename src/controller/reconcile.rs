@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use super::apply;
 use super::context::{Context, Error};
-use super::observe::{Observation, observe};
+use super::observe::step::{Observation, observe};
 use super::plan;
 use crate::api::MiniCluster;
 use crate::api::validation::FieldError;

@@ -4,10 +4,19 @@
 //! old lead made as its pod stopped (a replaced pod without an archive), or the archive the
 //! new lead restored. What no record holds is said in `uncounted`. Pure.
 
-use super::instance::Keeps;
-use super::watches::lead_ends::LeadEnd;
+use super::observe::lead_end::LeadEnd;
 use crate::api::{CountedFrom, RestartJobs, RestoreStatus};
 use crate::flux::{JobsReport, JobsSource};
+
+/// What a new instance starts from, besides nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Keeps<'a> {
+    /// `spec.archive.path`, which a new lead restores.
+    pub archive: Option<&'a str>,
+    /// The lead keeps the instance's state in its pod ([`crate::model::containers::keeps_state`]):
+    /// a restart of its container in the same pod starts the same instance again.
+    pub state_in_pod: bool,
+}
 
 /// How the new instance replaced the old one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

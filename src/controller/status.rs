@@ -1,98 +1,16 @@
-//! What the status reads from the pods and from Kueue: pod counts and readiness times, the
-//! newest lead pod, and the reports its containers leave (restore, save). The status itself
-//! is built by the plan ([`super::plan`]'s status decider).
+//! What the status reads from the newest lead pod: the reports its containers leave (restore,
+//! save, the program's result). The pods' counts and Kueue's admission are observed with the
+//! rest ([`super::observe`]); the status itself is built by the plan ([`super::plan`]'s status
+//! decider).
 
 use std::sync::Arc;
 
-use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ContainerStatus;
 
-pub use super::watches::kept::BrokerPod;
+pub use super::observe::pods::BrokerPod;
 
-use crate::api::{JobResult, LEAD_JOB, ROLE_LABEL, RestoreStatus, SaveStatus};
-
-/// Kueue's verdict on the workload.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Admission {
-    /// Whether the Workload is admitted.
-    pub admitted: bool,
-    /// The reason of the Workload's Admitted (or QuotaReserved) condition.
-    pub reason: String,
-    /// Its message.
-    pub message: String,
-    /// When Kueue admitted it (the Workload's Admitted condition).
-    pub admitted_at: Option<Timestamp>,
-}
-
-/// What the status counts of the pods: how many are ready, live and stopping, and when.
-#[derive(Debug, Default, PartialEq)]
-pub struct PodCounts {
-    /// Pods whose Ready condition is True (and are not terminating).
-    pub ready: i32,
-    /// Pods not yet finished (not Succeeded or Failed).
-    pub live: i32,
-    /// Live pods being deleted (their brokers are leaving: a shrink, an eviction).
-    pub stopping: i32,
-    /// When the lead pod became Ready.
-    pub lead_ready_at: Option<Timestamp>,
-    /// When the last of the ready pods became Ready (valid when `ready >= size`).
-    pub all_ready_at: Option<Timestamp>,
-    /// Earliest pod creation.
-    pub first_pod_at: Option<Timestamp>,
-}
-
-/// Count ready and live pods and find the readiness timestamps.
-pub fn count_pods(pods: &[Arc<BrokerPod>]) -> PodCounts {
-    let mut counts = PodCounts::default();
-    for pod in pods {
-        let terminating = pod.metadata.deletion_timestamp.is_some();
-        let status = pod.status.as_ref();
-        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-        // A terminating pod still counts: teardown ends when the pods are gone.
-        if !matches!(phase, "Succeeded" | "Failed") {
-            counts.live += 1;
-            if terminating {
-                counts.stopping += 1;
-            }
-        }
-        if let Some(created) = &pod.metadata.creation_timestamp {
-            counts.first_pod_at = Some(counts.first_pod_at.map_or(created.0, |t| t.min(created.0)));
-        }
-        let ready = status
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"));
-        if let Some(ready) = ready
-            && !terminating
-            && phase == "Running"
-        {
-            counts.ready += 1;
-            let at = ready.last_transition_time.as_ref().map(|t| t.0);
-            if let Some(at) = at {
-                counts.all_ready_at = Some(counts.all_ready_at.map_or(at, |t| t.max(at)));
-                if is_lead(pod) {
-                    counts.lead_ready_at = Some(at);
-                }
-            }
-        }
-    }
-    counts
-}
-
-/// Whether the pod is a lead broker's (its role label).
-pub fn is_lead(pod: &BrokerPod) -> bool {
-    pod.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(ROLE_LABEL))
-        .is_some_and(|r| r == LEAD_JOB)
-}
-
-/// The newest lead pod: the one whose reports and restarts are the instance's now.
-pub fn newest_lead(pods: &[Arc<BrokerPod>]) -> Option<&Arc<BrokerPod>> {
-    pods.iter()
-        .filter(|p| is_lead(p))
-        .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))
-}
+use super::observe::pods::newest_lead;
+use crate::api::{JobResult, RestoreStatus, SaveStatus};
 
 /// The termination message a container left: its current run's, or else its last one's.
 fn termination_message(c: &ContainerStatus) -> Option<String> {

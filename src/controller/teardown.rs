@@ -28,9 +28,10 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 
+use super::observe::jobset::ObservedJobSet;
 use super::owned::controlled_by;
 use crate::api::MiniCluster;
-use crate::jobset::{JobSet, ObservedJobSet};
+use crate::jobset::JobSet;
 
 /// The MiniCluster a watch event says is gone: a deletion the API server reported, of a UID
 /// the store (`held`: what it holds under the name now, the event already applied) does not

@@ -16,10 +16,11 @@ use serde_json::{Value, json};
 
 use super::context::Context;
 use super::index::Index;
+use super::observe::jobset::ObservedJobSet;
+use super::observe::pods::BrokerPod;
 use super::reconcile;
-use super::watches::kept::BrokerPod;
 use crate::api::{MiniCluster, Phase};
-use crate::jobset::{JobSet, ObservedJobSet};
+use crate::jobset::JobSet;
 use crate::metrics::Metrics;
 
 const UID: &str = "uid-m";
@@ -625,7 +626,7 @@ fn a_service_from_the_watch_keeps_only_what_the_reconciler_reads() {
         }
     }))
     .unwrap();
-    super::watches::trim::trim_service(&mut svc);
+    super::observe::trim::trim_service(&mut svc);
     assert_eq!(
         serde_json::to_value(&svc.metadata).unwrap(),
         json!({"name": "web", "namespace": "ns", "uid": "u", "generation": 1,
@@ -640,7 +641,7 @@ fn a_service_from_the_watch_keeps_only_what_the_reconciler_reads() {
             "annotations": {"note": "x"}}
     }))
     .unwrap();
-    super::watches::trim::trim_service(&mut other);
+    super::observe::trim::trim_service(&mut other);
     assert_eq!(other.metadata.labels, None);
     assert_eq!(other.metadata.annotations, None);
 }

@@ -4,10 +4,11 @@
 //!
 //! Either way a slow or stalled client cannot hold the server: at most
 //! [`MAX_CONNECTIONS`] connections at once, [`HEADER_READ_TIMEOUT`] for the TLS handshake
-//! and again for each request's headers, and [`REQUEST_TIMEOUT`] to answer. Clients that
-//! take every place there would hold the kubelet's probes too, so the probes may have a
-//! listener of their own (`--health-addr`, plain HTTP, `/healthz` and `/readyz` only, with
-//! its own [`MAX_CONNECTIONS`]): the install's manifests point the probes at it.
+//! and again for each request's headers, and
+//! [`REQUEST_TIMEOUT`](super::server::REQUEST_TIMEOUT) to answer. Clients that take every
+//! place there would hold the kubelet's probes too, so the probes may have a listener of
+//! their own (`--health-addr`, plain HTTP, `/healthz` and `/readyz` only, with its own
+//! [`MAX_CONNECTIONS`]): the install's manifests point the probes at it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,8 +32,6 @@ use super::server::{Health, probes_router, router};
 /// How long a client may take for the TLS handshake, and then for each request's headers,
 /// before its connection is closed.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a request may take before it is answered 408.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most connections served at once; more wait in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 64;
 

@@ -33,8 +33,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
-pub use listen::{Endpoints, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, REQUEST_TIMEOUT, Server};
-pub use server::{Health, LIVENESS_STALL};
+pub use listen::{Endpoints, HEADER_READ_TIMEOUT, MAX_CONNECTIONS, Server};
+pub use server::{Health, LIVENESS_STALL, REQUEST_TIMEOUT};
 
 use crate::api::{MiniCluster, Phase};
 

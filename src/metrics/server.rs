@@ -32,10 +32,12 @@ use axum::routing::get;
 
 use super::SharedMetrics;
 use super::auth::{self, Authorizer, Decision};
-use super::listen::REQUEST_TIMEOUT;
 
 /// `/healthz` fails when the heartbeat is older than this.
 pub const LIVENESS_STALL: Duration = Duration::from_secs(30);
+
+/// How long a request may take before it is answered 408.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How often [`Health::heartbeat`] beats.
 const BEAT: Duration = Duration::from_secs(1);

@@ -3,11 +3,13 @@
 use k8s_openapi::api::core::v1::VolumeMount;
 
 use super::certificate::Certificate;
+use super::check::validate;
 use super::containers::{Companion, CompanionContainer, FluxContainer, companion_containers};
+use super::environment::Environment;
 use super::mounts::{companion_mounts, flux_container_mounts, user_mounts};
 use super::network::{PortService, cluster_domain, port_services};
 use super::settings::{FluxOptions, JobSettings, PodSettings};
-use super::{Environment, validate};
+use super::view::View;
 use crate::api::validation::FieldError;
 use crate::api::{
     FluxContainer as FluxViewSpec, LoggingSpec, MiniCluster, MiniClusterContainer, RunningJobs,
@@ -86,29 +88,6 @@ impl Sizes {
             quorum,
             tasks: mc.spec.tasks,
         }
-    }
-}
-
-/// How the flux view image reaches the pods.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum View {
-    /// An init container copies it into an emptyDir in every pod.
-    Copy,
-    /// The runtime mounts the image itself, read-only (`flux.container.imageVolume`).
-    ImageVolume,
-}
-
-impl View {
-    /// The view of `mc`: its `imageVolume`, else the operator's default.
-    pub fn of(mc: &MiniCluster, env: &Environment) -> Option<View> {
-        let view = &mc.spec.flux.container;
-        if view.disable {
-            return None;
-        }
-        Some(match view.image_volume.unwrap_or(env.view_image_volume) {
-            true => View::ImageVolume,
-            false => View::Copy,
-        })
     }
 }
 

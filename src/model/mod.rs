@@ -18,24 +18,17 @@ pub mod certificate;
 mod check;
 mod cluster;
 pub mod containers;
+mod environment;
 pub mod mounts;
 pub mod network;
 pub mod settings;
+mod view;
 pub mod words;
 
 pub use check::{unsupported, validate};
-pub use cluster::{Archive, Cluster, Sizes, View, resolve};
-
-/// What the operator knows about the cluster it runs in.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Environment {
-    /// The cluster's DNS domain (from `--cluster-domain` or discovered), e.g. `cluster.local`.
-    /// `spec.network.clusterDomain` overrides it.
-    pub cluster_domain: String,
-    /// Mount flux views as image volumes unless a MiniCluster says otherwise
-    /// (`--flux-view-image-volume`; `spec.flux.container.imageVolume` overrides it).
-    pub view_image_volume: bool,
-}
+pub use cluster::{Archive, Cluster, Sizes, resolve};
+pub use environment::Environment;
+pub use view::View;
 
 #[cfg(test)]
 mod tests;

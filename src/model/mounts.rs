@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::VolumeMount;
 
-use super::cluster::View;
 use super::containers::{Companion, is_wrapped};
+use super::view::View;
 use crate::api::validation::{FieldError, key_field};
 use crate::api::{ContainerVolume, MiniCluster, MiniClusterContainer};
 

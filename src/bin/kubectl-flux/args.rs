@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::wait::parse_duration;
-
 #[derive(Parser, Debug)]
 #[command(
     name = "kubectl-flux",
@@ -114,6 +112,26 @@ pub(crate) struct WaitArgs {
     /// How long to wait: `90s`, `5m`, `1h` or seconds.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub(crate) timeout: Duration,
+}
+
+/// A duration: `90s`, `5m`, `1h`, `500ms` or plain seconds.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 90s, 5m, 1h)"))?;
+    let seconds = match unit {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
 }
 
 #[derive(Args, Debug, PartialEq)]
@@ -271,8 +289,7 @@ pub(crate) enum Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remote::exec_args;
-    use crate::test_support::{hostile, target_for_tests, words};
+    use crate::test_support::{hostile, words};
 
     fn parse(args: &[&str]) -> Cli {
         let argv = std::iter::once("kubectl-flux").chain(args.iter().copied());
@@ -451,22 +468,18 @@ mod tests {
     }
 
     #[test]
-    fn only_a_shell_on_a_terminal_gets_a_tty_and_only_readers_get_stdin() {
-        let t = target_for_tests();
-        let args = exec_args(
-            &KubeArgs::default(),
-            &t,
-            true,
-            true,
-            "shell",
-            &["-i".into()],
-        );
-        assert_eq!(args[..5], words(&["-n", "team", "exec", "-i", "-t"])[..]);
-        let args = exec_args(&KubeArgs::default(), &t, false, false, "flux", &[]);
-        assert_eq!(
-            args[..4],
-            words(&["-n", "team", "exec", "demo-lead-0-0-abcde"])[..]
-        );
+    fn durations_in_kubectl_s_units() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("12"), Ok(Duration::from_secs(12)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("m").is_err());
+    }
+
+    #[test]
+    fn only_readers_get_stdin() {
         let reads = |verb: &[&str]| {
             FluxCommand::new(
                 verb,

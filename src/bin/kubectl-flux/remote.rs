@@ -127,7 +127,8 @@ pub(crate) fn exec(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{hostile, target_for_tests, words};
+    use crate::target::target_for_tests;
+    use crate::test_support::{hostile, words};
     use flux_operator::flux::SOCKET_PATH;
 
     #[test]
@@ -290,5 +291,24 @@ mod tests {
         assert_eq!(exit_code(status("exit 3")), 3);
         assert_eq!(exit_code(status("exit 0")), 0);
         assert_eq!(exit_code(status("kill -9 $$")), 137);
+    }
+
+    #[test]
+    fn only_a_shell_on_a_terminal_gets_a_tty() {
+        let t = target_for_tests();
+        let args = exec_args(
+            &KubeArgs::default(),
+            &t,
+            true,
+            true,
+            "shell",
+            &["-i".into()],
+        );
+        assert_eq!(args[..5], words(&["-n", "team", "exec", "-i", "-t"])[..]);
+        let args = exec_args(&KubeArgs::default(), &t, false, false, "flux", &[]);
+        assert_eq!(
+            args[..4],
+            words(&["-n", "team", "exec", "demo-lead-0-0-abcde"])[..]
+        );
     }
 }

@@ -49,6 +49,18 @@ pub(crate) struct Target {
     pub(crate) uri: String,
 }
 
+/// A target for the unit tests.
+#[cfg(test)]
+pub(crate) fn target_for_tests() -> Target {
+    Target {
+        namespace: "team".into(),
+        pod: "demo-lead-0-0-abcde".into(),
+        container: "demo".into(),
+        view: Some("/mnt/flux".into()),
+        uri: format!("local://{SOCKET_PATH}"),
+    }
+}
+
 /// Whether the MiniCluster's instance can be reached, before looking at its pods.
 fn check_reachable(mc: &MiniCluster) -> Result<(), Refusal> {
     let name = qualified(mc);

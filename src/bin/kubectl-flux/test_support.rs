@@ -1,13 +1,10 @@
 //! Helpers shared by the rooms' unit tests: hostile arguments, test MiniClusters and their
-//! statuses, and a target.
+//! statuses (a target for tests is [`crate::target::target_for_tests`]).
 
 use std::ffi::OsString;
 
 use flux_operator::api::MiniCluster;
-use flux_operator::flux::SOCKET_PATH;
 use serde_json::json;
-
-use crate::target::Target;
 
 /// Arguments a shell would mangle: spaces, both quotes, `$`, a glob, a newline, unicode,
 /// an empty word, a leading dash and a `--`.
@@ -57,14 +54,4 @@ pub(crate) fn cond(type_: &str, status: &str, reason: &str, message: &str) -> se
 
 pub(crate) fn words(args: &[&str]) -> Vec<OsString> {
     args.iter().map(OsString::from).collect()
-}
-
-pub(crate) fn target_for_tests() -> Target {
-    Target {
-        namespace: "team".into(),
-        pod: "demo-lead-0-0-abcde".into(),
-        container: "demo".into(),
-        view: Some("/mnt/flux".into()),
-        uri: format!("local://{SOCKET_PATH}"),
-    }
 }

@@ -12,26 +12,6 @@ use crate::args::{KubeArgs, WaitArgs};
 use crate::target::{Refusal, why_not};
 use crate::{PLUGIN_ERROR, connect};
 
-/// A duration: `90s`, `5m`, `1h`, `500ms` or plain seconds.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (e.g. 90s, 5m, 1h)"))?;
-    let seconds = match unit {
-        "" | "s" => value,
-        "ms" => value / 1000.0,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(format!("{text:?}: unknown unit {unit:?} (ms, s, m, h)")),
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
-}
-
 /// Where a MiniCluster stands for `kubectl flux wait`.
 #[derive(Debug, PartialEq)]
 enum Progress {
@@ -173,16 +153,5 @@ mod tests {
             progress(&minicluster(json!({}), done)),
             Progress::Never(_)
         ));
-    }
-
-    #[test]
-    fn durations_in_kubectl_s_units() {
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("12"), Ok(Duration::from_secs(12)));
-        assert!(parse_duration("5 parsecs").is_err());
-        assert!(parse_duration("m").is_err());
     }
 }

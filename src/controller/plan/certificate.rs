@@ -3,8 +3,9 @@
 //! others) and holds a change that would start new pods; a certificate from the spec whose
 //! keys do not belong together refuses the spec.
 
-use super::{Inputs, Lifecycle, Presence, Resolved, Step};
+use super::{Inputs, Lifecycle, Resolved, Step};
 use crate::api::validation::FieldError;
+use crate::controller::observe::Presence;
 use crate::model::Cluster;
 use crate::model::certificate::Certificate;
 use crate::render;

@@ -49,7 +49,7 @@ pub(super) fn finished(cluster: &Cluster<'_>, new: &MiniClusterStatus) -> Option
 mod tests {
     use super::super::tests::{Mc, Seen};
     use super::*;
-    use crate::controller::plan::OwnedObject;
+    use crate::controller::observe::OwnedObject;
     use crate::render;
 
     #[test]

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use super::{Inputs, Lifecycle, Step};
 use crate::api::{KUEUE_QUEUE_LABEL, Phase, WORKERS_JOB};
-use crate::jobset::ObservedJobSet;
+use crate::controller::observe::jobset::ObservedJobSet;
 use crate::model::Cluster;
 use crate::render::jobset::Change;
 use crate::render::{self, Desired};

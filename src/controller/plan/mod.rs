@@ -35,7 +35,6 @@ mod cleanup;
 mod config_map;
 mod hold;
 pub(in crate::controller) mod jobset;
-mod observed;
 mod ownership;
 mod services;
 mod services_pod;
@@ -50,15 +49,16 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 
 use super::events::{self, Note};
+use super::observe::jobset::ObservedJobSet;
+use super::observe::{Observed, OwnedObject};
 use crate::api::validation;
 use crate::api::{MiniCluster, MiniClusterStatus};
-use crate::jobset::{JobSet, ObservedJobSet};
+use crate::jobset::JobSet;
 use crate::model::Cluster;
 use crate::model::certificate::Certificate;
 
 pub use certificate::{to_verify, verify_certificate};
 pub use hold::{FOREIGN_RECHECK, IfStopped};
-pub use observed::{Observed, OwnedObject, Presence};
 
 /// The spec resolved once per reconcile ([`crate::model::resolve`]): the typed cluster the deciders
 /// read, or every error in the spec, each naming its API field path.

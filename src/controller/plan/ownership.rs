@@ -3,7 +3,8 @@
 //! MiniCluster of the same name just went) is waited for.
 
 use super::super::owned::controlled_by;
-use super::{Inputs, Presence};
+use super::Inputs;
+use crate::controller::observe::Presence;
 use crate::render;
 
 /// Whether the plan may go on.

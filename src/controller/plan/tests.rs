@@ -7,12 +7,14 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 
-use crate::controller::watches::kept::BrokerPod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, OwnerReference, Time};
 
 use super::*;
 use crate::api::{LEAD_JOB, MiniClusterStatus, Phase, ROLE_LABEL, condition};
-use crate::jobset::{JobSetStatus, ObservedJobSet};
+use crate::controller::observe::jobset::ObservedJobSet;
+use crate::controller::observe::pods::BrokerPod;
+use crate::controller::observe::{Observed, OwnedObject, Presence};
+use crate::jobset::JobSetStatus;
 use crate::render;
 use kube::ResourceExt;
 use kube::api::PartialObjectMeta;

@@ -1,5 +1,5 @@
 //! What one MiniCluster costs the watch caches, in bytes held: each kind deserialized from
-//! the JSON the API server sends, trimmed as its watch trims it ([`super::trim`]) and kept in
+//! the JSON the API server sends, trimmed as its watch trims it ([`crate::controller::observe`]) and kept in
 //! a reflector store, counted by jemalloc's per-thread allocation counters (this test
 //! thread's own allocations only, whatever other tests run beside it).
 
@@ -11,10 +11,10 @@ use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::kept::BrokerPod;
-use super::trim;
 use crate::api::MiniCluster;
-use crate::jobset::ObservedJobSet;
+use crate::controller::observe::jobset::{self, ObservedJobSet};
+use crate::controller::observe::pods::{self, BrokerPod};
+use crate::controller::observe::trim;
 
 /// Bytes this thread holds now (allocated less freed).
 fn held() -> i64 {
@@ -202,8 +202,8 @@ const BUDGET: i64 = 21 * 1024;
 fn a_minicluster_of_two_brokers_costs_the_watch_caches_at_most_21_kib() {
     let n = 200;
     let mc = per_object::<MiniCluster>(n, minicluster_json, trim::trim_minicluster);
-    let js = per_object::<ObservedJobSet>(n, jobset_json, trim::trim_jobset);
-    let pod = per_object::<BrokerPod>(n, pod_json, trim::trim_pod);
+    let js = per_object::<ObservedJobSet>(n, jobset_json, jobset::trim_jobset);
+    let pod = per_object::<BrokerPod>(n, pod_json, pods::trim_pod);
     let secret = per_object::<PartialObjectMeta<Secret>>(n, |i| owned_json("secret", i), |_| {});
     let cm = per_object::<PartialObjectMeta<ConfigMap>>(n, |i| owned_json("cm", i), |_| {});
     let svc =

@@ -9,20 +9,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::kept::BrokerPod;
-use crate::api::NAME_LABEL;
-use crate::flux::{JobsReport, SaveReport};
-
-/// How a lead pod's Flux container ended, as it said in its termination message.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LeadEnd {
-    /// The pod.
-    pub pod: String,
-    /// The jobs its instance held as it ended.
-    pub jobs: Option<JobsReport>,
-    /// Its save replaced the archive (`spec.archive`).
-    pub saved: bool,
-}
+use crate::controller::observe::lead_end::{LeadEnd, lead_end};
+use crate::controller::observe::pods::BrokerPod;
 
 /// The last [`LeadEnd`] of each MiniCluster, by namespace and name.
 #[derive(Clone, Default)]
@@ -52,39 +40,15 @@ impl LeadEnds {
     }
 }
 
-/// The MiniCluster of a lead pod whose container ended with a job count or a save report,
-/// and that end.
-fn lead_end(pod: &BrokerPod) -> Option<((String, String), LeadEnd)> {
-    if !crate::controller::status::is_lead(pod) {
-        return None;
-    }
-    let meta = &pod.metadata;
-    let mc = meta.labels.as_ref()?.get(NAME_LABEL)?;
-    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
-    let message = statuses.iter().find_map(|c| {
-        let message = c.state.as_ref()?.terminated.as_ref()?.message.as_deref()?;
-        let jobs = JobsReport::parse(message);
-        let save = SaveReport::parse(message);
-        (jobs.is_some() || save.is_some()).then_some((jobs, save))
-    });
-    let (jobs, save) = message?;
-    let end = LeadEnd {
-        pod: meta.name.clone()?,
-        jobs,
-        saved: save.is_some_and(|s| s.saved),
-    };
-    Some(((meta.namespace.clone()?, mc.clone()), end))
-}
-
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, ContainerStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
-    use crate::api::{LEAD_JOB, ROLE_LABEL};
-    use crate::controller::watches::kept::BrokerPodStatus;
-    use crate::flux::JobsSource;
+    use crate::api::{LEAD_JOB, NAME_LABEL, ROLE_LABEL};
+    use crate::controller::observe::pods::BrokerPodStatus;
+    use crate::flux::{JobsReport, JobsSource};
 
     fn pod(role: &str, message: Option<&str>) -> BrokerPod {
         let labels = [(NAME_LABEL, "m"), (ROLE_LABEL, role)];

@@ -1,5 +1,6 @@
 //! Starting the watches: one per kind, each with its own store and bounded backoff
-//! ([`stream`]), keeping of each object only what the reconciler reads ([`trim`]); the
+//! ([`stream`]), keeping of each object only what the reconciler reads
+//! ([`observe`](super::observe)); the
 //! stores they fill ([`index`]), and the triggers they feed ([`trigger`]): what the
 //! controller reconciles at once and what it debounces.
 
@@ -15,15 +16,18 @@ use kube::{Api, Client, ResourceExt};
 pub mod kept;
 pub mod lead_ends;
 pub mod stream;
-pub mod trim;
 
 #[cfg(test)]
 mod footprint;
+#[cfg(test)]
+mod tests;
 
+use super::observe::jobset::{self, ObservedJobSet};
+use super::observe::pods::{BrokerPod, trim_pod};
+use super::observe::{admission, trim};
 use super::teardown::Teardown;
 use super::{index, kueue, scoped, trigger};
 use crate::api::MiniCluster;
-use crate::jobset::ObservedJobSet;
 
 /// The running watches.
 pub struct Watches {
@@ -66,14 +70,10 @@ pub async fn start(client: &Client, ns: Option<&str>, own: trigger::OwnWrites) -
         scoped::<ObservedJobSet>(client, ns),
         true,
         "jobsets",
-        trim::trim_jobset,
+        jobset::trim_jobset,
     );
-    let (pods, pod_stream) = stream::watch_trimmed(
-        scoped::<kept::BrokerPod>(client, ns),
-        true,
-        "pods",
-        trim::trim_pod,
-    );
+    let (pods, pod_stream) =
+        stream::watch_trimmed(scoped::<BrokerPod>(client, ns), true, "pods", trim_pod);
     let (secrets, secret_stream) = stream::watch_objects(
         scoped::<PartialObjectMeta<Secret>>(client, ns),
         true,
@@ -161,7 +161,7 @@ fn workload_watch(
         writer,
         resource,
         "workloads",
-        trim::trim_workload,
+        admission::trim_workload,
     );
     let triggers = stream
         .flat_map(|item| {

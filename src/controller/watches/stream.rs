@@ -166,9 +166,9 @@ where
     watch_trimmed(api, labelled, what, |_| {})
 }
 
-/// The MiniClusters' watch: its store (each kept as [`super::trim::trim_minicluster`] leaves
-/// it), and its events as the store took them (see [`reflect_events`]; teardown acts on
-/// deletions only).
+/// The MiniClusters' watch: its store (each kept as
+/// [`crate::controller::observe::trim::trim_minicluster`] leaves it), and its events as the
+/// store took them (see [`reflect_events`]; teardown acts on deletions only).
 pub fn watch_events(
     api: Api<MiniCluster>,
 ) -> (
@@ -183,7 +183,7 @@ pub fn watch_events(
             stream,
             writer,
             "miniclusters",
-            super::trim::trim_minicluster,
+            crate::controller::observe::trim::trim_minicluster,
         ),
     )
 }
@@ -249,7 +249,7 @@ mod tests {
 
     use futures::channel::mpsc;
 
-    use crate::controller::watches::kept::BrokerPod;
+    use crate::controller::observe::pods::BrokerPod;
 
     fn pod(version: &str, ready: &str, node: Option<&str>) -> BrokerPod {
         serde_json::from_value(serde_json::json!({

@@ -8,11 +8,11 @@ use super::err;
 use super::texts::check_texts;
 use crate::api::validation::{FieldError, key_field};
 use crate::api::{MiniCluster, MiniClusterContainer, is_dns_label};
-use crate::model::cluster::View;
 use crate::model::containers::{ARCHIVE_INIT, Companion, default_container_name, runs_flux};
 use crate::model::mounts::{
     RESERVED_VOLUMES, check_mount_paths, companion_mounts, flux_container_mounts,
 };
+use crate::model::view::View;
 
 /// Every check of `spec.containers`, `spec.services` and the names they share.
 pub(super) fn check(mc: &MiniCluster, errors: &mut Vec<FieldError>) {

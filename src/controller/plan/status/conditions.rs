@@ -8,7 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use super::{Decided, JobSetState};
 use crate::api::{JobResult, MiniCluster, MiniClusterStatus, Phase, condition, reason};
 use crate::controller::instance::Restart;
-use crate::controller::status::{Admission, PodCounts};
+use crate::controller::observe::admission::Admission;
+use crate::controller::observe::pods::PodCounts;
 
 /// The one way the status's conditions are written: each true or false with its reason and
 /// message, stamped with the MiniCluster's generation; a condition's transition time moves

@@ -19,10 +19,11 @@ pub(in crate::controller) use conditions::Conditions;
 
 use super::Inputs;
 use crate::api::{JobResult, MiniCluster, MiniClusterStatus, Phase, WORKERS_JOB};
-use crate::controller::status::{Admission, count_pods, lead_restore, lead_result, lead_save};
-use crate::controller::watches::kept::BrokerPod;
+use crate::controller::observe::admission::Admission;
+use crate::controller::observe::jobset::ObservedJobSet;
+use crate::controller::observe::pods::{BrokerPod, count_pods};
+use crate::controller::status::{lead_restore, lead_result, lead_save};
 use crate::controller::{instance, restart_jobs};
-use crate::jobset::ObservedJobSet;
 use crate::render;
 
 /// What the other deciders decided that the status says.
@@ -89,7 +90,7 @@ pub(super) fn status(input: &Inputs<'_>, mut decided: Decided<'_>) -> MiniCluste
     let admission = input.observed.admission.as_ref();
     let mut new = observed(mc, &old, decided.jobset, pods, admission, now);
     new.curve_secret = std::mem::take(&mut decided.curve_secret);
-    let keeps = instance::Keeps {
+    let keeps = restart_jobs::Keeps {
         archive: Some(mc.spec.archive.path.as_str()).filter(|p| !p.is_empty()),
         state_in_pod: crate::model::containers::keeps_state(mc),
     };

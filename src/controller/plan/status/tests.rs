@@ -9,9 +9,10 @@ use super::super::tests::{Mc, Seen, now};
 use super::conditions::restart_over;
 use super::*;
 use crate::api::{Phase, ROLE_LABEL, RestoreStatus, condition};
-use crate::controller::status::Admission;
-use crate::controller::watches::kept::BrokerPod;
-use crate::jobset::{JobSet, JobSetStatus, ObservedJobSet};
+use crate::controller::observe::admission::Admission;
+use crate::controller::observe::jobset::ObservedJobSet;
+use crate::controller::observe::pods::BrokerPod;
+use crate::jobset::{JobSet, JobSetStatus};
 
 fn is_true(status: &MiniClusterStatus, type_: &str) -> Option<bool> {
     status

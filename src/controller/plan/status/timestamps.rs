@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::JobSetState;
 use crate::api::MiniClusterStatus;
-use crate::controller::status::PodCounts;
+use crate::controller::observe::pods::PodCounts;
 
 /// Stamp `new` (its phase decided) with the times `old` has, or else those seen now: the
 /// first pod's creation, the lead's and every broker's readiness, the JobSet's end, and the

@@ -1,16 +1,43 @@
-//! The plan's inputs from the cluster: what the watches hold about one MiniCluster's
-//! objects, and whose each object is.
+//! What a reconcile reads of the cluster, and how the watched objects become it: what the
+//! watches hold about one MiniCluster's objects ([`Observed`]) and whose each object is
+//! ([`Presence`]); each kind as its watch keeps it, trimmed to what the reconciler reads,
+//! and what is read from it.
+//!
+//! - [`pods`]: a broker pod as its watch keeps it ([`pods::BrokerPod`]); which pod is a
+//!   lead's, the newest lead, the pods' counts.
+//! - [`lead_end`]: how a lead pod ended, as its Flux container said.
+//! - [`jobset`]: a JobSet as the operator reads it back ([`jobset::ObservedJobSet`]).
+//! - [`admission`]: Kueue's verdict on a JobSet's Workload ([`admission::Admission`]).
+//! - [`trim`]: what the watches keep of the kinds they read as Kubernetes types.
+//! - [`meta`]: the metadata of the kinds kept in types of their own.
+//! - [`step`]: the one observe step of a reconcile ([`step::observe`]).
+//!
+//! All of it but the observe step is pure and imports nothing of the controller but
+//! [`super::owned`]: the watches, the [`index`](super::index), the plan and the status read
+//! it, never the other way. The observe step alone reads the index and what this process
+//! made, through the [`Context`](super::context::Context).
+
+pub mod admission;
+pub mod jobset;
+pub mod lead_end;
+mod meta;
+pub mod pods;
+pub(super) mod step;
+#[cfg(test)]
+mod tests;
+pub(super) mod trim;
 
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 
-use super::super::owned::controlled_by;
-use super::super::status::Admission;
-use super::super::watches::kept::BrokerPod;
-use super::super::watches::lead_ends::LeadEnd;
+use admission::Admission;
+use jobset::ObservedJobSet;
+use lead_end::LeadEnd;
+use pods::BrokerPod;
+
+use super::owned::controlled_by;
 use crate::api::MiniCluster;
-use crate::jobset::ObservedJobSet;
 
 /// What the watches hold about one MiniCluster's objects.
 #[derive(Clone, Debug, Default)]

@@ -1,8 +1,8 @@
 //! One observe step: everything a reconcile knows of a MiniCluster's objects before it
-//! decides ([`Observed`]). The watches' stores first ([`super::index`]; nothing a watch
-//! holds is listed or fetched again), then what this process made and the watches do not
-//! show yet ([`super::made`]), then, only where the index lacks an object the status says
-//! exists, the API server's answer.
+//! decides ([`Observed`]). The watches' stores first ([`crate::controller::index`]; nothing a
+//! watch holds is listed or fetched again), then what this process made and the watches do
+//! not show yet ([`crate::controller::made`]), then, only where the index lacks an object the
+//! status says exists, the API server's answer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
-use super::context::{Context, Error};
-use super::plan::{Observed, Presence};
+use super::jobset::ObservedJobSet;
+use super::{Observed, Presence};
 use crate::api::{MiniCluster, MiniClusterStatus};
-use crate::jobset::ObservedJobSet;
+use crate::controller::context::{Context, Error};
 
 /// What one reconcile observed of a MiniCluster.
-pub(super) struct Observation {
+pub(in crate::controller) struct Observation {
     /// Its objects.
     pub observed: Observed,
     /// How long until the first object this process made and the watches do not show yet
@@ -28,7 +28,7 @@ pub(super) struct Observation {
 }
 
 /// Observe `mc`, whose last written status is `status`.
-pub(super) async fn observe(
+pub(in crate::controller) async fn observe(
     mc: &MiniCluster,
     status: &MiniClusterStatus,
     ctx: &Context,
