@@ -73,11 +73,15 @@ fetch_if_stale() {
 
 # go_build LDFLAGS OUT PKG...: build PKG into OUT; with $fetching set, only download the
 # modules that build needs (`go list -deps` loads every package's source, compiles nothing).
+# The binaries are stripped (`-s -w` in every LDFLAGS), so the compiler need not write the
+# debugging information the linker would drop (`-dwarf=false`): the same binaries, less of
+# a cold machine's CPU. (Not in the stamps, for that reason: a warm machine's binaries are
+# as good.)
 go_build() {
   local ldflags=$1 out=$2
   shift 2
   if [ -n "${fetching:-}" ]; then go list -e -deps "$@" > /dev/null
-  else go build -trimpath -ldflags "$ldflags" -o "$out" "$@"; fi
+  else go build -trimpath -gcflags=all=-dwarf=false -ldflags "$ldflags" -o "$out" "$@"; fi
 }
 
 build_kube() {
