@@ -660,7 +660,39 @@ pub struct MiniClusterArchive {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 3600))]
     pub grace_period_seconds: Option<i32>,
+
+    /// How much of an archive a restore reads before it refuses it: an archive over one of
+    /// these bounds (or one that does not end in time) stops the lead pod before its broker
+    /// starts, and `status.restore.error`, the `Restored` condition and the `RestoreFailed`
+    /// Event name the bound.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub restore_limits: RestoreLimits,
 }
+
+/// `spec.archive.restoreLimits`: the bounds of a restore. Unset, each has its default.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreLimits {
+    /// Most members (files) in the archive's tar (default 500000; a flux dump holds about
+    /// eight per job). The archive's check holds each member's header in memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100_000_000))]
+    pub members: Option<i64>,
+    /// Most bytes of the tar once decompressed (default 17179869184, 16 GiB): what the
+    /// broker loads into its content store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub bytes: Option<i64>,
+    /// Longest the archive's check may read it, in seconds (default 900).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub seconds: Option<i32>,
+}
+
+/// Defaults of `spec.archive.restoreLimits`: members, bytes, seconds.
+pub const DEFAULT_RESTORE_LIMITS: (i64, i64, i32) = (500_000, 16 << 30, 900);
 
 /// `spec.archive.runningJobs`.
 #[derive(

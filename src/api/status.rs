@@ -320,6 +320,10 @@ pub mod condition {
     pub const RESTARTED: &str = "Restarted";
     /// The spec asks for something this operator accepts but does not do.
     pub const UNSUPPORTED: &str = "Unsupported";
+    /// The lead pod read the archive it restores (`spec.archive`): true, with what it holds;
+    /// false when it refused it, with why (a bound of `spec.archive.restoreLimits` by its
+    /// field path, a cut or changed archive). Absent until a lead pod found an archive.
+    pub const RESTORED: &str = "Restored";
 }
 
 /// The reasons of the conditions the operator writes, by condition ([`condition`]).
@@ -358,6 +362,10 @@ pub mod reason {
     pub const FOREIGN_OBJECT: &str = "ForeignObject";
     /// `Blocked`: another MiniCluster that has not finished holds the archive.
     pub const ARCHIVE_IN_USE: &str = "ArchiveInUse";
+    /// `Restored`: the lead pod read the archive; its broker restores it.
+    pub const ARCHIVE_READ: &str = "ArchiveRead";
+    /// `Restored` (false): the lead pod refused the archive; its broker does not start.
+    pub const ARCHIVE_REFUSED: &str = "ArchiveRefused";
     /// `Degraded`: an object the running cluster needs was deleted.
     pub const OWNED_OBJECT_DELETED: &str = "OwnedObjectDeleted";
     /// `Restarted`: the JobSet was deleted before the cluster finished, and made again.

@@ -875,6 +875,10 @@ pub fn archive_check_script(cluster: &Cluster<'_>) -> Result<Option<String>, Err
         archive: String,
         note: String,
         max_size: i32,
+        /// `spec.archive.restoreLimits`, defaults filled in.
+        max_members: i64,
+        max_bytes: i64,
+        max_seconds: i32,
     }
     let Some(archive) = &cluster.archive else {
         return Ok(None);
@@ -889,6 +893,9 @@ pub fn archive_check_script(cluster: &Cluster<'_>) -> Result<Option<String>, Err
             archive: quote(archive.path).into_owned(),
             note: quote(SAVE_CANCEL_NOTE).into_owned(),
             max_size: cluster.sizes.max_size,
+            max_members: archive.limits.members,
+            max_bytes: archive.limits.bytes,
+            max_seconds: archive.limits.seconds,
         },
     )
     .map(Some)

@@ -12,7 +12,8 @@ use super::settings::{FluxOptions, JobSettings, PodSettings};
 use super::view::View;
 use crate::api::validation::FieldError;
 use crate::api::{
-    FluxContainer as FluxViewSpec, LoggingSpec, MiniCluster, MiniClusterContainer, RunningJobs,
+    DEFAULT_RESTORE_LIMITS, FluxContainer as FluxViewSpec, LoggingSpec, MiniCluster,
+    MiniClusterContainer, RestoreLimits, RunningJobs,
 };
 
 /// A MiniCluster whose spec was checked and resolved ([`resolve`]): every fact render and
@@ -100,6 +101,32 @@ pub struct Archive<'a> {
     pub grace_seconds: i32,
     /// What the save does with running jobs.
     pub running_jobs: RunningJobs,
+    /// The bounds of a restore (`restoreLimits`, defaults filled in).
+    pub limits: RestoreBounds,
+}
+
+/// `spec.archive.restoreLimits` with its defaults: how much of an archive the restore's check
+/// reads before it refuses the archive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RestoreBounds {
+    /// Most members of the tar.
+    pub members: i64,
+    /// Most bytes of the tar, decompressed.
+    pub bytes: i64,
+    /// Longest the check may take, in seconds.
+    pub seconds: i32,
+}
+
+impl RestoreBounds {
+    /// The bounds `limits` sets, each unset one at its default.
+    pub fn of(limits: &RestoreLimits) -> Self {
+        let (members, bytes, seconds) = DEFAULT_RESTORE_LIMITS;
+        Self {
+            members: limits.members.unwrap_or(members).max(1),
+            bytes: limits.bytes.unwrap_or(bytes).max(1),
+            seconds: limits.seconds.unwrap_or(seconds).max(1),
+        }
+    }
 }
 
 impl<'a> Cluster<'a> {
@@ -189,6 +216,7 @@ pub fn resolve<'a>(mc: &'a MiniCluster, env: &Environment) -> Result<Cluster<'a>
             path: &mc.spec.archive.path,
             grace_seconds: mc.archive_grace_seconds(),
             running_jobs: mc.spec.archive.running_jobs,
+            limits: RestoreBounds::of(&mc.spec.archive.restore_limits),
         }),
         view,
     })

@@ -967,3 +967,122 @@ spec:
     run.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "2");
     assert_eq!(run.flux_ok("jobs -a -no {id}").trim(), "", "a new instance");
 }
+
+/// The standard output of `sh -c SCRIPT`, as a number.
+fn count(script: &str) -> i64 {
+    let out = std::process::Command::new("sh")
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// An archive over a bound of `spec.archive.restoreLimits` is refused before any broker
+/// starts, and the report (`status.restore.error`, which the `Restored` condition and the
+/// `RestoreFailed` Event carry) names the bound by its field path: a real save of two jobs
+/// with the members bound one under its member count, then the bytes bound one under its
+/// size decompressed; and a reading that does not end within `seconds` (the archive a named
+/// pipe no one writes to). At exactly its count and size, the same archive restores both
+/// jobs.
+#[test]
+fn an_archive_over_a_restore_bound_is_refused_before_any_broker_naming_the_bound() {
+    let host = tempfile::tempdir().unwrap();
+    let host_dir = host.path().display().to_string();
+    let archive = host.path().join("flux.tar.gz");
+    let limited = |name: &str, members: i64, bytes: i64| {
+        with_archive(name, 1, &host_dir, SIMPLE).replace(
+            "    path: /state/flux.tar.gz\n",
+            &format!(
+                "    path: /state/flux.tar.gz\n    \
+                 restoreLimits: {{members: {members}, bytes: {bytes}, seconds: 5}}\n"
+            ),
+        )
+    };
+
+    let save = MiniClusterRun::start(
+        minicluster(&with_archive("bounds", 1, &host_dir, SIMPLE)),
+        Start::default(),
+    );
+    save.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "1");
+    for _ in 0..2 {
+        save.flux_ok("run true");
+    }
+    save.shutdown();
+    assert_eq!(save.wait_lead(RUN), 0, "{}", save.debug());
+    drop(save);
+    let path = archive.display();
+    let members = count(&format!("tar -tzf '{path}' | wc -l"));
+    let bytes = count(&format!("gzip -dc '{path}' | wc -c"));
+    assert!(
+        members > 2 && bytes > 1024,
+        "{members} members, {bytes} bytes"
+    );
+
+    // (what, the members bound, the bytes bound, the bound the error names)
+    let over = [
+        (
+            "one member over",
+            members - 1,
+            bytes,
+            format!("over spec.archive.restoreLimits.members ({})", members - 1),
+        ),
+        (
+            "one byte over",
+            members,
+            bytes - 1,
+            format!("over spec.archive.restoreLimits.bytes ({})", bytes - 1),
+        ),
+    ];
+    for (i, (what, m, b, bound)) in over.into_iter().enumerate() {
+        let restore =
+            refused_before_any_broker(&limited(&format!("over-{i}"), m, b), &archive, what);
+        assert!(restore.error.starts_with(&bound), "{what}: {restore:?}");
+    }
+
+    // At exactly its count and size: restored, both jobs there.
+    let run = MiniClusterRun::start(
+        minicluster(&limited("at-bounds", members, bytes)),
+        Start::default(),
+    );
+    run.wait_flux("jobs -a -no {id}", RUN, |o| o.lines().count() == 2);
+    let restore = restore_status(&run).expect("a report of the archive");
+    assert_eq!(
+        (restore.error.as_str(), restore.ended_jobs),
+        ("", 2),
+        "{restore:?}"
+    );
+    drop(run);
+
+    // A reading that never ends: the check's alarm ends it.
+    std::fs::remove_file(&archive).unwrap();
+    let _ = std::fs::remove_file(host.path().join("flux.tar.gz.manifest.json"));
+    let made = std::process::Command::new("mkfifo")
+        .arg(&archive)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let how = Start {
+        lead: false,
+        only_followers: Some(vec![]),
+        ..Start::default()
+    };
+    let mut run = MiniClusterRun::start(minicluster(&limited("never-ends", members, bytes)), how);
+    let started = std::time::Instant::now();
+    assert!(
+        run.start_lead_allowing_init_failure().is_some(),
+        "the check passed"
+    );
+    let restore = restore_status(&run).expect("a report of the failure");
+    assert!(
+        restore
+            .error
+            .starts_with("over spec.archive.restoreLimits.seconds (5)"),
+        "{restore:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!run.lead_log().contains("starting the lead broker"));
+}

@@ -6,7 +6,9 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::{Decided, JobSetState};
-use crate::api::{JobResult, MiniCluster, MiniClusterStatus, Phase, condition, reason};
+use crate::api::{
+    JobResult, MiniCluster, MiniClusterStatus, Phase, RestoreStatus, condition, reason,
+};
 use crate::controller::instance::Restart;
 use crate::controller::observe::admission::Admission;
 use crate::controller::observe::pods::PodCounts;
@@ -190,8 +192,9 @@ fn resizing(c: &mut Conditions<'_>, o: &Observation<'_>) {
 }
 
 /// The conditions that say what the other deciders found: `Unsupported`, `InvalidSpec`
-/// (false: the plan goes on), `Blocked` (over), `Degraded`, and `Restarted` (a new
-/// instance: its JobSet made again, or its lead broker restarted; over once it is up).
+/// (false: the plan goes on), `Blocked` (over), `Degraded`, `Restored` (the archive the lead
+/// pod read or refused), and `Restarted` (a new instance: its JobSet made again, or its lead
+/// broker restarted; over once it is up).
 pub(super) fn found(
     new: &mut MiniClusterStatus,
     mc: &MiniCluster,
@@ -226,6 +229,7 @@ pub(super) fn found(
             &message,
         );
     }
+    restored(&mut c, new.restore.as_ref());
     if let Some(restart) = restart {
         c.set(condition::RESTARTED, true, restart.reason, &restart.message);
     }
@@ -236,6 +240,31 @@ pub(super) fn found(
     if let Some((why, message)) = restart_over(new) {
         let mut c = Conditions::of(&mut new.conditions, mc.metadata.generation, now);
         c.set(condition::RESTARTED, false, why, &message);
+    }
+}
+
+/// `Restored`, once a lead pod reported the archive it found: read (what its broker restores)
+/// or refused (why, as the pod said: a bound of `spec.archive.restoreLimits` by its path).
+pub(super) fn restored(c: &mut Conditions<'_>, restore: Option<&RestoreStatus>) {
+    let Some(r) = restore else { return };
+    if r.error.is_empty() {
+        let message = format!(
+            "lead pod {} restores archive {}: {} pending jobs, {} canceled by the save, {} \
+             ended before it",
+            r.pod, r.archive, r.pending_jobs, r.canceled_jobs, r.ended_jobs
+        );
+        c.set(condition::RESTORED, true, reason::ARCHIVE_READ, &message);
+    } else {
+        let message = format!(
+            "lead pod {} refused archive {}: {}",
+            r.pod, r.archive, r.error
+        );
+        c.set(
+            condition::RESTORED,
+            false,
+            reason::ARCHIVE_REFUSED,
+            &message,
+        );
     }
 }
 

@@ -6,9 +6,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::super::super::events;
 use super::super::tests::{Mc, Seen, now};
-use super::conditions::restart_over;
+use super::conditions::{Conditions, restart_over, restored};
 use super::*;
-use crate::api::{Phase, ROLE_LABEL, RestoreStatus, condition};
+use crate::api::{Phase, ROLE_LABEL, RestoreStatus, condition, reason};
 use crate::controller::observe::admission::Admission;
 use crate::controller::observe::jobset::ObservedJobSet;
 use crate::controller::observe::pods::BrokerPod;
@@ -602,6 +602,62 @@ fn restore_status_comes_from_the_newest_lead_pods_archive_report() {
     old.status = Some(observe(&old, &js, &pods, ts(10)));
     let s = observe(&old, &js, &[pod("lead", "Running", Some(5))], ts(20));
     assert_eq!(s.restore.unwrap().pending_jobs, 4);
+}
+
+/// `Restored` is set once a lead pod reported the archive it found: true when it read it,
+/// false when it refused it, with the pod's reason (a bound of `spec.archive.restoreLimits`
+/// by its path); without a report there is no such condition.
+#[test]
+fn restored_says_whether_the_archive_was_read_or_refused_and_names_the_bound() {
+    let read = RestoreStatus {
+        archive: "/state/flux.tgz".into(),
+        pod: "m-lead-0-0-a".into(),
+        pending_jobs: 7,
+        canceled_jobs: 2,
+        ended_jobs: 3,
+        ..Default::default()
+    };
+    let refused = RestoreStatus {
+        error: "over spec.archive.restoreLimits.members (10): the archive holds more members"
+            .into(),
+        ..read.clone()
+    };
+    // (what it proves, the report, the condition: status, reason, a part of its message)
+    let cases = [
+        ("no report, no condition", None, None),
+        (
+            "read: true, with what the broker restores",
+            Some(&read),
+            Some(("True", reason::ARCHIVE_READ, "7 pending jobs")),
+        ),
+        (
+            "refused: false, naming the bound by its field path",
+            Some(&refused),
+            Some((
+                "False",
+                reason::ARCHIVE_REFUSED,
+                "refused archive /state/flux.tgz: over spec.archive.restoreLimits.members (10)",
+            )),
+        ),
+    ];
+    for (what, report, want) in cases {
+        let mut list = Vec::new();
+        restored(&mut Conditions::of(&mut list, Some(3), ts(1)), report);
+        let got = list.iter().find(|c| c.type_ == condition::RESTORED);
+        match (got, want) {
+            (None, None) => {}
+            (Some(c), Some((status, why, part))) => {
+                assert_eq!(
+                    (c.status.as_str(), c.reason.as_str()),
+                    (status, why),
+                    "{what}"
+                );
+                assert!(c.message.contains(part), "{what}: {}", c.message);
+                assert_eq!(c.observed_generation, Some(3), "{what}");
+            }
+            (got, want) => panic!("{what}: got {got:?}, want {want:?}"),
+        }
+    }
 }
 
 /// The lead pod `m-0` of `seen` with its Flux container ended: `exit_code`, and `message` as
