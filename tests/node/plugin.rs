@@ -303,3 +303,66 @@ async fn kubectl_flux_wait_after_a_scale_up_returns_only_when_the_new_size_is_re
     ns.cleanup().await;
     Ok(())
 }
+
+/// A pod made by hand with the lead's labels, newer than the lead and ready (what the plugin
+/// once took for the lead: the newest ready pod with those labels), is not where
+/// `kubectl flux` runs: the MiniCluster's own JobSet made the lead, and only its pods count.
+/// The look-alike answers as a lead would (its container has the MiniCluster's name and a
+/// `flux-view.sh` where the plugin looks for one), so a command run there would succeed and
+/// print its host name.
+#[tokio::test]
+async fn kubectl_flux_runs_in_the_minicluster_s_own_lead_not_in_a_newer_look_alike() -> Result<()> {
+    let ns = namespace("plugin-look-alike").await?;
+    let mc = "plugin-owner";
+    apply_yaml(&ns.name, &interactive(mc, ""))?;
+    ok(&ns.name, &["wait", mc, "--timeout", "4m"], None)?;
+    let lead = &crate::cluster::pods(&ns.name, mc, "lead")?[0];
+    let lead_host = lead["spec"]["hostname"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    ensure!(
+        !lead_host.is_empty(),
+        "the lead pod has a host name: {lead}"
+    );
+
+    let mut labels = lead["metadata"]["labels"].clone();
+    if let Some(map) = labels.as_object_mut() {
+        // Not the Job's selector labels: with those the Job controller adopts the pod.
+        map.retain(|k, _| {
+            !k.starts_with("batch.kubernetes.io/") && k != "controller-uid" && k != "job-name"
+        });
+    }
+    let look_alike = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": format!("{mc}-look-alike"), "labels": labels},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": mc,
+                "image": "ubuntu:noble",
+                "command": ["sh", "-c", "mkdir -p /etc/flux-operator/config && \
+                    : > /etc/flux-operator/config/flux-view.sh && exec sleep infinity"],
+            }],
+        },
+    });
+    apply_yaml(&ns.name, &look_alike.to_string())?;
+    kubectl_in(
+        &ns.name,
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "--timeout=2m",
+            &format!("pod/{mc}-look-alike"),
+        ],
+    )?;
+
+    let out = kubectl_flux(&ns.name, &["shell", mc], Some("hostname\n"))?;
+    assert_eq!(stdout(&out).trim(), lead_host, "{}", stderr(&out));
+    assert_eq!(ok(&ns.name, &["getattr", mc, "size"], None)?.trim(), "2");
+
+    let _ = kubectl_in(&ns.name, &["delete", "minicluster", mc, "--wait=false"]);
+    ns.cleanup().await;
+    Ok(())
+}
