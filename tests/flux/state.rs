@@ -45,6 +45,17 @@ spec:
     )
 }
 
+/// Two jobs run to completion on `save`'s lone broker, then the instance stops and its lead
+/// saves the archive (and exits 0).
+fn run_two_jobs_and_save(save: &MiniClusterRun) {
+    save.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "1");
+    for _ in 0..2 {
+        save.flux_ok("run true");
+    }
+    save.shutdown();
+    assert_eq!(save.wait_lead(RUN), 0, "{}", save.debug());
+}
+
 /// What the operator reports in `status.restore` from the lead pod's status: the report the
 /// lead's archive init container wrote, as the kubelet passes it on.
 fn restore_status(run: &MiniClusterRun) -> Option<RestoreStatus> {
@@ -419,12 +430,7 @@ fn saves_are_sealed_and_reported_a_cut_or_changed_archive_is_refused_and_a_full_
     let manifest = host.path().join("flux.tar.manifest.json");
 
     let save = MiniClusterRun::start(minicluster(&yaml("seal")), Start::default());
-    save.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "1");
-    for _ in 0..2 {
-        save.flux_ok("run true");
-    }
-    save.shutdown();
-    assert_eq!(save.wait_lead(RUN), 0, "{}", save.debug());
+    run_two_jobs_and_save(&save);
     let saved = lead_save(&[Arc::new(BrokerPod::from(save.lead_pod_status()))], "seal")
         .expect("a save report");
     drop(save);
@@ -618,12 +624,7 @@ fn a_compressed_archive_cut_or_changed_is_refused_with_and_without_its_manifest(
     let manifest = host.path().join("flux.tar.gz.manifest.json");
 
     let save = MiniClusterRun::start(minicluster(&yaml("gz")), Start::default());
-    save.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "1");
-    for _ in 0..2 {
-        save.flux_ok("run true");
-    }
-    save.shutdown();
-    assert_eq!(save.wait_lead(RUN), 0, "{}", save.debug());
+    run_two_jobs_and_save(&save);
     drop(save);
     let whole = std::fs::read(&archive).expect("the save wrote the archive");
     assert_eq!(&whole[..2], b"\x1f\x8b", "gzip, by its name");
@@ -1003,12 +1004,7 @@ fn an_archive_over_a_restore_bound_is_refused_before_any_broker_naming_the_bound
         minicluster(&with_archive("bounds", 1, &host_dir, SIMPLE)),
         Start::default(),
     );
-    save.wait_flux("resource list -s up -no {nnodes}", RUN, |o| o.trim() == "1");
-    for _ in 0..2 {
-        save.flux_ok("run true");
-    }
-    save.shutdown();
-    assert_eq!(save.wait_lead(RUN), 0, "{}", save.debug());
+    run_two_jobs_and_save(&save);
     drop(save);
     let path = archive.display();
     let members = count(&format!("tar -tzf '{path}' | wc -l"));
