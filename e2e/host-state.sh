@@ -2,7 +2,7 @@
 # host-state.sh FILE: write what the real node may change on this machine, normalized, to
 # FILE: kernel settings (vm.*, kernel.keys.*, kernel.panic*, IPv4 forwarding and the
 # all/default interface settings, bridge netfilter, conntrack), routes and rules, network
-# links, and the iptables filter, nat and mangle tables (no counters).
+# links, the top-level cgroups, and the iptables filter, nat and mangle tables (no counters).
 # host-state.sh --compare BEFORE AFTER: fails, printing the difference, unless they match.
 # run-tests.sh takes one before `up` and one after `down` of the real-node tier.
 set -euo pipefail
@@ -18,6 +18,9 @@ snapshot() {
     ip -4 rule show
     echo "## links"
     ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | sort
+    # The nodes' cgroups (kubepods, and the second node's root) at the top of each hierarchy.
+    echo "## cgroups"
+    find /sys/fs/cgroup -mindepth 2 -maxdepth 2 -type d 2> /dev/null | sort
     for table in filter nat mangle; do
       echo "## iptables $table"
       iptables-save -t "$table" 2> /dev/null | grep -v '^#' | sed -E 's/\[[0-9]+:[0-9]+\]/[0:0]/' || true
