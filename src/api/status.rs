@@ -324,6 +324,9 @@ pub mod condition {
     /// false when it refused it, with why (a bound of `spec.archive.restoreLimits` by its
     /// field path, a cut or changed archive). Absent until a lead pod found an archive.
     pub const RESTORED: &str = "Restored";
+    /// Broker pods were lost with their node (it stopped answering): which, their ranks, since
+    /// when, and whether the control plane is evicting them. Absent until one was.
+    pub const BROKERS_LOST: &str = "BrokersLost";
 }
 
 /// The reasons of the conditions the operator writes, by condition ([`condition`]).
@@ -378,6 +381,10 @@ pub mod reason {
     pub const NEW_INSTANCE_UP: &str = "NewInstanceUp";
     /// `Restarted` false: the new instance finished.
     pub const NEW_INSTANCE_FINISHED: &str = "NewInstanceFinished";
-    /// A condition that held before is over (`Blocked`, `Degraded`).
+    /// `BrokersLost`: followers' pods were lost with their node; the instance goes on.
+    pub const FOLLOWERS_LOST: &str = "FollowersLost";
+    /// `BrokersLost`: the lead broker's pod was lost with its node, and the instance with it.
+    pub const LEAD_BROKER_LOST: &str = "LeadBrokerLost";
+    /// A condition that held before is over (`Blocked`, `Degraded`, `BrokersLost`).
     pub const RESOLVED: &str = "Resolved";
 }

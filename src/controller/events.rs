@@ -79,6 +79,7 @@ pub fn transitions(
         (condition::INVALID_SPEC, "InvalidSpec", "Validate"),
         (condition::BLOCKED, "Blocked", "Apply"),
         (condition::DEGRADED, "Degraded", "Reconcile"),
+        (condition::BROKERS_LOST, "BrokersLost", "Reconcile"),
         (condition::RESTARTED, "Restarted", "CreateJobSet"),
         (condition::UNSUPPORTED, "Unsupported", "Validate"),
     ] {

@@ -11,7 +11,7 @@ use crate::api::{
 };
 use crate::controller::instance::Restart;
 use crate::controller::observe::admission::Admission;
-use crate::controller::observe::pods::PodCounts;
+use crate::controller::observe::pods::{LostBroker, PodCounts};
 
 /// The one way the status's conditions are written: each true or false with its reason and
 /// message, stamped with the MiniCluster's generation; a condition's transition time moves
@@ -81,12 +81,15 @@ pub(super) struct Observation<'a> {
     pub admission: Option<&'a Admission>,
     /// Every broker was ready once: from then on, more or fewer pods is a resize.
     pub was_ready: bool,
+    /// The broker pods lost with their node.
+    pub lost: &'a [LostBroker],
 }
 
 /// The conditions read from the JobSet, the pods and Kueue: `Ready`, `Suspended`,
-/// `Admitted`, `Resizing`, and `Succeeded` or `Failed`.
+/// `Admitted`, `Resizing`, `BrokersLost`, and `Succeeded` or `Failed`.
 pub(super) fn observed(c: &mut Conditions<'_>, o: &Observation<'_>) {
     ready(c, o);
+    lost(c, o);
     suspended(c, o);
     if let Some(a) = o.admission {
         c.set(condition::ADMITTED, a.admitted, &a.reason, &a.message);
@@ -142,6 +145,58 @@ fn ready(c: &mut Conditions<'_>, o: &Observation<'_>) {
     );
 }
 
+/// `BrokersLost` while broker pods are lost with their node (which, their ranks, since when,
+/// what follows); over (`Resolved`) once none is: their node came back, or they were
+/// replaced.
+fn lost(c: &mut Conditions<'_>, o: &Observation<'_>) {
+    // Over once every broker is ready again (replacements up, the lost pods' ghosts left
+    // Terminating until their node answers or is deleted), or the cluster finished.
+    if o.lost.is_empty() || o.all_ready || o.phase.is_finished() {
+        c.clear(condition::BROKERS_LOST);
+        return;
+    }
+    let lead = o.lost.iter().any(|b| b.rank == Some(0));
+    let pods = o.lost.iter().map(lost_one).collect::<Vec<_>>().join(", ");
+    let evicting = o.lost.iter().any(|b| b.evicted);
+    let next = if evicting {
+        "the control plane is deleting them (their toleration of the node's taint ran out); \
+         their Jobs replace them once they have ended, which a pod of a node that does not \
+         answer never does by itself: when the node comes back, is deleted, or is declared \
+         out of service (kubectl taint nodes NODE \
+         node.kubernetes.io/out-of-service=nodeshutdown:NoExecute)"
+    } else {
+        "the control plane evicts them once their toleration of the node's taint runs out \
+         (node.kubernetes.io/unreachable: 300 s unless spec.pod.tolerations sets one)"
+    };
+    let (why, message) = if lead {
+        (
+            reason::LEAD_BROKER_LOST,
+            format!(
+                "broker pods lost with their node (it stopped answering): {pods}; the lead \
+                 broker was one, and the Flux instance with it: its running jobs are lost \
+                 unless spec.archive saved them; {next}"
+            ),
+        )
+    } else {
+        (
+            reason::FOLLOWERS_LOST,
+            format!(
+                "broker pods lost with their node (it stopped answering): {pods}; the \
+                 instance goes on without their ranks, and Flux ends the jobs that ran on \
+                 them (exception node-failure); {next}"
+            ),
+        )
+    };
+    c.set(condition::BROKERS_LOST, true, why, &message);
+}
+
+/// One lost broker as the message names it: its pod, rank and since when.
+fn lost_one(b: &LostBroker) -> String {
+    let rank = b.rank.map(|r| format!(" (rank {r})")).unwrap_or_default();
+    let since = b.since.map(|t| format!(" since {t}")).unwrap_or_default();
+    format!("{}{rank}{since}", b.pod)
+}
+
 fn suspended(c: &mut Conditions<'_>, o: &Observation<'_>) {
     let (why, message) = if o.jobset.suspended {
         let message = match o.admission {
@@ -165,7 +220,9 @@ fn resizing(c: &mut Conditions<'_>, o: &Observation<'_>) {
         && !o.phase.is_finished()
         && !o.jobset.suspended
         && counts.live != size
-        && o.was_ready;
+        && o.was_ready
+        // Pods lost with their node are no resize: `BrokersLost` says what happens.
+        && o.lost.is_empty();
     let draining = resizing && counts.stopping > 0;
     let (why, message) = if draining {
         let message = format!(

@@ -21,7 +21,7 @@ use super::Inputs;
 use crate::api::{JobResult, MiniCluster, MiniClusterStatus, Phase, WORKERS_JOB};
 use crate::controller::observe::admission::Admission;
 use crate::controller::observe::jobset::ObservedJobSet;
-use crate::controller::observe::pods::{BrokerPod, count_pods};
+use crate::controller::observe::pods::{BrokerPod, count_pods, lost_brokers};
 use crate::controller::status::{lead_restore, lead_result, lead_save};
 use crate::controller::{instance, restart_jobs};
 use crate::render;
@@ -167,6 +167,7 @@ fn observed(
     now: Timestamp,
 ) -> MiniClusterStatus {
     let counts = count_pods(pods);
+    let lost = lost_brokers(pods);
     if jobset.is_none() && old.completion_time.is_some() {
         // Finished, and its JobSet is gone (ttlSecondsAfterFinished): it stays finished.
         let mut new = old.clone();
@@ -176,7 +177,8 @@ fn observed(
     }
     let js = JobSetState::of(jobset);
     let all_ready = counts.ready >= mc.spec.size && !js.suspended;
-    let phase = phase::of(&js, all_ready, counts.live, old.phase);
+    let lead_lost = lost.iter().any(|b| b.rank == Some(0));
+    let phase = phase::of(&js, all_ready, counts.live, old.phase, lead_lost);
     let container = crate::model::containers::flux_container_name(mc);
     let mut new = MiniClusterStatus {
         observed_generation: mc.metadata.generation,
@@ -212,6 +214,7 @@ fn observed(
         all_ready,
         admission,
         was_ready: old.ready_time.is_some(),
+        lost: &lost,
     };
     let generation = mc.metadata.generation;
     conditions::observed(

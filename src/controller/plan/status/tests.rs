@@ -873,3 +873,102 @@ fn status_after(seen: &Seen, old: &MiniClusterStatus) -> MiniClusterStatus {
     };
     status(&input, decided)
 }
+
+/// A broker pod the node lifecycle controller marked not ready (its node stopped answering):
+/// Ready False, ContainersReady still True.
+fn lost_pod(role: &str, index: &str) -> Pod {
+    let mut p = pod(role, "Running", Some(5));
+    p.metadata.name = Some(format!("m-{role}-0-{index}-x"));
+    let conditions = p.status.as_mut().unwrap().conditions.as_mut().unwrap();
+    conditions[0].status = "False".into();
+    conditions.push(PodCondition {
+        type_: "ContainersReady".into(),
+        status: "True".into(),
+        last_transition_time: Some(Time(ts(4))),
+        ..Default::default()
+    });
+    p
+}
+
+#[test]
+fn brokers_lost_with_their_node_are_named_and_a_lost_lead_is_not_running() {
+    let js = jobset(2, vec![]);
+    let ready = |role: &str| pod(role, "Running", Some(5));
+    let mut running = mc(3);
+    running.status = Some(MiniClusterStatus {
+        phase: Some(Phase::Running),
+        ready_time: Some(Time(ts(5))),
+        ..Default::default()
+    });
+    // (what it proves, the pods, the phase, BrokersLost, its reason, in its message)
+    let cases = [
+        (
+            "a follower lost: the instance goes on, Running, the follower named with its rank",
+            vec![ready("lead"), ready("workers"), lost_pod("workers", "1")],
+            Phase::Running,
+            Some(true),
+            reason::FOLLOWERS_LOST,
+            "m-workers-0-1-x (rank 2) since",
+        ),
+        (
+            "the lead lost: the instance is gone, Starting",
+            vec![lost_pod("lead", "0"), ready("workers"), ready("workers")],
+            Phase::Starting,
+            Some(true),
+            reason::LEAD_BROKER_LOST,
+            "m-lead-0-0-x (rank 0)",
+        ),
+        (
+            "never lost: no BrokersLost",
+            vec![ready("lead"), ready("workers"), ready("workers")],
+            Phase::Running,
+            None,
+            "",
+            "",
+        ),
+    ];
+    for (what, pods, phase, lost, why, text) in cases {
+        let status = observe(&running, &js, &pods, ts(10));
+        assert_eq!(status.phase, Some(phase), "{what}");
+        assert_eq!(is_true(&status, condition::BROKERS_LOST), lost, "{what}");
+        assert_eq!(
+            is_true(&status, condition::READY),
+            Some(lost.is_none()),
+            "{what}"
+        );
+        if lost.is_some() {
+            let c = find(&status, condition::BROKERS_LOST);
+            assert_eq!(c.reason, why, "{what}");
+            assert!(c.message.contains(text), "{what}: {}", c.message);
+        }
+    }
+    // The node came back (its kubelet wrote the pod ready again): the condition is over.
+    let mut was_lost = running.clone();
+    was_lost.status = Some(observe(
+        &running,
+        &js,
+        &[ready("lead"), ready("workers"), lost_pod("workers", "1")],
+        ts(10),
+    ));
+    let back = observe(
+        &was_lost,
+        &js,
+        &[ready("lead"), ready("workers"), ready("workers")],
+        ts(20),
+    );
+    let c = find(&back, condition::BROKERS_LOST);
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", reason::RESOLVED)
+    );
+    // And its Event: a Warning when it turned true, none when it is over.
+    let notes = events::transitions(
+        &running,
+        running.status.as_ref().unwrap(),
+        was_lost.status.as_ref().unwrap(),
+    );
+    assert!(
+        notes.iter().any(|n| n.reason == "BrokersLost" && n.warning),
+        "{notes:?}"
+    );
+}
