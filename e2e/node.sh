@@ -479,6 +479,8 @@ back() { # N
   [ -f "$node/images-imported" ] || die "node: $NODE_NAME was never started"
   while iptables -t filter -D "$LOST" -s "$POD_CIDR" -j DROP 2> /dev/null; do :; done
   while iptables -t filter -D "$LOST" -d "$POD_CIDR" -j DROP 2> /dev/null; do :; done
+  # shellcheck source=/dev/null
+  . "$E2E_CACHE/images/names.env"
   start_node "$1"
   wait_for "kubelet$suffix" 60 node_ready
   phase ""

@@ -101,6 +101,14 @@ stages=$E2E_STATE/kwok-stages.yaml
   # One controller-manager and one scheduler: no leader election. Under a heavy load (a
   # thousand pods on two busy cores) renewing the lease can miss its 10 s deadline, and the
   # loser exits; nothing restarts it here, so Jobs and pods would stop making progress.
+  # Two real nodes (the node-loss tests): the node lifecycle controller as Kubernetes
+  # ships it (a node not heard from for 50 s is NotReady, checked every 5 s), not kwokctl's
+  # 3m20s; kwok renews its simulated nodes' leases as a kubelet does (a 40 s lease).
+  node_monitor='' kwok_lease=''
+  if [ "${E2E_REAL_NODES:-1}" = 2 ]; then
+    node_monitor=$'  - key: node-monitor-grace-period\n    value: 50s\n  - key: node-monitor-period\n    value: 5s'
+    kwok_lease=$'  - key: node-lease-duration-seconds\n    value: "40"'
+  fi
   cat <<EOF
 ---
 apiVersion: config.kwok.x-k8s.io/v1alpha1
@@ -115,6 +123,7 @@ componentsPatches:
     value: "false"
   - key: manage-nodes-with-annotation-selector
     value: kwok.x-k8s.io/node=fake
+$kwok_lease
 - name: kube-apiserver
   extraArgs:
   - key: bind-address
@@ -140,6 +149,7 @@ componentsPatches:
   extraArgs:
   - key: leader-elect
     value: "false"
+$node_monitor
 - name: kube-scheduler
   extraArgs:
   - key: leader-elect
@@ -412,7 +422,11 @@ export PATH=$E2E_BIN:\$PATH
 EOF
 t_total=$(( $(now_ms) - t_start ))
 nodes_desc="$NODES simulated nodes"
-[ "$REAL_NODE" != 1 ] || nodes_desc+=" + real node $E2E_NODE_NAME"
+if [ "$REAL_NODE" = 1 ] && [ "${E2E_REAL_NODES:-1}" = 2 ]; then
+  nodes_desc+=" + real nodes $E2E_NODE_NAME and $E2E_NODE_NAME-2"
+elif [ "$REAL_NODE" = 1 ]; then
+  nodes_desc+=" + real node $E2E_NODE_NAME"
+fi
 log "cluster '$E2E_CLUSTER' is up in $((t_total / 1000)).$(printf '%03d' $((t_total % 1000)))s: $nodes_desc, JobSet $JOBSET_VERSION, Kueue $KUEUE, Kubernetes $KUBE_VERSION"
 log "state: $E2E_STATE (logs in $logs); stop it with e2e/down.sh"
 echo "export KUBECONFIG=$E2E_KUBECONFIG"
