@@ -116,12 +116,19 @@ images: flux-build operator-build
 # installed by Helm and real Flux in its pods. One test at a time: each runs real brokers.
 test-node: e2e-tests-build images
 	e2e/build.sh $(GO_NODE)
-	E2E_REAL_NODE=1 e2e/run-tests.sh bash -c 'cargo test --test node -- --test-threads=1 --skip autoscaling:: && \
+	E2E_REAL_NODE=1 e2e/run-tests.sh bash -c 'cargo test --test node -- --test-threads=1 --skip autoscaling:: --skip node_loss:: --skip across_nodes:: && \
 	  e2e/build.sh adapter && cargo test --test node -- --test-threads=1 autoscaling::'
+
+# The two-node tests on a cluster of two real nodes: the second lost as in a power loss
+# (e2e/node.sh lose 2) under running MiniClusters (tests/node/node_loss.rs), and MPI ranks
+# on both nodes (tests/node/across_nodes.rs).
+test-two-nodes: e2e-tests-build images
+	e2e/build.sh $(GO_NODE)
+	E2E_REAL_NODE=1 E2E_REAL_NODES=2 e2e/run-tests.sh cargo test --test node -- --test-threads=1 node_loss:: across_nodes::
 
 # The real-node tests against a cluster that is already up (`make up`), for iterating.
 test-node-running:
-	KUBECONFIG=$(E2E_KUBECONFIG) cargo test --test node -- --test-threads=1
+	KUBECONFIG=$(E2E_KUBECONFIG) cargo test --test node -- --test-threads=1 --skip node_loss:: --skip across_nodes::
 
 # The README's first command, as a test: it must print real job output and end green.
 test-demo: demo

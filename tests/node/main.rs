@@ -15,6 +15,7 @@ mod common;
 
 mod cluster;
 
+mod across_nodes;
 mod archive;
 mod autoscaling;
 mod elastic;
@@ -28,6 +29,7 @@ mod kueue;
 mod monitoring;
 mod mpi;
 mod network;
+mod node_loss;
 mod nonroot;
 mod plugin;
 mod queue_metrics;
