@@ -58,7 +58,11 @@ impl Nodes {
         node_sh(&["lose", "2"])
     }
 
+    /// The second node back, if it was lost or declared out of service (else nothing).
     fn second_back(&mut self) -> Result<()> {
+        if !self.lost && !self.out_of_service {
+            return Ok(());
+        }
         if self.out_of_service {
             kubectl([
                 "taint",
@@ -216,40 +220,96 @@ fn events(ns: &str, mc: &str, reason: &str) -> Result<Vec<String>> {
         .collect())
 }
 
+/// A MiniCluster of two placed across the nodes, a job on both ranks, then the second node
+/// lost: what each test starts from.
+struct Lost {
+    ns: TestNamespace,
+    nodes: Nodes,
+    lead: Lead,
+    /// The job on both ranks (`sleep 600`), running when the node was lost.
+    job: String,
+    /// The lead's and the follower's pods before the loss.
+    lead_pod: String,
+    follower: String,
+    at: Instant,
+}
+
+impl Lost {
+    /// MiniCluster `mc` (its pods tolerating the lost node for `toleration` seconds) with its
+    /// lead on `lead_on`, in a fresh namespace for `test`; its job running; then the second
+    /// node lost.
+    async fn start(test: &str, mc: &str, toleration: u64, lead_on: LeadOn) -> Result<Self> {
+        let ns = two_node_namespace(test).await?;
+        let mut nodes = Nodes::default();
+        placed(&ns.name, mc, &nodes, &yaml(mc, toleration), lead_on).await?;
+        let name = |pod: &Value| {
+            pod["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        let follower = name(&pods(&ns.name, mc, "workers")?[0]);
+        let lead_pod = lead_pod(&ns.name, mc)?;
+        let lead = Lead::of(&ns.name, mc)?;
+        // Fluxion gives each job whole nodes here: this one has both.
+        let job = lead.submit("-N2 sleep 600")?;
+        lead.wait(&format!("jobs -no {{state}} {job}"), "RUN", MINUTE)
+            .await?;
+        let at = Instant::now();
+        nodes.lose_second()?;
+        Ok(Self {
+            ns,
+            nodes,
+            lead,
+            job,
+            lead_pod,
+            follower,
+            at,
+        })
+    }
+
+    /// Until MiniCluster `mc` says `BrokersLost`: its reason and message.
+    async fn reported(&self, mc: &str) -> Result<(String, String)> {
+        let (_, reason, message) = wait_for("BrokersLost", 2 * MINUTE, || async {
+            Ok(condition(&self.ns.name, mc, "BrokersLost")?.filter(|c| c.0 == "True"))
+        })
+        .await?;
+        Ok((reason, message))
+    }
+
+    /// Until the pods' eviction shows in `BrokersLost` (its message names the out-of-service
+    /// taint that lets their Jobs replace them).
+    async fn evicted(&self, mc: &str) -> Result<()> {
+        wait_for("the eviction in BrokersLost", 2 * MINUTE, || async {
+            let c = condition(&self.ns.name, mc, "BrokersLost")?;
+            Ok(c.filter(|c| c.2.contains("out-of-service")).map(drop))
+        })
+        .await
+    }
+
+    /// The second node back (if it is not yet), then the namespace deleted.
+    async fn end(mut self) -> Result<()> {
+        self.nodes.second_back()?;
+        drop(self.nodes);
+        self.ns.cleanup().await;
+        Ok(())
+    }
+}
+
 #[tokio::test]
 async fn a_follower_s_node_lost_the_instance_goes_on_the_broker_is_named_and_its_job_ends()
 -> Result<()> {
-    let ns = two_node_namespace("node-loss-follower").await?;
-    let mut nodes = Nodes::default();
     let mc = "lossy";
-    placed(
-        &ns.name,
-        mc,
-        &nodes,
-        &yaml(mc, TOLERATION_SECONDS),
-        LeadOn::First,
-    )
-    .await?;
-    let lead = Lead::of(&ns.name, mc)?;
-    // A job on both ranks (Fluxion gives each job whole nodes here).
-    let both = lead.submit("-N2 sleep 600")?;
-    lead.wait(&format!("jobs -no {{state}} {both}"), "RUN", MINUTE)
-        .await?;
-
-    let lost_at = Instant::now();
-    nodes.lose_second()?;
+    let mut lost = Lost::start("node-loss-follower", mc, TOLERATION_SECONDS, LeadOn::First).await?;
+    let (ns, lead, job) = (lost.ns.name.clone(), &lost.lead, &lost.job);
     // Flux: the job that ran on rank 1 ended by its fatal exception ("node failure on
-    // <host> (rank 1)": its shell there unreachable), rank 1 is down,
-    // and the instance goes on: a new job runs on the lead's rank.
-    lead.wait(
-        &format!("jobs -no {{state}} {both}"),
-        "INACTIVE",
-        2 * MINUTE,
-    )
-    .await?;
-    let flux_ended = lost_at.elapsed();
+    // <host> (rank 1)": its shell there unreachable), rank 1 is down, and the instance goes
+    // on: a new job runs on the lead's rank.
+    lead.wait(&format!("jobs -no {{state}} {job}"), "INACTIVE", 2 * MINUTE)
+        .await?;
+    let flux_ended = lost.at.elapsed();
     let exception = lead.flux(&format!(
-        "jobs -no '{{result}} {{exception.type}}: {{exception.note}}' {both}"
+        "jobs -no '{{result}} {{exception.type}}: {{exception.note}}' {job}"
     ))?;
     ensure!(
         exception.starts_with("FAILED exec: node failure on") && exception.contains("rank 1"),
@@ -277,235 +337,188 @@ async fn a_follower_s_node_lost_the_instance_goes_on_the_broker_is_named_and_its
         Ok((ready.trim() != "True").then_some(()))
     })
     .await?;
-    let not_ready = lost_at.elapsed();
-    let (status, reason, message) = wait_for("BrokersLost", 2 * MINUTE, || async {
-        Ok(condition(&ns.name, mc, "BrokersLost")?.filter(|c| c.0 == "True"))
-    })
-    .await?;
-    let reported = lost_at.elapsed();
+    let not_ready = lost.at.elapsed();
+    let (reason, message) = lost.reported(mc).await?;
+    let reported = lost.at.elapsed();
     ensure!(
-        status == "True" && reason == "FollowersLost" && message.contains("(rank 1)"),
+        reason == "FollowersLost" && message.contains("(rank 1)"),
         "BrokersLost: {reason}: {message}"
     );
-    let obj = get_json(&ns.name, &format!("minicluster/{mc}"))?;
+    let obj = get_json(&ns, &format!("minicluster/{mc}"))?;
     ensure!(
         obj["status"]["phase"] == "Running",
         "phase: {}",
         obj["status"]["phase"]
     );
-    let warned = events(&ns.name, mc, "BrokersLost")?;
+    let warned = events(&ns, mc, "BrokersLost")?;
     ensure!(
         warned.iter().any(|m| m.contains("(rank 1)")),
         "a BrokersLost Event naming rank 1: {warned:?}"
     );
-    // The control plane evicts the pod after its toleration, and says so.
-    wait_for("the eviction in BrokersLost", 2 * MINUTE, || async {
-        let c = condition(&ns.name, mc, "BrokersLost")?;
-        Ok(c.filter(|c| c.2.contains("out-of-service")).map(drop))
-    })
-    .await?;
-    let evicted = lost_at.elapsed();
-    // The pod of a node that does not answer never ends by itself, so its Job does not
-    // replace it: at most one broker per rank. Declared out of service, as an admin does
-    // for a dead node, it is deleted; the replacement starts on the surviving node and
-    // rejoins.
+    // The control plane evicts the pod after its toleration, and says so. The pod of a node
+    // that does not answer never ends by itself, so its Job does not replace it: at most one
+    // broker per rank. Declared out of service, as an admin does for a dead node, it is
+    // deleted; the replacement starts on the surviving node and rejoins.
+    lost.evicted(mc).await?;
+    let evicted = lost.at.elapsed();
     tokio::time::sleep(Duration::from_secs(10)).await;
     ensure!(
-        pods(&ns.name, mc, "workers")?.len() == 1,
+        pods(&ns, mc, "workers")?.len() == 1,
         "no replacement beside the lost pod"
     );
     kubectl(["taint", "nodes", &second, OUT_OF_SERVICE])?;
-    nodes.out_of_service = true;
-    ready_brokers(&ns.name, mc, 2, 3 * MINUTE).await?;
-    let whole = lost_at.elapsed();
-    let followers = pods(&ns.name, mc, "workers")?;
+    lost.nodes.out_of_service = true;
+    ready_brokers(&ns, mc, 2, 3 * MINUTE).await?;
+    let whole = lost.at.elapsed();
+    let followers = pods(&ns, mc, "workers")?;
     ensure!(
-        followers
-            .iter()
-            .any(|p| node_of(p) == node_name() && p["metadata"]["deletionTimestamp"].is_null()),
-        "a replacement follower on the surviving node"
+        followers.len() == 1
+            && node_of(&followers[0]) == node_name()
+            && followers[0]["metadata"]["name"] != lost.follower.as_str(),
+        "one follower, a replacement on the surviving node (the lost one gone)"
     );
+    let lead = &lost.lead;
     lead.wait("resource list -s up -no {ranks}", "0-1", MINUTE)
         .await?;
-    ensure!(
-        pods(&ns.name, mc, "workers")?.len() == 1,
-        "one follower: the lost one is gone"
-    );
-    let c = condition(&ns.name, mc, "BrokersLost")?;
+    let c = condition(&ns, mc, "BrokersLost")?;
     ensure!(
         c.as_ref().is_some_and(|c| c.0 == "False"),
         "BrokersLost over once the instance is whole: {c:?}"
     );
     // The node back: nothing of the lost pod runs again on it.
-    nodes.second_back()?;
+    lost.nodes.second_back()?;
     tokio::time::sleep(Duration::from_secs(10)).await;
     ensure!(
-        pods(&ns.name, mc, "workers")?.len() == 1,
+        pods(&ns, mc, "workers")?.len() == 1,
         "one follower after the node came back"
     );
     lead.wait("resource list -s up -no {ranks}", "0-1", MINUTE)
         .await?;
     println!(
-        "node loss, a follower's node: Flux ended its job at {:.0?}, node NotReady at {:.0?}, \
-         BrokersLost at {:.0?}, evicted at {:.0?} (tolerations {TOLERATION_SECONDS} s), \
-         whole again at {:.0?} (declared out of service 10 s after the eviction)",
-        flux_ended, not_ready, reported, evicted, whole
+        "node loss, a follower's node: Flux ended its job at {flux_ended:.0?}, node NotReady at \
+         {not_ready:.0?}, BrokersLost at {reported:.0?}, evicted at {evicted:.0?} (tolerations \
+         {TOLERATION_SECONDS} s), whole again at {whole:.0?} (declared out of service 10 s after \
+         the eviction)"
     );
-    drop(nodes);
-    ns.cleanup().await;
-    Ok(())
+    lost.end().await
 }
 
 #[tokio::test]
 async fn a_node_back_before_its_pods_are_evicted_restarts_its_broker_in_the_same_pod_and_nothing_runs_twice()
 -> Result<()> {
-    let ns = two_node_namespace("node-loss-back").await?;
-    let mut nodes = Nodes::default();
     let mc = "blink";
     // Tolerations long enough for the node to come back first.
-    placed(&ns.name, mc, &nodes, &yaml(mc, 300), LeadOn::First).await?;
-    let follower = pods(&ns.name, mc, "workers")?[0]["metadata"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let lead = Lead::of(&ns.name, mc)?;
-    let both = lead.submit("-N2 sleep 600")?;
-    lead.wait(&format!("jobs -no {{state}} {both}"), "RUN", MINUTE)
-        .await?;
-    let lost_at = Instant::now();
-    nodes.lose_second()?;
-    wait_for("BrokersLost", 2 * MINUTE, || async {
-        Ok(condition(&ns.name, mc, "BrokersLost")?.filter(|c| c.0 == "True"))
-    })
-    .await?;
-    let reported = lost_at.elapsed();
-    nodes.second_back()?;
+    let mut lost = Lost::start("node-loss-back", mc, 300, LeadOn::First).await?;
+    let ns = lost.ns.name.clone();
+    lost.reported(mc).await?;
+    let reported = lost.at.elapsed();
+    lost.nodes.second_back()?;
     // The kubelet back on the same state restarts the pod's containers (their processes
     // died with the node): the same pod, the broker back on rank 1.
-    ready_brokers(&ns.name, mc, 2, 3 * MINUTE).await?;
-    let whole = lost_at.elapsed();
-    let followers = pods(&ns.name, mc, "workers")?;
+    ready_brokers(&ns, mc, 2, 3 * MINUTE).await?;
+    let whole = lost.at.elapsed();
+    let followers = pods(&ns, mc, "workers")?;
     ensure!(
-        followers.len() == 1 && followers[0]["metadata"]["name"] == follower.as_str(),
+        followers.len() == 1 && followers[0]["metadata"]["name"] == lost.follower.as_str(),
         "the same follower pod, no second: {:?}",
         followers
             .iter()
             .map(|p| p["metadata"]["name"].clone())
             .collect::<Vec<_>>()
     );
-    lead.wait("resource list -s up -no {ranks}", "0-1", MINUTE)
+    lost.lead
+        .wait("resource list -s up -no {ranks}", "0-1", MINUTE)
         .await?;
-    let c = condition(&ns.name, mc, "BrokersLost")?;
+    let c = condition(&ns, mc, "BrokersLost")?;
     ensure!(
         c.as_ref().is_some_and(|c| c.0 == "False"),
         "BrokersLost over: {c:?}"
     );
     // The job on the lost rank ended once; nothing ran it again.
-    let jobs = lead.jobs()?;
+    let jobs = lost.lead.jobs()?;
     ensure!(
-        jobs.len() == 1 && jobs.get(&both).is_some_and(|s| s == "INACTIVE FAILED"),
+        jobs.len() == 1 && jobs.get(&lost.job).is_some_and(|s| s == "INACTIVE FAILED"),
         "the one job, failed once: {jobs:?}"
     );
-    ensure!(pods(&ns.name, mc, "lead")?.len() == 1, "one lead");
+    ensure!(pods(&ns, mc, "lead")?.len() == 1, "one lead");
     println!(
         "node loss, the node back before eviction: BrokersLost at {reported:.0?}, whole again \
          at {whole:.0?}"
     );
-    drop(nodes);
-    ns.cleanup().await;
-    Ok(())
+    lost.end().await
 }
 
 #[tokio::test]
 async fn the_lead_s_node_lost_the_instance_is_reported_lost_and_a_new_one_starts_once_the_node_is_out_of_service()
 -> Result<()> {
-    let ns = two_node_namespace("node-loss-lead").await?;
-    let mut nodes = Nodes::default();
     let mc = "headless";
-    placed(
-        &ns.name,
-        mc,
-        &nodes,
-        &yaml(mc, TOLERATION_SECONDS),
-        LeadOn::Second,
-    )
-    .await?;
-    let lead = Lead::of(&ns.name, mc)?;
-    let both = lead.submit("-N2 sleep 600")?;
-    lead.wait(&format!("jobs -no {{state}} {both}"), "RUN", MINUTE)
-        .await?;
-    let old_lead = lead_pod(&ns.name, mc)?;
-    let lost_at = Instant::now();
-    nodes.lose_second()?;
+    let mut lost = Lost::start("node-loss-lead", mc, TOLERATION_SECONDS, LeadOn::Second).await?;
+    let ns = lost.ns.name.clone();
     // The status: the instance lost with its lead (Starting, not Ready), and why.
-    let (_, reason, message) = wait_for("BrokersLost", 2 * MINUTE, || async {
-        Ok(condition(&ns.name, mc, "BrokersLost")?.filter(|c| c.0 == "True"))
-    })
-    .await?;
-    let reported = lost_at.elapsed();
+    let (reason, message) = lost.reported(mc).await?;
+    let reported = lost.at.elapsed();
     ensure!(
         reason == "LeadBrokerLost" && message.contains("(rank 0)"),
         "BrokersLost: {reason}: {message}"
     );
-    let obj = get_json(&ns.name, &format!("minicluster/{mc}"))?;
+    let obj = get_json(&ns, &format!("minicluster/{mc}"))?;
     ensure!(
         obj["status"]["phase"] == "Starting",
         "phase: {}",
         obj["status"]["phase"]
     );
-    let ready = condition(&ns.name, mc, "Ready")?;
+    let ready = condition(&ns, mc, "Ready")?;
     ensure!(
         ready.as_ref().is_some_and(|c| c.0 == "False"),
         "Ready: {ready:?}"
     );
     ensure!(
-        events(&ns.name, mc, "BrokersLost")?
+        events(&ns, mc, "BrokersLost")?
             .iter()
             .any(|m| m.contains("(rank 0)")),
         "a BrokersLost Event naming rank 0"
     );
     // Evicted after the toleration; the node declared out of service: a new lead on the
     // surviving node, a new instance.
-    wait_for("the eviction in BrokersLost", 2 * MINUTE, || async {
-        let c = condition(&ns.name, mc, "BrokersLost")?;
-        Ok(c.filter(|c| c.2.contains("out-of-service")).map(drop))
-    })
-    .await?;
+    lost.evicted(mc).await?;
     kubectl(["taint", "nodes", &second_node(), OUT_OF_SERVICE])?;
-    nodes.out_of_service = true;
-    wait_phase_running(&ns.name, mc).await?;
-    ready_brokers(&ns.name, mc, 2, 3 * MINUTE).await?;
-    let whole = lost_at.elapsed();
-    let new_lead = lead_pod(&ns.name, mc)?;
-    ensure!(new_lead != old_lead, "a new lead pod");
-    let leads = pods(&ns.name, mc, "lead")?;
+    lost.nodes.out_of_service = true;
+    wait_phase_running(&ns, mc).await?;
+    ready_brokers(&ns, mc, 2, 3 * MINUTE).await?;
+    let whole = lost.at.elapsed();
+    let leads = pods(&ns, mc, "lead")?;
     ensure!(
-        leads.len() == 1 && node_of(&leads[0]) == node_name(),
-        "one lead, on the surviving node"
+        leads.len() == 1
+            && node_of(&leads[0]) == node_name()
+            && leads[0]["metadata"]["name"] != lost.lead_pod.as_str(),
+        "one lead, a new one on the surviving node"
     );
-    let obj = get_json(&ns.name, &format!("minicluster/{mc}"))?;
+    let obj = get_json(&ns, &format!("minicluster/{mc}"))?;
     let instance = &obj["status"]["instance"];
     println!("the lost lead's instance, as the status reports it: {instance}");
     ensure!(instance["restarts"] == 1, "one restart: {instance}");
-    let lead = Lead::of(&ns.name, mc)?;
-    let jobs = lead.jobs()?;
+    ensure!(
+        instance["lastRestart"]["uncounted"]
+            .as_str()
+            .is_some_and(|u| u.contains("node was lost")),
+        "the old instance's jobs said uncounted: {instance}"
+    );
+    let jobs = Lead::of(&ns, mc)?.jobs()?;
     ensure!(
         jobs.is_empty(),
         "the new instance has none of the old one's jobs: {jobs:?}"
     );
-    nodes.second_back()?;
+    lost.nodes.second_back()?;
     tokio::time::sleep(Duration::from_secs(10)).await;
     ensure!(
-        pods(&ns.name, mc, "lead")?.len() == 1,
+        pods(&ns, mc, "lead")?.len() == 1,
         "one lead after the node came back"
     );
     println!(
         "node loss, the lead's node: BrokersLost at {reported:.0?}, a new instance whole at \
          {whole:.0?} (tolerations {TOLERATION_SECONDS} s, then out of service)"
     );
-    drop(nodes);
-    ns.cleanup().await;
-    Ok(())
+    lost.end().await
 }
 
 /// Until MiniCluster `mc` is Running again.

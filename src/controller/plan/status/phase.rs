@@ -43,16 +43,21 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn the_jobset_decides_first_then_the_pods_and_running_stays_running() {
-        let done = Condition {
+    /// A JobSet condition that is true (what `JobSetState` reads of one).
+    fn true_condition() -> Condition {
+        Condition {
             type_: "Completed".into(),
             status: "True".into(),
             reason: String::new(),
             message: String::new(),
             observed_generation: None,
             last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
-        };
+        }
+    }
+
+    #[test]
+    fn the_jobset_decides_first_then_the_pods_and_running_stays_running() {
+        let done = true_condition();
         let js = |completed: bool, failed: bool, suspended: bool| JobSetState {
             exists: true,
             completed: completed.then_some(&done),
@@ -131,14 +136,7 @@ mod tests {
 
     #[test]
     fn a_lead_lost_with_its_node_is_not_running_unless_the_jobset_decided() {
-        let done = Condition {
-            type_: "Completed".into(),
-            status: "True".into(),
-            reason: String::new(),
-            message: String::new(),
-            observed_generation: None,
-            last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
-        };
+        let done = true_condition();
         let js = |completed: bool, suspended: bool| JobSetState {
             exists: true,
             completed: completed.then_some(&done),
