@@ -10,6 +10,8 @@
 #   make test         unit tests, the real-Flux tier, the e2e tests against a fresh cluster,
 #                     the real-node tier and the demo
 #   make test-kueue-oldest  the Kueue e2e tests on the oldest Kueue the README claims
+#   make test-two-nodes  a cluster of two real nodes: a node lost under running MiniClusters,
+#                     and MPI ranks across the nodes (~10 min; not yet in make test)
 #   make test-flux    the real-Flux tier: real brokers in emulated pods (root; builds Flux)
 #   make flux-build   build flux-core and Fluxion from ../shared/vendor (cached)
 #   make bench        side by side on a cluster of its own: this operator, the bare JobSet
