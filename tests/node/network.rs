@@ -8,8 +8,10 @@ use anyhow::{Context, Result, ensure};
 
 use crate::cluster::{OPERATOR_NAMESPACE, installed_operator, kubectl_in, state_dir};
 
-const POD_CIDR: &str = "10.244.0.0/24";
-const BRIDGE: &str = "flux-e2e0";
+/// Every real node's pods (node N: 10.244.(N-1).0/24), and their bridges (`flux-e2e0`,
+/// `flux-e2e1`), as the guards name them.
+const PODS_CIDR: &str = "10.244.0.0/16";
+const BRIDGES: &str = "flux-e2e+";
 
 fn iptables(args: &[&str]) -> Result<String> {
     let out = Command::new("iptables")
@@ -22,10 +24,11 @@ fn iptables(args: &[&str]) -> Result<String> {
 
 #[tokio::test]
 async fn pods_on_the_real_node_have_no_way_out_of_this_machine() -> Result<()> {
-    // Everything forwarded from the pod range that does not stay on the pods' bridge is
-    // dropped, and that check comes first in FORWARD, before any rule could accept it.
+    // Everything forwarded from the pods' range that does not stay on the pods' bridges (the
+    // real nodes', routed to each other) is dropped, and that check comes first in FORWARD,
+    // before any rule could accept it.
     let guard = iptables(&["-t", "mangle", "-S", "FLUX-E2E-GUARD"])?;
-    let drop = format!("-A FLUX-E2E-GUARD -s {POD_CIDR} ! -o {BRIDGE} -j DROP");
+    let drop = format!("-A FLUX-E2E-GUARD -s {PODS_CIDR} ! -o {BRIDGES} -j DROP");
     ensure!(guard.lines().any(|l| l == drop), "no `{drop}` in:\n{guard}");
     let forward = iptables(&["-t", "mangle", "-S", "FORWARD"])?;
     assert_eq!(
@@ -110,8 +113,8 @@ async fn the_kubelet_refuses_anonymous_requests_and_forwards_only_for_the_pods()
 
     let guard = iptables(&["-t", "filter", "-S", "FLUX-E2E-FORWARD"])?;
     for rule in [
-        format!("-A FLUX-E2E-FORWARD -i {BRIDGE} -j RETURN"),
-        format!("-A FLUX-E2E-FORWARD -o {BRIDGE} -j RETURN"),
+        format!("-A FLUX-E2E-FORWARD -i {BRIDGES} -j RETURN"),
+        format!("-A FLUX-E2E-FORWARD -o {BRIDGES} -j RETURN"),
         "-A FLUX-E2E-FORWARD -j DROP".to_string(),
     ] {
         ensure!(guard.lines().any(|l| l == rule), "no `{rule}` in:\n{guard}");
