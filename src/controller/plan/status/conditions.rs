@@ -173,8 +173,8 @@ fn lost(c: &mut Conditions<'_>, o: &Observation<'_>) {
             reason::LEAD_BROKER_LOST,
             format!(
                 "broker pods lost with their node (it stopped answering): {pods}; the lead \
-                 broker was one, and the Flux instance with it: its running jobs are lost \
-                 unless spec.archive saved them; {next}"
+                 broker was one, and the Flux instance with it: its jobs are lost (an \
+                 archive holds only what a lead saved when it stopped); {next}"
             ),
         )
     } else {
@@ -182,8 +182,8 @@ fn lost(c: &mut Conditions<'_>, o: &Observation<'_>) {
             reason::FOLLOWERS_LOST,
             format!(
                 "broker pods lost with their node (it stopped answering): {pods}; the \
-                 instance goes on without their ranks, and Flux ends the jobs that ran on \
-                 them (exception node-failure); {next}"
+                 instance goes on without their ranks, and Flux fails the jobs that ran on \
+                 them (an exec exception: node failure); {next}"
             ),
         )
     };
