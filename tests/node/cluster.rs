@@ -144,11 +144,32 @@ pub fn node_name() -> String {
     std::env::var("E2E_NODE_NAME").unwrap_or_else(|_| "e2e-real-node".into())
 }
 
+/// `e2e/node.sh ARGS`: the real nodes' harness (`namespace`, `lose`, `back`).
+pub fn node_sh(args: &[&str]) -> Result<()> {
+    let mut cmd = Command::new(root().join("e2e/node.sh"));
+    cmd.args(args);
+    run(cmd).map(drop)
+}
+
 /// Pods of NS select the real node and tolerate its taint (`e2e/node.sh namespace`).
 pub fn on_real_node(ns: &str) -> Result<()> {
-    let mut cmd = Command::new(root().join("e2e/node.sh"));
-    cmd.args(["namespace", ns]);
-    run(cmd).map(drop)
+    node_sh(&["namespace", ns])
+}
+
+/// The Events about MiniCluster `mc`: their reasons and messages.
+pub fn minicluster_events(ns: &str, mc: &str) -> Result<Vec<(String, String)>> {
+    let selector = format!("involvedObject.kind=MiniCluster,involvedObject.name={mc}");
+    let list: Value = serde_json::from_str(&kubectl_in(
+        ns,
+        &["get", "events", "--field-selector", &selector, "-o", "json"],
+    )?)?;
+    let text = |e: &Value, k: &str| e[k].as_str().unwrap_or_default().to_string();
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| (text(e, "reason"), text(e, "message")))
+        .collect())
 }
 
 /// A fresh test namespace whose pods run on the real node, with the operator installed.

@@ -10,7 +10,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 
-use crate::cluster::{apply, apply_yaml, get_json, kubectl_in, namespace, wait_phase};
+use crate::cluster::{
+    apply, apply_yaml, get_json, kubectl_in, minicluster_events as events, namespace, wait_phase,
+};
 use crate::common::{TestNamespace, kueue_resource, unpack_go_operator, wait_for};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -44,22 +46,6 @@ fn seconds_between(a: &str, b: &str) -> Result<i64> {
     let a: jiff::Timestamp = a.parse().with_context(|| format!("time {a:?}"))?;
     let b: jiff::Timestamp = b.parse().with_context(|| format!("time {b:?}"))?;
     Ok(b.as_second() - a.as_second())
-}
-
-/// The Event reasons and messages about MiniCluster `mc`.
-fn events(ns: &str, mc: &str) -> Result<Vec<(String, String)>> {
-    let selector = format!("involvedObject.kind=MiniCluster,involvedObject.name={mc}");
-    let list: Value = serde_json::from_str(&kubectl_in(
-        ns,
-        &["get", "events", "--field-selector", &selector, "-o", "json"],
-    )?)?;
-    let text = |e: &Value, k: &str| e[k].as_str().unwrap_or_default().to_string();
-    Ok(list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| (text(e, "reason"), text(e, "message")))
-        .collect())
 }
 
 /// MiniCluster `mc` ended Failed, and what its end says: the status's result has exit code

@@ -7,7 +7,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 
-use crate::cluster::{Lead, apply_yaml, get_json, kubectl_in, namespace, pods, wait_phase};
+use crate::cluster::{
+    Lead, apply_yaml, get_json, kubectl_in, minicluster_events as events, namespace, pods,
+    wait_phase,
+};
 use crate::common::wait_for;
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -59,30 +62,6 @@ async fn all_ready(ns: &str, mc: &str, size: i64) -> Result<Value> {
         Ok((obj["status"]["readyBrokers"] == size).then(|| obj["status"]["phase"].clone()))
     })
     .await
-}
-
-/// The reasons of the Events about MiniCluster `mc`, and their messages.
-fn events(ns: &str, mc: &str) -> Result<Vec<(String, String)>> {
-    let list: Value = serde_json::from_str(&kubectl_in(
-        ns,
-        &[
-            "get",
-            "events",
-            "--field-selector",
-            &format!("involvedObject.kind=MiniCluster,involvedObject.name={mc}"),
-            "-o",
-            "json",
-        ],
-    )?)?;
-    Ok(list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|e| {
-            let field = |k: &str| e[k].as_str().unwrap_or_default().to_string();
-            (field("reason"), field("message"))
-        })
-        .collect())
 }
 
 /// What a user sees of a new instance: `status.instance.restarts` is `restarts`, the

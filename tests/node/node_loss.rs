@@ -4,13 +4,15 @@
 //! view of the ranks and jobs, the MiniCluster's status and Events, the pods replaced, the node
 //! back. The operator runs on the first node, which is never lost.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, ensure};
+use anyhow::{Result, ensure};
 use serde_json::Value;
 
-use crate::cluster::{Lead, apply_yaml, get_json, kubectl, kubectl_in, lead_pod, node_name, pods};
+use crate::cluster::{
+    Lead, apply_yaml, get_json, kubectl, kubectl_in, lead_pod, minicluster_events, node_name,
+    node_sh, pods, wait_phase,
+};
 use crate::common::{TestNamespace, wait_for};
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -24,20 +26,6 @@ const TOLERATION_SECONDS: u64 = 30;
 /// The second node's name (`e2e/node.sh`: the first's, then `-2`).
 fn second_node() -> String {
     format!("{}-2", node_name())
-}
-
-/// `e2e/node.sh ARGS`.
-fn node_sh(args: &[&str]) -> Result<()> {
-    let out = Command::new(crate::cluster::root().join("e2e/node.sh"))
-        .args(args)
-        .output()
-        .context("e2e/node.sh")?;
-    ensure!(
-        out.status.success(),
-        "e2e/node.sh {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(())
 }
 
 /// While it lives, the two nodes may be changed; dropped, both schedulable and the second
@@ -204,19 +192,12 @@ fn condition(ns: &str, mc: &str, type_: &str) -> Result<Option<(String, String, 
     Ok(found)
 }
 
-/// The Events about MiniCluster `mc` with REASON: their messages.
+/// The messages of the Events about MiniCluster `mc` with REASON.
 fn events(ns: &str, mc: &str, reason: &str) -> Result<Vec<String>> {
-    let selector =
-        format!("involvedObject.kind=MiniCluster,involvedObject.name={mc},reason={reason}");
-    let list: Value = serde_json::from_str(&kubectl_in(
-        ns,
-        &["get", "events", "--field-selector", &selector, "-o", "json"],
-    )?)?;
-    Ok(list["items"]
-        .as_array()
+    Ok(minicluster_events(ns, mc)?
         .into_iter()
-        .flatten()
-        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .filter(|(r, _)| r == reason)
+        .map(|(_, message)| message)
         .collect())
 }
 
@@ -483,7 +464,7 @@ async fn the_lead_s_node_lost_the_instance_is_reported_lost_and_a_new_one_starts
     lost.evicted(mc).await?;
     kubectl(["taint", "nodes", &second_node(), OUT_OF_SERVICE])?;
     lost.nodes.out_of_service = true;
-    wait_phase_running(&ns, mc).await?;
+    wait_phase(&ns, mc, "Running").await?;
     ready_brokers(&ns, mc, 2, 3 * MINUTE).await?;
     let whole = lost.at.elapsed();
     let leads = pods(&ns, mc, "lead")?;
@@ -519,15 +500,6 @@ async fn the_lead_s_node_lost_the_instance_is_reported_lost_and_a_new_one_starts
          {whole:.0?} (tolerations {TOLERATION_SECONDS} s, then out of service)"
     );
     lost.end().await
-}
-
-/// Until MiniCluster `mc` is Running again.
-async fn wait_phase_running(ns: &str, mc: &str) -> Result<()> {
-    wait_for("Running", 3 * MINUTE, || async {
-        let obj = get_json(ns, &format!("minicluster/{mc}"))?;
-        Ok((obj["status"]["phase"] == "Running").then_some(()))
-    })
-    .await
 }
 
 /// A fresh namespace whose pods may land on either real node, with the operator installed.
